@@ -1,0 +1,14 @@
+//! numaplane-testenv: a real Kubernetes control plane on loopback for tests and the demo
+//! (etcd, kube-apiserver, kube-controller-manager), a Numaflow simulator that plays the Numaflow
+//! controller, and an Argo Rollouts analysis stand-in.
+
+pub mod analysis;
+pub mod binaries;
+pub mod certs;
+pub mod controlplane;
+pub mod crds;
+pub mod simulator;
+
+pub use analysis::AnalysisStandIn;
+pub use controlplane::TestEnv;
+pub use simulator::Simulator;
