@@ -10,4 +10,6 @@ pub mod crds;
 pub mod simulator;
 
 // Re-exports are added by the modules' owners once they exist:
-// pub use controlplane::TestEnv; pub use simulator::Simulator; pub use analysis::AnalysisStandIn;
+// pub use simulator::Simulator; pub use analysis::AnalysisStandIn;
+pub use controlplane::{TestEnv, TestEnvOptions};
+pub use simulator::Simulator;

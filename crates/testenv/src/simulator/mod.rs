@@ -1,1 +1,266 @@
-//! placeholder
+//! A Numaflow controller simulator for tests (scenarios.md B.1-B.7).
+//!
+//! It watches Pipelines, Vertices, MonoVertices and InterStepBufferServices
+//! (`numaflow.numaproj.io/v1alpha1`) plus the Deployments and StatefulSets Numaflow owns and the
+//! `numaflow-controller[-<id>]` Deployments, and reacts to watch events with one
+//! `kube::runtime::Controller` per kind, writing what Numaflow and its kubelet-backed pods would:
+//! child objects, pods with a kubelet-like status, phases, conditions, `observedGeneration`,
+//! the pause/resume protocol and `drainedOnPause`. Timers are used only where Numaflow itself
+//! uses time (pause grace period, drain delay, requeue while pausing, the deletion wait).
+//!
+//! Tests steer deviations from the default model through [`Simulator::set_pipeline_behaviour`]
+//! and [`Simulator::set_monovertex_behaviour`].
+
+mod behaviour;
+mod isbsvc;
+mod monovertex;
+mod pipeline;
+mod pipeline_children;
+mod pipeline_lifecycle;
+mod pods;
+mod util;
+mod vertex;
+mod workloads;
+
+use std::{fmt::Debug, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use futures::{
+    Stream, StreamExt,
+    channel::mpsc::{UnboundedSender, unbounded},
+    future,
+};
+use k8s_openapi::NamespaceResourceScope;
+use kube::{
+    Api, Client, Resource,
+    api::{DynamicObject, ListParams},
+    core::ApiResource,
+    runtime::controller::{self, Action},
+};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+pub use behaviour::{MonoVertexBehaviour, PipelineBehaviour};
+
+/// Knobs of the simulated Numaflow controller.
+#[derive(Clone, Debug)]
+pub struct SimulatorConfig {
+    /// Watch only this namespace; `None` watches the whole cluster.
+    pub namespace: Option<String>,
+    /// How long a pipeline that ingested data and has healthy vertices takes to drain once its
+    /// source pods are gone ("a few seconds" in B.7). Default 2 s.
+    pub drain_delay: Duration,
+    /// How long a deleted Pipeline stays `Deleting` (after its source pods are gone) before the
+    /// simulator removes its finalizer; stands in for Numaflow's drain wait on deletion.
+    /// Default 1 s.
+    pub deletion_delay: Duration,
+    /// Concurrent reconciles per kind. Default 8.
+    pub concurrency: u16,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            drain_delay: Duration::from_secs(2),
+            deletion_delay: Duration::from_secs(1),
+            concurrency: 8,
+        }
+    }
+}
+
+/// Handle to a running simulator. Clones share it; the tasks stop on [`Simulator::shutdown`] or
+/// when the last clone is dropped.
+#[derive(Clone)]
+pub struct Simulator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ctx: Arc<Ctx>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Shared by every simulated controller.
+pub(crate) struct Ctx {
+    pub(crate) client: Client,
+    pub(crate) config: SimulatorConfig,
+    pub(crate) state: behaviour::State,
+    pipeline_trigger: UnboundedSender<()>,
+    monovertex_trigger: UnboundedSender<()>,
+}
+
+impl Ctx {
+    /// A dynamic API over the watched scope (one namespace or all).
+    pub(crate) fn dyn_scoped(&self, ar: &ApiResource) -> Api<DynamicObject> {
+        match &self.config.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// A typed API over the watched scope.
+    pub(crate) fn scoped<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        match &self.config.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+}
+
+/// Errors of one reconcile; the controller retries on the next event or after a short delay.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SimError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl SimError {
+    fn is_conflict(&self) -> bool {
+        matches!(self, SimError::Kube(kube::Error::Api(e)) if e.code == 409)
+    }
+}
+
+/// Retry policy shared by every simulated controller: a resourceVersion conflict means a newer
+/// event is already on its way, so retry soon; anything else backs off a little.
+pub(crate) fn error_policy<K>(_obj: Arc<K>, err: &SimError, _ctx: Arc<Ctx>) -> Action {
+    if err.is_conflict() {
+        Action::requeue(Duration::from_millis(100))
+    } else {
+        tracing::debug!(error = %err, "simulator reconcile failed");
+        Action::requeue(Duration::from_secs(1))
+    }
+}
+
+/// Drives a controller stream to completion, logging failures.
+pub(crate) async fn drive<T, E1, E2>(
+    name: &'static str,
+    stream: impl Stream<Item = Result<T, controller::Error<E1, E2>>>,
+) where
+    E1: std::error::Error + 'static,
+    E2: std::error::Error + 'static,
+{
+    stream
+        .for_each(|res| {
+            if let Err(e) = res {
+                tracing::debug!(controller = name, error = %e, "simulator controller error");
+            }
+            future::ready(())
+        })
+        .await;
+}
+
+pub(crate) fn controller_config(ctx: &Ctx) -> controller::Config {
+    controller::Config::default().concurrency(ctx.config.concurrency)
+}
+
+impl Simulator {
+    /// Starts a cluster-wide simulator with the default [`SimulatorConfig`].
+    pub async fn start(client: Client) -> anyhow::Result<Simulator> {
+        Self::start_with(client, SimulatorConfig::default()).await
+    }
+
+    /// Starts a simulator watching only `namespace` (handy for one simulator per test).
+    pub async fn start_in_namespace(client: Client, namespace: &str) -> anyhow::Result<Simulator> {
+        let config = SimulatorConfig {
+            namespace: Some(namespace.to_owned()),
+            ..SimulatorConfig::default()
+        };
+        Self::start_with(client, config).await
+    }
+
+    /// Starts a simulator; fails if the Numaflow CRDs are not installed.
+    pub async fn start_with(client: Client, config: SimulatorConfig) -> anyhow::Result<Simulator> {
+        for ar in [
+            util::pipeline_resource(),
+            util::vertex_resource(),
+            util::monovertex_resource(),
+            util::isbsvc_resource(),
+        ] {
+            Api::<DynamicObject>::all_with(client.clone(), &ar)
+                .list(&ListParams::default().limit(1))
+                .await
+                .with_context(|| format!("the {} CRD must be installed", ar.kind))?;
+        }
+        let (pipeline_trigger, pipeline_rx) = unbounded();
+        let (monovertex_trigger, monovertex_rx) = unbounded();
+        let ctx = Arc::new(Ctx {
+            client,
+            config,
+            state: behaviour::State::default(),
+            pipeline_trigger,
+            monovertex_trigger,
+        });
+        let tasks = vec![
+            tokio::spawn(pipeline::run(ctx.clone(), pipeline_rx)),
+            tokio::spawn(vertex::run(ctx.clone())),
+            tokio::spawn(monovertex::run(ctx.clone(), monovertex_rx)),
+            tokio::spawn(isbsvc::run(ctx.clone())),
+            tokio::spawn(workloads::run_deployments(ctx.clone())),
+            tokio::spawn(workloads::run_statefulsets(ctx.clone())),
+        ];
+        Ok(Simulator {
+            inner: Arc::new(Inner { ctx, tasks }),
+        })
+    }
+
+    /// Directs how the Pipeline `namespace/name` behaves from now on (it need not exist yet):
+    /// e.g. `PipelineBehaviour::SlowDrain(Duration::from_secs(20))` keeps a pause in Pausing for
+    /// 20 s after the sources stop, `NeverDrain` lets only the grace period end a pause
+    /// (`drainedOnPause=false`), `FailAfter(d)` turns the pipeline Failed after `d`.
+    pub fn set_pipeline_behaviour(
+        &self,
+        namespace: &str,
+        name: &str,
+        behaviour: PipelineBehaviour,
+    ) {
+        self.inner
+            .ctx
+            .state
+            .set_pipeline(namespace, name, behaviour);
+        // Re-evaluate now rather than on the pipeline's next event.
+        let _ = self.inner.ctx.pipeline_trigger.unbounded_send(());
+    }
+
+    /// Directs how the MonoVertex `namespace/name` behaves from now on (it need not exist yet).
+    pub fn set_monovertex_behaviour(
+        &self,
+        namespace: &str,
+        name: &str,
+        behaviour: MonoVertexBehaviour,
+    ) {
+        self.inner
+            .ctx
+            .state
+            .set_monovertex(namespace, name, behaviour);
+        let _ = self.inner.ctx.monovertex_trigger.unbounded_send(());
+    }
+
+    /// The configuration this simulator runs with.
+    pub fn config(&self) -> &SimulatorConfig {
+        &self.inner.ctx.config
+    }
+
+    /// Stops every simulated controller (objects are left as they are).
+    pub fn shutdown(&self) {
+        for t in &self.inner.tasks {
+            t.abort();
+        }
+    }
+}
