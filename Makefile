@@ -33,7 +33,7 @@ manifests:
 ## testenv-binaries: build kube-apiserver, kube-controller-manager and fetch etcd (cached)
 testenv-binaries: $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN)
 
-$(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN):
+$(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN) &:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 
 ## demo: a local control plane with the Numaflow simulator, and a walk through what exists so far
