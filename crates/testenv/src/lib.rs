@@ -12,4 +12,5 @@ pub mod simulator;
 // Re-exports are added by the modules' owners once they exist:
 // pub use simulator::Simulator; pub use analysis::AnalysisStandIn;
 pub use controlplane::{TestEnv, TestEnvOptions};
+pub use analysis::AnalysisStandIn;
 pub use simulator::Simulator;
