@@ -97,7 +97,9 @@ pub struct PauseStatus {
 }
 
 /// Group, version and kind of a rider object.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 pub struct GroupVersionKind {
     #[serde(default)]
     pub group: String,
@@ -106,7 +108,9 @@ pub struct GroupVersionKind {
 }
 
 /// A rider object deployed beside a child, in the same namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RiderStatus {
     pub group_version_kind: GroupVersionKind,

@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "ISBServiceRolloutStatus",
     doc = "ISBServiceRollout deploys and upgrades a numaflow InterStepBufferService.",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase")
 )]
 #[serde(rename_all = "camelCase")]

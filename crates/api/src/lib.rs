@@ -11,6 +11,7 @@ pub mod isbservice_rollout;
 pub mod keys;
 pub mod manifests;
 pub mod monovertex_rollout;
+pub mod numaflow;
 pub mod numaflow_controller;
 pub mod numaflow_controller_rollout;
 pub mod pipeline_rollout;
@@ -21,7 +22,9 @@ pub mod strategy;
 pub use common::{ChildMetadata, Phase, RiderStatus, Status, UpgradeStrategy};
 pub use isbservice_rollout::{ISBServiceRollout, ISBServiceRolloutSpec, ISBServiceRolloutStatus};
 pub use monovertex_rollout::{MonoVertexRollout, MonoVertexRolloutSpec, MonoVertexRolloutStatus};
-pub use numaflow_controller::{NumaflowController, NumaflowControllerSpec, NumaflowControllerStatus};
+pub use numaflow_controller::{
+    NumaflowController, NumaflowControllerSpec, NumaflowControllerStatus,
+};
 pub use numaflow_controller_rollout::{
     NumaflowControllerRollout, NumaflowControllerRolloutSpec, NumaflowControllerRolloutStatus,
 };

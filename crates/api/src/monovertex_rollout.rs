@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "MonoVertexRolloutStatus",
     doc = "MonoVertexRollout deploys and upgrades a numaflow MonoVertex.",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase")
 )]
 #[serde(rename_all = "camelCase")]

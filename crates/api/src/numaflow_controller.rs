@@ -14,14 +14,22 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "NumaflowControllerStatus",
     doc = "NumaflowController runs one version of the Numaflow controller in its namespace.",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.version")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NumaflowControllerSpec {
     pub version: String,
-    #[serde(default, rename = "instanceID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "instanceID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub instance_id: Option<String>,
 }
 

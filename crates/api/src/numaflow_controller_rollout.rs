@@ -32,7 +32,11 @@ pub struct NumaflowControllerRolloutSpec {
 pub struct ControllerDefinition {
     /// Must match a version in a `numaflow-controller-definitions` ConfigMap exactly, e.g. "1.5.2".
     pub version: String,
-    #[serde(default, rename = "instanceID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "instanceID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub instance_id: Option<String>,
 }
 

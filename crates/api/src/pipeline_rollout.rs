@@ -20,7 +20,11 @@ use std::collections::BTreeMap;
     namespaced,
     status = "PipelineRolloutStatus",
     doc = "PipelineRollout deploys and upgrades a numaflow Pipeline.",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
         name = "Upgrade In Progress",

@@ -7,7 +7,10 @@ use std::path::Path;
 fn committed_manifests_match_the_types() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let generated = numaplane_api::manifests::generate(&root).expect("generate manifests");
-    assert!(generated.len() >= 7, "5 CRDs, their kustomization and install.yaml");
+    assert!(
+        generated.len() >= 7,
+        "5 CRDs, their kustomization and install.yaml"
+    );
     let mut stale = Vec::new();
     for (rel, want) in &generated {
         match std::fs::read_to_string(root.join(rel)) {
@@ -41,13 +44,20 @@ fn five_crds_with_status_subresource_and_printer_columns() {
     for crd in &crds {
         assert_eq!(crd.spec.group, "numaplane.numaproj.io");
         assert_eq!(crd.spec.scope, "Namespaced");
-        assert!(crd.spec.names.short_names.is_none(), "reference has no short names");
+        assert!(
+            crd.spec.names.short_names.is_none(),
+            "reference has no short names"
+        );
         assert_eq!(crd.spec.versions.len(), 1);
         let v = &crd.spec.versions[0];
         assert_eq!(v.name, "v1alpha1");
         assert!(v.served && v.storage);
         let sub = v.subresources.as_ref().expect("subresources");
-        assert!(sub.status.is_some(), "{} has a status subresource", crd.spec.names.kind);
+        assert!(
+            sub.status.is_some(),
+            "{} has a status subresource",
+            crd.spec.names.kind
+        );
         assert!(sub.scale.is_none());
         let cols: Vec<(&str, &str)> = v
             .additional_printer_columns
@@ -87,7 +97,10 @@ fn embedded_specs_preserve_unknown_fields_and_nc_rollout_has_the_name_rule() {
             assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], true, "{kind}");
             let rider = &root["properties"]["spec"]["properties"]["riders"]["items"]["properties"]
                 ["definition"];
-            assert_eq!(rider["x-kubernetes-preserve-unknown-fields"], true, "{kind}");
+            assert_eq!(
+                rider["x-kubernetes-preserve-unknown-fields"], true,
+                "{kind}"
+            );
         }
         let rules = &root["x-kubernetes-validations"];
         if kind == "NumaflowControllerRollout" {
