@@ -1,1 +1,682 @@
-//! placeholder
+//! A real control plane on loopback: etcd, kube-apiserver (RBAC, token authentication, TLS with a
+//! CA generated in-process) and kube-controller-manager running only the garbage collector and the
+//! namespace controller, with every CRD Numaplane needs installed and Established.
+//!
+//! Identities (from `--token-auth-file`):
+//! - admin: user [`ADMIN_USER`] in group `system:masters`, used by [`TestEnv::client`];
+//! - operator: the ServiceAccount `numaplane-system/numaplane-sa` ([`OPERATOR_USER`], groups
+//!   `system:serviceaccounts` and `system:serviceaccounts:numaplane-system`), used by
+//!   [`TestEnv::operator_client`]. It is granted nothing: RBAC bindings whose subject is that
+//!   ServiceAccount (as the shipped manifests have) apply to it unchanged.
+//!
+//! Clean-up: each process runs in its own process group and its pid is recorded in `DIR/pids`. A
+//! watchdog shell started first holds the read end of a pipe whose write end only this process
+//! has; when this process ends in any way (normal exit without dropping statics, panic, abort,
+//! SIGKILL) the pipe closes, and the watchdog kills every recorded process group and removes the
+//! state. Dropping a [`TestEnv`] kills its processes synchronously.
+
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write as _;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ObjectMeta, PostParams};
+use secrecy::SecretString;
+use tokio::sync::OnceCell;
+use tracing::debug;
+
+use crate::binaries::Binaries;
+use crate::certs::Pki;
+use crate::crds;
+
+/// User name of the admin identity (group `system:masters`).
+pub const ADMIN_USER: &str = "testenv-admin";
+/// Namespace of the operator's ServiceAccount.
+pub const OPERATOR_NAMESPACE: &str = "numaplane-system";
+/// Name of the operator's ServiceAccount.
+pub const OPERATOR_SERVICE_ACCOUNT: &str = "numaplane-sa";
+/// User name the apiserver gives the operator identity.
+pub const OPERATOR_USER: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
+
+/// Audit policy used when [`TestEnvOptions::audit_log`] is set and no policy is given: every
+/// request at Metadata level, one event per request.
+pub const DEFAULT_AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+";
+
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
+const CRD_TIMEOUT: Duration = Duration::from_secs(60);
+const START_ATTEMPTS: usize = 3;
+const LOG_TAIL_LINES: usize = 40;
+
+/// How to start a [`TestEnv`].
+#[derive(Debug, Clone, Default)]
+pub struct TestEnvOptions {
+    /// Write an apiserver audit log (JSON lines) to this path.
+    pub audit_log: Option<PathBuf>,
+    /// Audit policy YAML; [`DEFAULT_AUDIT_POLICY`] when `None`.
+    pub audit_policy: Option<String>,
+    /// Keep state (kubeconfigs, logs, certificates) in this directory instead of a temporary one.
+    /// Only etcd's data is removed on shutdown; used by `numaplane-testenv serve`.
+    pub dir: Option<PathBuf>,
+}
+
+struct Process {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+/// A running control plane. See the module documentation for identities and clean-up.
+pub struct TestEnv {
+    dir: PathBuf,
+    /// Removed on drop and by the watchdog: the whole temporary dir, or etcd's data in a kept dir.
+    scratch: PathBuf,
+    apiserver_url: String,
+    cluster_url: http::Uri,
+    ca_der: Vec<u8>,
+    admin_token: String,
+    operator_token: String,
+    audit_log: Option<PathBuf>,
+    processes: Vec<Process>,
+    watchdog: Option<Child>,
+}
+
+static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
+
+impl TestEnv {
+    /// Starts a control plane in a fresh temporary directory.
+    pub async fn start() -> Result<Self> {
+        Self::start_with(TestEnvOptions::default()).await
+    }
+
+    /// Starts a control plane. Retries on a loopback port clash (ports are picked free, then
+    /// released before the processes bind them, so another process can take one in between).
+    pub async fn start_with(opts: TestEnvOptions) -> Result<Self> {
+        let bins = Binaries::locate()?;
+        let t0 = Instant::now();
+        let mut attempt = 1;
+        loop {
+            match Self::try_start(&bins, &opts).await {
+                Ok(env) => {
+                    debug!(url = %env.apiserver_url, elapsed = ?t0.elapsed(), "control plane ready");
+                    return Ok(env);
+                }
+                Err(e)
+                    if attempt < START_ATTEMPTS
+                        && format!("{e:#}").contains("address already in use") =>
+                {
+                    debug!(attempt, "port clash, retrying: {e:#}");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The control plane shared by every test in this test binary, started on first use.
+    /// Panics (failing the test loudly) if it cannot start; the failure is remembered, so later
+    /// tests fail fast with the same message.
+    pub async fn shared() -> &'static TestEnv {
+        match Self::try_shared().await {
+            Ok(env) => env,
+            Err(e) => panic!("{e:#}"),
+        }
+    }
+
+    /// [`TestEnv::shared`], returning the start-up error instead of panicking.
+    ///
+    /// Start-up runs on its own runtime in a blocking thread: nothing of the shared environment is
+    /// bound to the runtime of the test that happened to start it. Its processes outlive every
+    /// test and are reaped by the watchdog when the test binary exits.
+    pub async fn try_shared() -> Result<&'static TestEnv> {
+        let started = SHARED
+            .get_or_init(|| async {
+                let joined = tokio::task::spawn_blocking(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .context("building the start-up runtime")?
+                        .block_on(TestEnv::start())
+                })
+                .await;
+                match joined {
+                    Ok(Ok(env)) => Ok(env),
+                    Ok(Err(e)) => Err(format!("{e:#}")),
+                    Err(e) => Err(format!("start-up thread failed: {e}")),
+                }
+            })
+            .await;
+        started
+            .as_ref()
+            .map_err(|e| anyhow!("the shared test control plane failed to start: {e}"))
+    }
+
+    /// A new admin client (`system:masters`). Call it inside the Tokio runtime that uses the
+    /// client: a `kube::Client` is bound to the runtime it was created in.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config())
+            .expect("client configuration was validated at start-up")
+    }
+
+    /// A new client authenticated as the operator's ServiceAccount ([`OPERATOR_USER`]).
+    pub fn operator_client(&self) -> kube::Client {
+        kube::Client::try_from(self.operator_config())
+            .expect("client configuration was validated at start-up")
+    }
+
+    /// Admin client configuration.
+    pub fn config(&self) -> kube::Config {
+        self.config_for(&self.admin_token)
+    }
+
+    /// Operator client configuration.
+    pub fn operator_config(&self) -> kube::Config {
+        self.config_for(&self.operator_token)
+    }
+
+    /// Admin kubeconfig (self-contained: CA data and token inline).
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// Operator kubeconfig.
+    pub fn operator_kubeconfig_path(&self) -> PathBuf {
+        self.dir.join("operator.kubeconfig")
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn apiserver_url(&self) -> &str {
+        &self.apiserver_url
+    }
+
+    /// The audit log, when enabled.
+    pub fn audit_log_path(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
+    }
+
+    /// The environment's directory: kubeconfigs, certificates and one log per process.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Creates a namespace named `<prefix>-<random>` and returns its name. Panics on failure.
+    pub async fn create_namespace(&self, prefix: &str) -> String {
+        match self.try_create_namespace(prefix).await {
+            Ok(name) => name,
+            Err(e) => panic!("{e:#}"),
+        }
+    }
+
+    /// [`TestEnv::create_namespace`], returning errors.
+    pub async fn try_create_namespace(&self, prefix: &str) -> Result<String> {
+        let name = namespace_name(prefix)?;
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.client())
+            .create(&PostParams::default(), &ns)
+            .await
+            .with_context(|| format!("creating namespace {name}"))?;
+        Ok(name)
+    }
+
+    fn config_for(&self, token: &str) -> kube::Config {
+        let mut config = kube::Config::new(self.cluster_url.clone());
+        config.root_cert = Some(vec![self.ca_der.clone()]);
+        config.auth_info.token = Some(SecretString::from(token.to_owned()));
+        config
+    }
+
+    async fn try_start(bins: &Binaries, opts: &TestEnvOptions) -> Result<Self> {
+        let (dir, scratch) = match &opts.dir {
+            Some(dir) => {
+                fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                let dir = dir
+                    .canonicalize()
+                    .with_context(|| format!("resolving {}", dir.display()))?;
+                let scratch = dir.join("etcd-data");
+                remove_if_exists(&scratch)?;
+                (dir, scratch)
+            }
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("numaplane-testenv-")
+                    .tempdir()
+                    .context("creating the environment's temporary directory")?
+                    .keep();
+                (dir.clone(), dir)
+            }
+        };
+        let pids = dir.join("pids");
+        File::create(&pids).with_context(|| format!("creating {}", pids.display()))?;
+        let watchdog = spawn_watchdog(&pids, &scratch)?;
+
+        let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
+        let apiserver_url = format!("https://127.0.0.1:{api_port}");
+        let pki = Pki::generate()?;
+        // Drop cleans up from here on, including after a failed start.
+        let mut env = TestEnv {
+            cluster_url: apiserver_url
+                .parse()
+                .with_context(|| format!("parsing {apiserver_url}"))?,
+            apiserver_url,
+            dir,
+            scratch,
+            ca_der: pki.ca_cert_der.clone(),
+            admin_token: random_token()?,
+            operator_token: random_token()?,
+            audit_log: opts.audit_log.clone(),
+            processes: Vec::new(),
+            watchdog: Some(watchdog),
+        };
+        debug!(dir = %env.dir.display(), "starting control plane");
+        env.write_files(&pki, opts)?;
+
+        env.spawn(
+            "etcd",
+            &bins.etcd,
+            &env.etcd_args(etcd_port, etcd_peer_port),
+        )?;
+        env.wait_for_port("etcd", etcd_port).await?;
+        debug!("etcd listening");
+
+        env.spawn(
+            "kube-apiserver",
+            &bins.kube_apiserver,
+            &env.apiserver_args(etcd_port, api_port),
+        )?;
+        env.wait_for_readyz().await?;
+        debug!("kube-apiserver ready");
+
+        env.spawn(
+            "kube-controller-manager",
+            &bins.kube_controller_manager,
+            &env.controller_manager_args(),
+        )?;
+
+        let all = crds::all()?;
+        crds::install(&env.client(), &all, CRD_TIMEOUT)
+            .await
+            .map_err(|e| env.with_logs(e))?;
+        debug!(count = all.len(), "CRDs established");
+        // A controller manager that rejected its flags has exited by now.
+        env.check_alive()?;
+        Ok(env)
+    }
+
+    fn write_files(&self, pki: &Pki, opts: &TestEnvOptions) -> Result<()> {
+        let pki_dir = self.dir.join("pki");
+        fs::create_dir_all(&pki_dir)?;
+        for (name, contents) in [
+            ("ca.crt", &pki.ca_cert_pem),
+            ("apiserver.crt", &pki.serving_cert_pem),
+            ("apiserver.key", &pki.serving_key_pem),
+            ("sa.key", &pki.sa_key_pem),
+            ("sa.pub", &pki.sa_pub_pem),
+        ] {
+            write(&pki_dir.join(name), contents)?;
+        }
+        // token,user,uid,"groups"
+        let tokens = format!(
+            "{},{ADMIN_USER},{ADMIN_USER},\"system:masters\"\n\
+             {},{OPERATOR_USER},{OPERATOR_USER},\"system:serviceaccounts,system:serviceaccounts:{OPERATOR_NAMESPACE}\"\n",
+            self.admin_token, self.operator_token
+        );
+        write(&self.dir.join("tokens.csv"), &tokens)?;
+        if let Some(log) = &self.audit_log {
+            let policy = opts.audit_policy.as_deref().unwrap_or(DEFAULT_AUDIT_POLICY);
+            write(&self.dir.join("audit-policy.yaml"), policy)?;
+            if let Some(parent) = log.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs::create_dir_all(parent)?;
+            }
+        }
+        let ca = base64::engine::general_purpose::STANDARD.encode(pki.ca_cert_pem.as_bytes());
+        write(
+            &self.kubeconfig_path(),
+            &kubeconfig(&self.apiserver_url, &ca, "admin", &self.admin_token),
+        )?;
+        write(
+            &self.operator_kubeconfig_path(),
+            &kubeconfig(&self.apiserver_url, &ca, "operator", &self.operator_token),
+        )?;
+        Ok(())
+    }
+
+    fn etcd_args(&self, port: u16, peer_port: u16) -> Vec<String> {
+        let client = format!("http://127.0.0.1:{port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        vec![
+            "--name=testenv".into(),
+            format!("--data-dir={}", self.dir.join("etcd-data").display()),
+            format!("--listen-client-urls={client}"),
+            format!("--advertise-client-urls={client}"),
+            format!("--listen-peer-urls={peer}"),
+            format!("--initial-advertise-peer-urls={peer}"),
+            format!("--initial-cluster=testenv={peer}"),
+            "--unsafe-no-fsync".into(),
+            "--log-level=warn".into(),
+        ]
+    }
+
+    fn apiserver_args(&self, etcd_port: u16, port: u16) -> Vec<String> {
+        let pki = self.dir.join("pki");
+        let p = |f: &str| pki.join(f).display().to_string();
+        let mut args = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            format!("--secure-port={port}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--cert-dir={}", pki.display()),
+            format!("--tls-cert-file={}", p("apiserver.crt")),
+            format!("--tls-private-key-file={}", p("apiserver.key")),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            format!("--service-account-issuer={}", self.apiserver_url),
+            format!("--service-account-key-file={}", p("sa.pub")),
+            format!("--service-account-signing-key-file={}", p("sa.key")),
+            format!(
+                "--token-auth-file={}",
+                self.dir.join("tokens.csv").display()
+            ),
+            "--authorization-mode=RBAC".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--allow-privileged=true".into(),
+            "--enable-priority-and-fairness=false".into(),
+            // A loopback advertise address cannot be an Endpoints address; nothing needs it.
+            "--endpoint-reconciler-type=none".into(),
+        ];
+        if let Some(log) = &self.audit_log {
+            let policy = self.dir.join("audit-policy.yaml");
+            args.push(format!("--audit-policy-file={}", policy.display()));
+            args.push(format!("--audit-log-path={}", log.display()));
+            // Events are written before the response is sent, so a test can read them at once.
+            args.push("--audit-log-mode=blocking".into());
+        }
+        args
+    }
+
+    fn controller_manager_args(&self) -> Vec<String> {
+        vec![
+            format!("--kubeconfig={}", self.kubeconfig_path().display()),
+            "--controllers=garbagecollector,namespace".into(),
+            "--use-service-account-credentials=false".into(),
+            "--leader-elect=false".into(),
+            // No HTTPS endpoint at all: nothing scrapes it, and no port can clash.
+            "--secure-port=0".into(),
+        ]
+    }
+
+    fn spawn(&mut self, name: &'static str, bin: &Path, args: &[String]) -> Result<()> {
+        let log = self.dir.join(format!("{name}.log"));
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            // Own process group: the watchdog kills the group, and Ctrl-C on the terminal
+            // reaches only the test process, whose exit then triggers the watchdog.
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let pid = child.id();
+        let pids = self.dir.join("pids");
+        let recorded = OpenOptions::new()
+            .append(true)
+            .open(&pids)
+            .and_then(|mut f| writeln!(f, "{pid}"));
+        self.processes.push(Process { name, child, log });
+        recorded.with_context(|| format!("recording pid {pid} in {}", pids.display()))?;
+        debug!(name, pid, "started");
+        Ok(())
+    }
+
+    /// Fails, with the process's log tail, if any process has exited.
+    fn check_alive(&mut self) -> Result<()> {
+        for p in &mut self.processes {
+            if let Some(status) = p.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}) during start-up; last lines of {}:\n{}",
+                    p.name,
+                    p.log.display(),
+                    tail(&p.log, LOG_TAIL_LINES)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends an exited process's log, or else the apiserver's, to a start-up error.
+    fn with_logs(&mut self, e: anyhow::Error) -> anyhow::Error {
+        if let Err(dead) = self.check_alive() {
+            return anyhow!("{e:#}\n{dead:#}");
+        }
+        match self.processes.iter().find(|p| p.name == "kube-apiserver") {
+            Some(p) => anyhow!(
+                "{e:#}\nlast lines of {}:\n{}",
+                p.log.display(),
+                tail(&p.log, LOG_TAIL_LINES)
+            ),
+            None => e,
+        }
+    }
+
+    async fn wait_for_port(&mut self, name: &str, port: u16) -> Result<()> {
+        let deadline = Instant::now() + ETCD_TIMEOUT;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            self.check_alive()?;
+            if Instant::now() > deadline {
+                let e = anyhow!("{name} did not listen on {addr} within {ETCD_TIMEOUT:?}");
+                return Err(self.with_logs(e));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    async fn wait_for_readyz(&mut self) -> Result<()> {
+        let client = kube::Client::try_from(self.config()).context("building the admin client")?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let request = http::Request::get("/readyz").body(Vec::new())?;
+            let last = match client.request_text(request).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            self.check_alive()?;
+            if Instant::now() > deadline {
+                let e = anyhow!(last).context(format!(
+                    "kube-apiserver not ready within {READY_TIMEOUT:?} at {}/readyz",
+                    self.apiserver_url
+                ));
+                return Err(self.with_logs(e));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        // Reverse start order: the controller manager and apiserver go before etcd.
+        for p in self.processes.iter_mut().rev() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+        // Everything is stopped; the watchdog has nothing left to do.
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+        let _ = fs::remove_dir_all(&self.scratch);
+        let _ = fs::remove_file(self.dir.join("pids"));
+    }
+}
+
+/// Starts the watchdog (see the module documentation). The returned child's stdin is the pipe
+/// the watchdog waits on: keep the `Child` alive for as long as the processes should run.
+fn spawn_watchdog(pids: &Path, remove: &Path) -> Result<Child> {
+    // `kill -s SIG -- -PGID` is the form both dash and bash accept for a process group.
+    const SCRIPT: &str = r#"cat >/dev/null
+for p in $(cat "$1" 2>/dev/null); do kill -s KILL -- "-$p" 2>/dev/null; done
+for p in $(cat "$1" 2>/dev/null); do
+  n=0
+  while kill -s 0 -- "-$p" 2>/dev/null && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n+1)); done
+done
+rm -rf "$2"
+"#;
+    Command::new("sh")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg("numaplane-testenv-watchdog")
+        .arg(pids)
+        .arg(remove)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Survives the terminal's Ctrl-C, which is exactly when it is needed.
+        .process_group(0)
+        .spawn()
+        .context("starting the clean-up watchdog (sh)")
+}
+
+/// `N` distinct free loopback ports: all listeners are held until every port is chosen.
+fn free_ports<const N: usize>() -> Result<[u16; N]> {
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("finding free loopback ports")?;
+    let mut ports = [0; N];
+    for (port, l) in ports.iter_mut().zip(&listeners) {
+        *port = l.local_addr()?.port();
+    }
+    Ok(ports)
+}
+
+fn kubeconfig(server: &str, ca_data: &str, user: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+  - name: numaplane-testenv
+    cluster:
+      server: {server}
+      certificate-authority-data: {ca_data}
+users:
+  - name: {user}
+    user:
+      token: {token}
+contexts:
+  - name: numaplane-testenv
+    context:
+      cluster: numaplane-testenv
+      user: {user}
+      namespace: default
+current-context: numaplane-testenv
+"
+    )
+}
+
+/// `<prefix>-<6 random chars>`, a valid namespace name whatever the prefix.
+fn namespace_name(prefix: &str) -> Result<String> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut base: String = prefix
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9') => c,
+            _ => '-',
+        })
+        .take(50)
+        .collect();
+    base = base.trim_matches('-').to_string();
+    if base.is_empty() {
+        base.push_str("test");
+    }
+    let suffix: String = random_bytes::<6>()?
+        .iter()
+        .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+        .collect();
+    Ok(format!("{base}-{suffix}"))
+}
+
+fn random_token() -> Result<String> {
+    Ok(random_bytes::<24>()?
+        .iter()
+        .fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        }))
+}
+
+/// OS randomness, without a dependency for the few bytes the harness needs.
+fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+    use std::io::Read as _;
+    let mut buf = [0; N];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .context("reading /dev/urandom")?;
+    Ok(buf)
+}
+
+fn write(path: &Path, contents: &str) -> Result<()> {
+    fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+fn remove_if_exists(path: &Path) -> Result<()> {
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The last `n` lines of a log file, for error messages.
+pub fn tail(path: &Path, n: usize) -> String {
+    match fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_names_are_valid_and_unique() {
+        let name = |p: &str| namespace_name(p).expect("name");
+        let (a, b) = (name("My_Test::case"), name("My_Test::case"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("my-test--case-"), "{a}");
+        assert_eq!(a.len(), "my-test--case-".len() + 6);
+        assert!(name("--").starts_with("test-"));
+        assert!(name(&"x".repeat(100)).len() <= 63);
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let [a, b, c] = free_ports().expect("ports");
+        assert!(a != b && b != c && a != c);
+    }
+}

@@ -11,6 +11,6 @@ pub mod simulator;
 
 // Re-exports are added by the modules' owners once they exist:
 // pub use simulator::Simulator; pub use analysis::AnalysisStandIn;
-pub use controlplane::{TestEnv, TestEnvOptions};
 pub use analysis::AnalysisStandIn;
+pub use controlplane::{TestEnv, TestEnvOptions};
 pub use simulator::Simulator;
