@@ -14,7 +14,11 @@ use std::{
 
 use anyhow::Context as _;
 use chrono::{DateTime, SecondsFormat, Utc};
-use futures::{StreamExt, future};
+use futures::{
+    StreamExt,
+    channel::mpsc::{UnboundedSender, unbounded},
+    future,
+};
 use kube::{
     Api, Client, ResourceExt,
     api::{DynamicObject, ListParams, PostParams},
@@ -86,6 +90,8 @@ impl Drop for Inner {
 
 struct Ctx {
     client: Client,
+    /// Re-evaluates every run when a directive changes.
+    trigger: UnboundedSender<()>,
     config: AnalysisConfig,
     default_outcome: Mutex<AnalysisOutcome>,
     outcomes: Mutex<HashMap<(String, String), AnalysisOutcome>>,
@@ -125,13 +131,16 @@ impl AnalysisStandIn {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
             None => Api::all_with(client.clone(), &ar),
         };
+        let (trigger, trigger_rx) = unbounded();
         let ctx = Arc::new(Ctx {
             client,
+            trigger,
             default_outcome: Mutex::new(config.default_outcome),
             config,
             outcomes: Mutex::new(HashMap::new()),
         });
         let stream = Controller::new_with(api, watcher::Config::default(), ar)
+            .reconcile_all_on(trigger_rx)
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|res| {
                 if let Err(e) = res {
@@ -146,7 +155,7 @@ impl AnalysisStandIn {
     }
 
     /// Directs the outcome of the AnalysisRun `namespace/name` (it need not exist yet). Takes
-    /// effect from its next measurement.
+    /// effect from its next measurement; a `Never` run resumes measuring.
     pub fn set_outcome(&self, namespace: &str, name: &str, outcome: AnalysisOutcome) {
         let mut g = self
             .inner
@@ -155,6 +164,8 @@ impl AnalysisStandIn {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         g.insert((namespace.to_owned(), name.to_owned()), outcome);
+        drop(g);
+        let _ = self.inner.ctx.trigger.unbounded_send(());
     }
 
     /// Directs the outcome of every run without its own directive.
@@ -165,6 +176,7 @@ impl AnalysisStandIn {
             .default_outcome
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = outcome;
+        let _ = self.inner.ctx.trigger.unbounded_send(());
     }
 
     /// Stops watching (runs are left as they are).

@@ -275,7 +275,6 @@ async fn reconcile_statefulset(obj: Arc<StatefulSet>, ctx: Arc<Ctx>) -> Result<A
         "updatedReplicas": c.updated,
         "currentRevision": revision,
         "updateRevision": revision,
-        "collisionCount": 0,
     });
     write_workload_status(&api, &sts, status).await?;
     Ok(Action::await_change())
@@ -286,6 +285,11 @@ async fn write_workload_status<K>(api: &Api<K>, obj: &K, status: Value) -> Resul
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    // The apiserver drops zero counters (`omitempty`): compare like with like.
+    let mut status = status;
+    if let Some(m) = status.as_object_mut() {
+        m.retain(|_, v| v.as_i64() != Some(0));
+    }
     let mut v = serde_json::to_value(obj).map_err(anyhow::Error::from)?;
     if v.get("status") == Some(&status) {
         return Ok(());
