@@ -157,6 +157,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 .unwrap_or_else(|_| "info,numaplane_testenv=debug".into()),
         )
         .with_writer(std::io::stderr)
+        // stderr is DIR/testenv.log when started by `up`.
+        .with_ansi(false)
         .init();
     let mut term = signal(SignalKind::terminate())?;
     let dir = std::path::absolute(&args.dir)?;
