@@ -76,9 +76,9 @@ SRC
   local deb
   deb=$(ls "$work"/debs/etcd-server_*.deb | head -n1)
   rm -rf "$work/x" && dpkg-deb -x "$deb" "$work/x"
-  local bin
-  bin=$(find "$work/x" -type f -name etcd -perm -u+x | head -n1)
-  [ -n "$bin" ] || { log "no etcd binary in $deb"; exit 1; }
+  # The package also ships /etc/init.d/etcd: take the binary by its path.
+  local bin="$work/x/usr/bin/etcd"
+  [ -x "$bin" ] || { log "no usr/bin/etcd in $deb"; exit 1; }
   cp "$bin" "$OUT/etcd.tmp" && mv "$OUT/etcd.tmp" "$OUT/etcd"
 }
 

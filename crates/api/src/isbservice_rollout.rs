@@ -9,6 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Desired InterStepBufferService, how to upgrade it, and the riders deployed with it.
+// kube-derive repeats `printcolumn(type_ = ..)` per column, which clippy misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "numaplane.numaproj.io",

@@ -6,6 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The Numaflow controller version to render and apply.
+// kube-derive repeats `printcolumn(type_ = ..)` per column, which clippy misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "numaplane.numaproj.io",

@@ -7,6 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The Numaflow controller version to run in this namespace.
+// kube-derive repeats `printcolumn(type_ = ..)` per column, which clippy misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "numaplane.numaproj.io",

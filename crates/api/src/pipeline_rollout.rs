@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Desired Pipeline, how to upgrade it, and the riders deployed with it.
+// kube-derive repeats `printcolumn(type_ = ..)` per column, which clippy misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "numaplane.numaproj.io",
