@@ -121,6 +121,26 @@ impl Fixture {
         .expect("patch spec");
     }
 
+    /// Name → resourceVersion of every pipeline, vertex, pod and deployment in the namespace.
+    async fn resource_versions(&self) -> Vec<(String, String)> {
+        let lp = ListParams::default();
+        let mut out = Vec::new();
+        for api in [self.pipelines(), self.vertices(), self.isbsvcs()] {
+            for o in api.list(&lp).await.expect("list").items {
+                out.push((o.name_any(), o.resource_version().unwrap_or_default()));
+            }
+        }
+        for p in self.pods().list(&lp).await.expect("list pods").items {
+            out.push((p.name_any(), p.resource_version().unwrap_or_default()));
+        }
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.ns);
+        for d in deployments.list(&lp).await.expect("list deployments").items {
+            out.push((d.name_any(), d.resource_version().unwrap_or_default()));
+        }
+        out.sort();
+        out
+    }
+
     async fn pods_with(&self, selector: &str) -> Vec<Pod> {
         self.pods()
             .list(&ListParams::default().labels(selector))
@@ -352,6 +372,15 @@ async fn pipeline_runs_with_vertices_pods_and_daemon_then_deletes() {
         .await;
     assert_eq!(daemon_pods.len(), 1);
     assert!(pod_ready(&daemon_pods[0]));
+
+    // Settled objects are left alone: no write loops between the simulated controllers.
+    let before = f.resource_versions().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        f.resource_versions().await,
+        before,
+        "objects changed while idle"
+    );
 
     // Deletion: Deleting, then the finalizer goes and the pipeline is gone.
     let rec = PhaseRecorder::start(&f.pipelines(), "pl");
@@ -960,4 +989,51 @@ async fn numaflow_controller_deployment_becomes_available() {
         .as_ref()
         .and_then(|s| s.containers[0].image.clone());
     assert_eq!(image.as_deref(), Some("quay.io/numaproj/numaflow:v1.8.1"));
+}
+
+/// The Deployments of Numaflow's install manifest (as Numaplane applies it from the controller
+/// definitions) become available: numaflow-controller, numaflow-server and the dex server.
+#[tokio::test]
+async fn numaflow_install_deployments_become_available() {
+    let f = Fixture::new("sim-install").await;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/numaflow-controller-definitions/controller_def_1.8.1.yaml"
+    );
+    let cm: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).expect("definitions")).expect("yaml");
+    let defs: Value = serde_saphyr::from_str(
+        cm["data"]["controller_definitions.yaml"]
+            .as_str()
+            .expect("data"),
+    )
+    .expect("definitions yaml");
+    let full_spec = defs["controllerDefinitions"][0]["fullSpec"]
+        .as_str()
+        .expect("fullSpec")
+        .replace("{{ .InstanceSuffix }}", "")
+        .replace("{{ .InstanceID }}", "");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&full_spec).expect("manifests");
+    let api: Api<Deployment> = Api::namespaced(f.client.clone(), &f.ns);
+    let mut names = Vec::new();
+    for doc in docs.into_iter().filter(|d| d["kind"] == "Deployment") {
+        let d: Deployment = serde_json::from_value(doc).expect("deployment");
+        names.push(d.name_any());
+        api.create(&PostParams::default(), &d)
+            .await
+            .expect("create deployment");
+    }
+    assert!(
+        names.contains(&"numaflow-controller".to_owned()),
+        "{names:?}"
+    );
+    for name in names {
+        wait(&api, &name, "deployment available", |d| {
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            d.status.as_ref().is_some_and(|s| {
+                s.observed_generation == d.metadata.generation && s.available_replicas == Some(want)
+            })
+        })
+        .await;
+    }
 }

@@ -141,11 +141,16 @@ impl SimError {
 /// event is already on its way, so retry soon; anything else backs off a little.
 pub(crate) fn error_policy<K>(_obj: Arc<K>, err: &SimError, _ctx: Arc<Ctx>) -> Action {
     if err.is_conflict() {
-        Action::requeue(Duration::from_millis(100))
-    } else {
-        tracing::debug!(error = %err, "simulator reconcile failed");
-        Action::requeue(Duration::from_secs(1))
+        return Action::requeue(Duration::from_millis(100));
     }
+    // Gone objects and terminating namespaces are routine; anything else is worth seeing.
+    match err {
+        SimError::Kube(kube::Error::Api(e)) if matches!(e.code, 403 | 404 | 410) => {
+            tracing::debug!(error = %err, "simulator reconcile failed")
+        }
+        _ => tracing::warn!(error = %err, "simulator reconcile failed"),
+    }
+    Action::requeue(Duration::from_secs(1))
 }
 
 /// Drives a controller stream to completion, logging failures.

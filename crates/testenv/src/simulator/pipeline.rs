@@ -212,11 +212,15 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
         set_key(&mut st, "phase", json!(desired));
     }
     health_conditions(&ctx, &pl, &spec, &vertices, &mut st).await?;
-    if lifecycle_change && phase != desired {
-        let next = if desired == "Paused" {
+    if lifecycle_change {
+        let annotated = pl.annotations().contains_key(A_PAUSE_TS);
+        let next = if desired == "Paused" && phase != "Paused" {
             lifecycle::pause(&ctx, &api, &mut pl, &spec, &vertices, &mut st).await?
-        } else {
+        } else if desired == "Running" && (phase != "Running" || annotated) {
+            // Also finishes a resume interrupted after the phase was written.
             lifecycle::resume(&ctx, &api, &mut pl, &vertices, &mut st).await?;
+            None
+        } else {
             None
         };
         requeue = match (requeue, next) {
