@@ -2,8 +2,8 @@
 //! fixture) deserialises into the Rust types and serialises back with no field lost or changed.
 //!
 //! Comparison is on JSON values after dropping `null`s from the input: a YAML key with no value
-//! (`riders:` in the reference samples) is absent to the API server too, which prunes nulls of
-//! non-nullable fields, so omitting it on output changes nothing a user or controller can see.
+//! (`riders:` in the reference samples) is null, which our types read as absent and omit when
+//! writing; no reader (ours, the reference's, kubectl's) treats a null differently from absent.
 
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowController, NumaflowControllerRollout,
