@@ -71,7 +71,8 @@ impl Default for AnalysisConfig {
 }
 
 /// Handle to a running stand-in; clones share it, the task stops on [`AnalysisStandIn::shutdown`]
-/// or when the last clone is dropped.
+/// or when the last clone is dropped. Like the simulator, it runs on the Tokio runtime that
+/// started it: start one per test (e.g. [`AnalysisStandIn::start_in_namespace`]).
 #[derive(Clone)]
 pub struct AnalysisStandIn {
     inner: Arc<Inner>,
@@ -115,6 +116,18 @@ impl AnalysisStandIn {
     /// Starts a cluster-wide stand-in with the default [`AnalysisConfig`].
     pub async fn start(client: Client) -> anyhow::Result<AnalysisStandIn> {
         Self::start_with(client, AnalysisConfig::default()).await
+    }
+
+    /// Starts a stand-in watching only `namespace`, otherwise with the default [`AnalysisConfig`].
+    pub async fn start_in_namespace(
+        client: Client,
+        namespace: &str,
+    ) -> anyhow::Result<AnalysisStandIn> {
+        let config = AnalysisConfig {
+            namespace: Some(namespace.to_owned()),
+            ..AnalysisConfig::default()
+        };
+        Self::start_with(client, config).await
     }
 
     /// Starts a stand-in; fails if the AnalysisRun CRD is not installed.

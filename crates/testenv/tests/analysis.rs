@@ -41,6 +41,11 @@ fn metric(name: &str) -> Value {
 }
 
 async fn setup(prefix: &str) -> (Api<DynamicObject>, String, AnalysisStandIn) {
+    // RUST_LOG=numaplane_testenv=debug shows the simulated controllers' errors.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let env = TestEnv::shared().await;
     let client = env.client();
     let ns = env.create_namespace(prefix).await;

@@ -46,6 +46,11 @@ struct Fixture {
 
 impl Fixture {
     async fn new(prefix: &str) -> Fixture {
+        // RUST_LOG=numaplane_testenv=debug shows the simulated controllers' errors.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let env = TestEnv::shared().await;
         let client = env.client();
         let ns = env.create_namespace(prefix).await;

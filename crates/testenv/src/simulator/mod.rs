@@ -71,6 +71,10 @@ impl Default for SimulatorConfig {
 
 /// Handle to a running simulator. Clones share it; the tasks stop on [`Simulator::shutdown`] or
 /// when the last clone is dropped.
+///
+/// Its tasks run on the Tokio runtime that started it. `#[tokio::test]` gives every test its own
+/// runtime, so start one simulator per test, e.g. [`Simulator::start_in_namespace`] on the test's
+/// namespace (two simulators must not watch the same namespace).
 #[derive(Clone)]
 pub struct Simulator {
     inner: Arc<Inner>,
