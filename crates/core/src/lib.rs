@@ -1,0 +1,21 @@
+//! numaplane-core: Numaplane's pure decisions. Nothing here does I/O or reads the clock: callers
+//! pass in the objects they observed and the current time, and get back values to act on.
+//!
+//! - [`template`]: `{{.tag}}` substitution in child specs, metadata and riders.
+//! - [`naming`]: child names `<rollout>-<index>` and the `nameCount` counter.
+//! - [`child`]: lenient views over Numaflow children and shape checks of their specs.
+//! - [`health`]: `ChildResourcesHealthy` and pause conditions read from a child's status.
+//! - [`conditions`]: maintaining a rollout's status conditions.
+//! - [`riders`]: rendering, permitting and diffing riders.
+//! - [`config`]: the controller config file and the ConfigMap-borne configs.
+//!
+//! Every error type has `reason()`: a short stable string for conditions, events and metrics.
+
+pub mod child;
+pub mod conditions;
+pub mod config;
+pub mod health;
+mod json;
+pub mod naming;
+pub mod riders;
+pub mod template;

@@ -1,0 +1,85 @@
+//! Child names (api.md §7): `<rollout>-<index>`, the index drawn from `status.nameCount`.
+//! Other controllers recover the rollout name by stripping the final `-<digits>`, so this
+//! format is load-bearing.
+
+/// Highest index before the counter wraps back to 0.
+pub const MAX_INDEX: i32 = 999;
+
+/// `<rollout>-<index>`.
+pub fn child_name(rollout: &str, index: i32) -> String {
+    format!("{rollout}-{index}")
+}
+
+/// Given `status.nameCount`, returns the index to use now and the `nameCount` to store.
+///
+/// Unset starts at 0; the stored value is the next index, wrapping to 0 after [`MAX_INDEX`].
+/// A count outside `0..=999` (only possible by editing the status by hand) restarts at 0 rather
+/// than producing a negative or over-long name.
+pub fn allocate_index(name_count: Option<i32>) -> (i32, i32) {
+    let index = match name_count {
+        Some(n) if (0..=MAX_INDEX).contains(&n) => n,
+        _ => 0,
+    };
+    let next = if index + 1 > MAX_INDEX { 0 } else { index + 1 };
+    (index, next)
+}
+
+/// The rollout a child belongs to: its name without the final `-<digits>`.
+pub fn rollout_name_of_child(child: &str) -> Option<&str> {
+    let (prefix, digits) = child.rsplit_once('-')?;
+    let is_index = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    (is_index && !prefix.is_empty()).then_some(prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn first_child_is_index_zero() {
+        assert_eq!(allocate_index(None), (0, 1));
+        assert_eq!(child_name("my-pipeline", 0), "my-pipeline-0");
+    }
+
+    #[test]
+    fn counter_advances_and_wraps_after_999() {
+        assert_eq!(allocate_index(Some(5)), (5, 6));
+        assert_eq!(allocate_index(Some(998)), (998, 999));
+        assert_eq!(allocate_index(Some(999)), (999, 0));
+    }
+
+    #[test]
+    fn out_of_range_counter_restarts_at_zero() {
+        assert_eq!(allocate_index(Some(-4)), (0, 1));
+        assert_eq!(allocate_index(Some(1000)), (0, 1));
+        assert_eq!(allocate_index(Some(i32::MAX)), (0, 1));
+    }
+
+    #[test]
+    fn rollout_name_strips_the_index() {
+        assert_eq!(rollout_name_of_child("my-pipeline-12"), Some("my-pipeline"));
+        assert_eq!(rollout_name_of_child("a-0"), Some("a"));
+        assert_eq!(rollout_name_of_child("my-pipeline"), None);
+        assert_eq!(rollout_name_of_child("my-pipeline-"), None);
+        assert_eq!(rollout_name_of_child("my-pipeline-1a"), None);
+        assert_eq!(rollout_name_of_child("-3"), None);
+        assert_eq!(rollout_name_of_child("7"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn allocation_stays_in_range(n in proptest::option::of(any::<i32>())) {
+            let (index, next) = allocate_index(n);
+            prop_assert!((0..=MAX_INDEX).contains(&index));
+            prop_assert!((0..=MAX_INDEX).contains(&next));
+            prop_assert_eq!(next, (index + 1) % (MAX_INDEX + 1));
+        }
+
+        #[test]
+        fn child_name_round_trips(rollout in "[a-z]([-a-z0-9]{0,30}[a-z])?", n in 0..=MAX_INDEX) {
+            let child = child_name(&rollout, n);
+            prop_assert_eq!(rollout_name_of_child(&child), Some(rollout.as_str()));
+        }
+    }
+}
