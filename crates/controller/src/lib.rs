@@ -1,0 +1,18 @@
+//! numaplane: the controller. Watches rollouts and their children, decides with
+//! `numaplane-core`, applies with server-side apply and reports in status.
+
+pub mod children;
+pub mod cli;
+pub mod config_watch;
+pub mod context;
+pub mod error;
+pub mod events;
+pub mod logging;
+pub mod probes;
+pub mod riders;
+pub mod rollout;
+pub mod runtime;
+pub mod settings;
+pub mod status;
+
+pub use runtime::{Operator, OperatorOptions};

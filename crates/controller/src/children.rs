@@ -1,0 +1,246 @@
+//! Writing children (Pipelines, MonoVertices, InterStepBufferServices): server-side apply with
+//! field manager `numaplane`, so labels and annotations removed from a rollout disappear from
+//! its child, plus a wholesale `spec` replace when someone else added fields to it.
+
+use crate::context::Ctx;
+use crate::error::{Error, KubeContext, is_not_found};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
+use kube::core::NamespaceResourceScope;
+use kube::{Resource, ResourceExt};
+use numaplane_api::keys::labels;
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+/// Field manager of everything Numaplane writes to children and riders.
+pub const FIELD_MANAGER: &str = "numaplane";
+
+/// A Numaflow object whose spec and status are raw JSON.
+pub trait ChildObject:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    fn spec(&self) -> &Value;
+    fn status(&self) -> Option<&Value>;
+    fn to_json(&self) -> Value;
+}
+
+macro_rules! child_object {
+    ($t:ty) => {
+        impl ChildObject for $t {
+            fn spec(&self) -> &Value {
+                &self.spec
+            }
+            fn status(&self) -> Option<&Value> {
+                self.status.as_ref()
+            }
+            fn to_json(&self) -> Value {
+                <$t>::to_json(self)
+            }
+        }
+    };
+}
+child_object!(Pipeline);
+child_object!(MonoVertex);
+child_object!(InterStepBufferService);
+
+/// The child as its rollout wants it.
+#[derive(Clone, Debug)]
+pub struct DesiredChild {
+    pub name: String,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub owner: OwnerReference,
+    pub spec: Value,
+}
+
+impl DesiredChild {
+    fn body<K: ChildObject>(&self) -> Value {
+        serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": self.labels,
+                "annotations": self.annotations,
+                "ownerReferences": [self.owner],
+            },
+            "spec": self.spec,
+        })
+    }
+}
+
+/// Whether the live child differs from what the rollout wants: spec (numbers compared by
+/// value), a wanted label or annotation missing or different, or our owner reference missing.
+pub fn needs_apply<K: ChildObject>(live: &K, desired: &DesiredChild) -> bool {
+    !json_equal(live.spec(), &desired.spec)
+        || !is_subset(&desired.labels, live.labels())
+        || !is_subset(&desired.annotations, live.annotations())
+        || !live
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == desired.owner.uid && o.controller == Some(true))
+}
+
+fn is_subset(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
+    want.iter().all(|(k, v)| have.get(k) == Some(v))
+}
+
+/// JSON equality where `1` equals `1.0` (the API server may re-encode numbers).
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn api<K: ChildObject>(ctx: &Ctx, ns: &str) -> Api<K> {
+    Api::namespaced(ctx.client.clone(), ns)
+}
+
+/// Creates a child (server-side apply creates it; our field manager then owns every field).
+pub async fn create<K: ChildObject>(ctx: &Ctx, desired: &DesiredChild) -> Result<K, Error> {
+    let api = api::<K>(ctx, &desired.namespace);
+    api.patch(
+        &desired.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(desired.body::<K>()),
+    )
+    .await
+    .ctx(|| format!("creating {} {}", K::kind(&()), desired.name))
+}
+
+/// Brings the live child to the desired state and returns it as written.
+pub async fn apply<K: ChildObject>(
+    ctx: &Ctx,
+    live: &K,
+    desired: &DesiredChild,
+) -> Result<K, Error> {
+    let api = api::<K>(ctx, &desired.namespace);
+    let applied: K = api
+        .patch(
+            &desired.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(desired.body::<K>()),
+        )
+        .await
+        .ctx(|| format!("applying {} {}", K::kind(&()), desired.name))?;
+    if json_equal(applied.spec(), &desired.spec) {
+        return Ok(applied);
+    }
+    // Fields another manager added stay after an apply: replace the spec wholesale, guarded
+    // by the resourceVersion we just saw.
+    let rv = applied.resource_version().unwrap_or_default();
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+        {"op": "replace", "path": "/spec", "value": desired.spec},
+    ]))
+    .map_err(|e| Error::InvalidSpec(format!("spec patch: {e}")))?;
+    tracing::info!(child = %live.name_any(), "removing spec fields not in the rollout");
+    api.patch(
+        &desired.name,
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        },
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .ctx(|| format!("replacing spec of {} {}", K::kind(&()), desired.name))
+}
+
+/// Children of a rollout read from the API server (not the cache), for decisions where a stale
+/// cache would be unsafe (creating, deleting).
+pub async fn list_live<K: ChildObject>(
+    ctx: &Ctx,
+    ns: &str,
+    rollout: &str,
+) -> Result<Vec<K>, Error> {
+    let lp = ListParams::default().labels(&format!("{}={rollout}", labels::PARENT_ROLLOUT_NAME));
+    Ok(api::<K>(ctx, ns)
+        .list(&lp)
+        .await
+        .ctx(|| format!("listing {} of {rollout}", K::plural(&())))?
+        .items)
+}
+
+/// Deletes a child by name, guarded by its UID; a child already gone is fine.
+pub async fn delete<K: ChildObject>(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), Error> {
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api::<K>(ctx, ns).delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e).ctx(|| format!("deleting {} {name}", K::kind(&()))),
+    }
+}
+
+/// Metadata of an owner reference to `child` (used by riders: not a controller reference).
+pub fn plain_owner_ref<K: ChildObject>(child: &K) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: child.name_any(),
+        uid: child.uid()?,
+        controller: None,
+        block_owner_deletion: None,
+    })
+}
+
+/// For tests and callers that only have metadata.
+pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_compare_by_value() {
+        assert!(json_equal(
+            &json!({"a": [1, {"b": 2.0}]}),
+            &json!({"a": [1.0, {"b": 2}]})
+        ));
+        assert!(!json_equal(&json!({"a": 1}), &json!({"a": 1, "b": null})));
+        assert!(!json_equal(&json!([1, 2]), &json!([2, 1])));
+        assert!(!json_equal(&json!({"a": "1"}), &json!({"a": 1})));
+    }
+}

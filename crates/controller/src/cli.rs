@@ -1,0 +1,60 @@
+//! Command-line flags of the controller binary (the reference's flags, plus ours).
+
+use clap::Parser;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "numaplane",
+    version,
+    about = "Numaplane: deploys and upgrades Numaflow pipelines, monovertices, ISB services and controllers"
+)]
+pub struct Options {
+    /// Address the Prometheus metrics endpoint binds to.
+    #[arg(long, default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Address the /healthz and /readyz probes bind to.
+    #[arg(long, default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// Hold the Lease `numaplane-controller-lock` before writing (run several replicas).
+    #[arg(long, default_value_t = false)]
+    pub leader_elect: bool,
+    /// Serve metrics over HTTPS (accepted for compatibility; metrics are served over HTTP).
+    #[arg(long, default_value_t = false)]
+    pub metrics_secure: bool,
+    /// Enable HTTP/2 for the metrics server (accepted for compatibility).
+    #[arg(long, default_value_t = false)]
+    pub enable_http2: bool,
+    /// Path of a kubeconfig; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The controller config file (the `config.yaml` key of `numaplane-controller-config`).
+    #[arg(long, default_value = "/etc/numaplane/config.yaml")]
+    pub config_file: PathBuf,
+    /// Namespace Numaplane runs in (where its USDE ConfigMap and Lease live).
+    /// Default: $POD_NAMESPACE, then the service-account namespace file, then numaplane-system.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Concurrent reconciles per controller (never the same object twice at once).
+    #[arg(long, default_value_t = 16)]
+    pub workers: u16,
+}
+
+impl Options {
+    /// The operator namespace as documented on `--namespace`.
+    pub fn operator_namespace(&self) -> String {
+        if let Some(ns) = &self.namespace {
+            return ns.clone();
+        }
+        if let Ok(ns) = std::env::var("POD_NAMESPACE")
+            && !ns.is_empty()
+        {
+            return ns;
+        }
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "numaplane-system".to_string())
+    }
+}

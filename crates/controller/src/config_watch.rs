@@ -1,0 +1,152 @@
+//! Feeds [`Settings`]: polls the controller config file (a mounted ConfigMap changes by symlink
+//! swap, which polling sees reliably) and watches the ConfigMaps labelled
+//! `numaplane.numaproj.io/config`. Bad input is logged and reported as a Warning Event on the
+//! ConfigMap; the last good value stays in force.
+
+use crate::events::EventSink;
+use crate::settings::Settings;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use numaplane_api::keys::{config_kind, labels};
+use numaplane_core::config::{
+    parse_controller_config, parse_namespace_config, parse_usde_configmap,
+};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{error, info, warn};
+
+/// How often the config file is checked for changes.
+pub const FILE_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Reads the config file once. A missing file means defaults (the reference refuses to start;
+/// an operator that crash-loops over a missing optional file helps no one).
+pub fn load_initial(path: &PathBuf) -> (numaplane_core::config::ControllerConfig, Option<String>) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match parse_controller_config(&text) {
+            Ok(cfg) => (cfg, Some(text)),
+            Err(e) => {
+                error!(path = %path.display(), error = %e, "invalid controller config, using defaults");
+                (Default::default(), Some(text))
+            }
+        },
+        Err(e) => {
+            warn!(path = %path.display(), error = %e, "no controller config file, using defaults");
+            (Default::default(), None)
+        }
+    }
+}
+
+/// Polls the config file and replaces the controller config when its content changes.
+pub async fn watch_file(
+    path: PathBuf,
+    mut last: Option<String>,
+    settings: Arc<Settings>,
+    events: EventSink,
+    operator_namespace: String,
+) {
+    let mut tick = tokio::time::interval(FILE_POLL_INTERVAL);
+    loop {
+        tick.tick().await;
+        let Ok(text) = tokio::fs::read_to_string(&path).await else {
+            continue; // mid-swap or removed: keep the current config
+        };
+        if last.as_deref() == Some(text.as_str()) {
+            continue;
+        }
+        match parse_controller_config(&text) {
+            Ok(cfg) => {
+                info!(path = %path.display(), log_level = ?cfg.log_level, "controller config reloaded");
+                crate::logging::set_level(cfg.log_level);
+                settings.set_controller(cfg);
+            }
+            Err(e) => {
+                error!(path = %path.display(), error = %e, "invalid controller config, keeping the previous one");
+                events
+                    .config_warning(
+                        &operator_namespace,
+                        "numaplane-controller-config",
+                        &format!("config.yaml: {e}"),
+                    )
+                    .await;
+            }
+        }
+        last = Some(text);
+    }
+}
+
+/// Watches every ConfigMap labelled `numaplane.numaproj.io/config` and dispatches on the label.
+pub async fn watch_configmaps(
+    client: Client,
+    settings: Arc<Settings>,
+    events: EventSink,
+    operator_namespace: String,
+) {
+    let api: Api<ConfigMap> = Api::all(client);
+    let cfg = watcher::Config::default().labels(labels::CONFIG);
+    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                apply(&cm, &settings, &events, &operator_namespace).await;
+            }
+            Ok(watcher::Event::Delete(cm)) => delete(&cm, &settings, &operator_namespace),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            // The backoff restarts the watch; a relist replays current objects.
+            Err(e) => warn!(error = %e, "ConfigMap watch error"),
+        }
+    }
+}
+
+async fn apply(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator_namespace: &str) {
+    let ns = cm.namespace().unwrap_or_default();
+    let name = cm.name_any();
+    let kind = cm
+        .labels()
+        .get(labels::CONFIG)
+        .map(String::as_str)
+        .unwrap_or_default();
+    let data = cm.data.clone().unwrap_or_default();
+    let result = match kind {
+        config_kind::USDE_CONFIG if ns == operator_namespace => {
+            parse_usde_configmap(&data).map(|c| {
+                info!(%ns, %name, "upgrade strategy (USDE) config loaded");
+                settings.set_usde(Some(c));
+            })
+        }
+        config_kind::NAMESPACE_LEVEL_CONFIG if ns != operator_namespace => {
+            parse_namespace_config(&data).map(|s| {
+                info!(%ns, %name, strategy = ?s, "namespace upgrade strategy set");
+                settings.set_namespace_strategy(&ns, Some(s));
+            })
+        }
+        // Definitions are read by the NumaflowController controller from its own watch.
+        config_kind::NUMAFLOW_CONTROLLER_DEFINITIONS => Ok(()),
+        other => {
+            warn!(%ns, %name, label = other, "ConfigMap with an unsupported numaplane.numaproj.io/config value (or in the wrong namespace) ignored");
+            Ok(())
+        }
+    };
+    if let Err(e) = result {
+        error!(%ns, %name, error = %e, "invalid configuration, keeping the previous one");
+        events.config_warning(&ns, &name, &e.to_string()).await;
+    }
+}
+
+fn delete(cm: &ConfigMap, settings: &Settings, operator_namespace: &str) {
+    let ns = cm.namespace().unwrap_or_default();
+    match cm.labels().get(labels::CONFIG).map(String::as_str) {
+        Some(config_kind::USDE_CONFIG) if ns == operator_namespace => {
+            warn!(%ns, "USDE config deleted: every change is applied directly until it returns");
+            settings.set_usde(None);
+        }
+        Some(config_kind::NAMESPACE_LEVEL_CONFIG) if ns != operator_namespace => {
+            info!(%ns, "namespace upgrade strategy removed");
+            settings.set_namespace_strategy(&ns, None);
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,106 @@
+//! What every reconcile shares: the client, live settings, watch caches, Event recorders, and
+//! small per-object memories (read-your-writes status cache, failure counts).
+
+use crate::events::EventSink;
+use crate::settings::Settings;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Client;
+use kube::runtime::reflector::Store;
+use numaplane_api::ISBServiceRollout;
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Watch caches of the objects our rollouts own or read. Children are watched by the
+/// `parent-rollout-name` label only, with `managedFields` stripped.
+#[derive(Clone)]
+pub struct Stores {
+    pub pipelines: Store<Pipeline>,
+    pub monovertices: Store<MonoVertex>,
+    pub isbsvcs: Store<InterStepBufferService>,
+    pub isb_rollouts: Store<ISBServiceRollout>,
+    pub statefulsets: Store<StatefulSet>,
+    pub pdbs: Store<PodDisruptionBudget>,
+}
+
+pub struct Ctx {
+    pub client: Client,
+    pub settings: Arc<Settings>,
+    pub events: EventSink,
+    pub stores: Stores,
+    pub operator_namespace: String,
+    /// Status objects we wrote, by UID, until the watch cache catches up (read-your-writes).
+    pub written: Mutex<HashMap<String, (u64, serde_json::Value)>>,
+    /// Consecutive failed reconciles per object (for per-object backoff).
+    pub failures: Mutex<HashMap<String, u32>>,
+    /// When riders of an object were last compared with the cluster.
+    pub rider_checks: Mutex<HashMap<String, Instant>>,
+    /// Discovered API resources of rider kinds.
+    pub rider_resources: Mutex<HashMap<String, kube::discovery::ApiResource>>,
+}
+
+/// Riders are re-read from the cluster at least this often even when nothing changed.
+pub const RIDER_RECHECK: Duration = Duration::from_secs(300);
+/// Periodic re-reconcile of a quiet rollout (like an informer resync).
+pub const RESYNC: Duration = Duration::from_secs(900);
+
+impl Ctx {
+    pub fn new(
+        client: Client,
+        settings: Arc<Settings>,
+        events: EventSink,
+        stores: Stores,
+        operator_namespace: String,
+    ) -> Self {
+        Self {
+            client,
+            settings,
+            events,
+            stores,
+            operator_namespace,
+            written: Mutex::default(),
+            failures: Mutex::default(),
+            rider_checks: Mutex::default(),
+            rider_resources: Mutex::default(),
+        }
+    }
+
+    /// Records a failure and returns the backoff before the next attempt: 1 s doubling to 5 min.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = f.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        let secs = 1u64.checked_shl(n.saturating_sub(1).min(9)).unwrap_or(300);
+        Duration::from_secs(secs.min(300))
+    }
+
+    pub fn clear_failures(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Whether riders of `uid` are due for a check against the cluster; marks them checked.
+    pub fn riders_due(&self, uid: &str, forced: bool) -> bool {
+        let mut m = self.rider_checks.lock().unwrap_or_else(|e| e.into_inner());
+        let due = forced || m.get(uid).is_none_or(|t| t.elapsed() >= RIDER_RECHECK);
+        if due {
+            m.insert(uid.to_string(), Instant::now());
+        }
+        due
+    }
+
+    pub fn forget(&self, uid: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        self.rider_checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+}

@@ -1,0 +1,75 @@
+//! Errors of a reconcile pass. Every variant has a short, stable reason used for the status
+//! message prefix, the Kubernetes Event and the metric label.
+
+use numaplane_core::{riders::RiderError, template::TemplateError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The user's child spec is not what Numaflow accepts.
+    #[error("{0}")]
+    InvalidSpec(String),
+    #[error("templating: {0}")]
+    Template(#[from] TemplateError),
+    #[error("{0}")]
+    Rider(#[from] RiderError),
+    #[error("{kind} {name} already exists in namespace {namespace}, not owned by a {owner_kind}")]
+    NotOwned {
+        kind: &'static str,
+        name: String,
+        namespace: String,
+        owner_kind: &'static str,
+    },
+    #[error("unable to find ISBServiceRollout {0}")]
+    MissingIsbServiceRollout(String),
+    #[error("{context}: {source}")]
+    Kube {
+        context: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::InvalidSpec(_) => "InvalidSpec",
+            Error::Template(_) => "TemplateError",
+            Error::Rider(e) => e.reason(),
+            Error::NotOwned { .. } => "NotOwned",
+            Error::MissingIsbServiceRollout(_) => "MissingISBServiceRollout",
+            Error::Kube { .. } => "KubernetesAPIError",
+            Error::Config(_) => "ConfigError",
+        }
+    }
+
+    /// Whether retrying without a change can help (API errors) or the user must act.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Kube { .. })
+    }
+}
+
+/// Attaches what was being done to a kube error.
+pub trait KubeContext<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T, Error>;
+}
+
+impl<T> KubeContext<T> for Result<T, kube::Error> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T, Error> {
+        self.map_err(|source| Error::Kube {
+            context: context(),
+            source: Box::new(source),
+        })
+    }
+}
+
+/// Whether a kube error is a 404.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Whether a kube error is a 409 AlreadyExists/Conflict.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}

@@ -1,0 +1,106 @@
+//! Kubernetes Events, one aggregating recorder per reference event source (so a failing object
+//! produces one Event series, not a storm).
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tracing::debug;
+
+/// Event sources (reporting controllers) as the reference names them.
+pub mod source {
+    pub const PIPELINE_ROLLOUT: &str = "pipeline-rollout";
+    pub const MONOVERTEX_ROLLOUT: &str = "monovertex-rollout";
+    pub const ISBSVC_ROLLOUT: &str = "isbsvc-rollout";
+    pub const NUMAFLOW_CONTROLLER_ROLLOUT: &str = "numaflow-controller-rollout";
+    pub const NUMAFLOW_CONTROLLER: &str = "numaflow-controller";
+    /// Configuration problems not tied to one rollout.
+    pub const NUMAPLANE: &str = "numaplane";
+}
+
+#[derive(Clone)]
+pub struct EventSink {
+    recorders: Arc<HashMap<&'static str, Recorder>>,
+}
+
+impl EventSink {
+    pub fn new(client: Client, instance: Option<String>) -> Self {
+        let recorders = [
+            source::PIPELINE_ROLLOUT,
+            source::MONOVERTEX_ROLLOUT,
+            source::ISBSVC_ROLLOUT,
+            source::NUMAFLOW_CONTROLLER_ROLLOUT,
+            source::NUMAFLOW_CONTROLLER,
+            source::NUMAPLANE,
+        ]
+        .into_iter()
+        .map(|s| {
+            let reporter = Reporter {
+                controller: s.to_string(),
+                instance: instance.clone(),
+            };
+            (s, Recorder::new(client.clone(), reporter))
+        })
+        .collect();
+        Self {
+            recorders: Arc::new(recorders),
+        }
+    }
+
+    /// Publishes an Event; failures are logged, never propagated (Events are best effort).
+    pub async fn publish(
+        &self,
+        source: &'static str,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let Some(rec) = self.recorders.get(source) else {
+            return;
+        };
+        let ev = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(truncate(note)),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = rec.publish(&ev, regarding).await {
+            debug!(error = %e, reason, "could not publish Event");
+        }
+    }
+
+    pub async fn config_warning(&self, namespace: &str, configmap: &str, note: &str) {
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(configmap.to_string()),
+            namespace: Some(namespace.to_string()),
+            ..Default::default()
+        };
+        self.publish(
+            source::NUMAPLANE,
+            &regarding,
+            EventType::Warning,
+            "InvalidConfig",
+            note.to_string(),
+        )
+        .await;
+    }
+}
+
+/// Event notes are limited to 1 kB by the API server.
+fn truncate(mut s: String) -> String {
+    const MAX: usize = 1000;
+    if s.len() > MAX {
+        let mut cut = MAX;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}

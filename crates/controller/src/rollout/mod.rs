@@ -1,0 +1,562 @@
+//! The reconcile loop shared by PipelineRollout, MonoVertexRollout and ISBServiceRollout:
+//! observe (watch caches), decide, act (server-side apply), report (one status write).
+//! What differs per kind sits behind the [`Rollout`] trait in `pipeline.rs`, `monovertex.rs` and
+//! `isbservice.rs`.
+
+pub mod isbservice;
+pub mod monovertex;
+pub mod pipeline;
+
+use crate::children::{self, ChildObject, DesiredChild};
+use crate::context::{Ctx, RESYNC};
+use crate::error::{Error, KubeContext};
+use crate::events::EventSink;
+use crate::riders;
+use crate::status::{self, RolloutStatus};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::NamespaceResourceScope;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::ChildMetadata;
+use numaplane_api::keys::{self, FINALIZER, labels, upgrade_state};
+use numaplane_core::health::Health;
+use numaplane_core::riders::RiderSpec;
+use numaplane_core::template::{self, TemplateVars};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// How long to wait before re-checking while children are being deleted.
+const DELETION_RECHECK: Duration = Duration::from_secs(2);
+
+/// What a kind must provide to run the shared loop.
+pub trait Rollout:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    type Child: ChildObject;
+    type Status: RolloutStatus;
+    /// Prepared by [`Rollout::resolve`]: what the child needs from other objects.
+    type Resolved: Send + Sync;
+
+    /// Controller name (metrics, logs), as the reference names it.
+    const CONTROLLER: &'static str;
+    /// Event source (reporting controller), as the reference names it.
+    const EVENT_SOURCE: &'static str;
+    /// Reason of the Normal Event after a successful pass that changed something.
+    const SUCCESS_EVENT: &'static str;
+    /// JSON path of the embedded child spec, for error messages.
+    const SPEC_PATH: &'static str;
+
+    fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
+    fn rider_specs(&self) -> Vec<RiderSpec>;
+    fn template_vars(child: &str, namespace: &str) -> TemplateVars;
+    fn status_of(&self) -> Option<&Self::Status>;
+    fn children(stores: &crate::context::Stores) -> &Store<Self::Child>;
+
+    /// Checks the user's child spec; the message names the field and the problem.
+    fn validate(spec: &Value) -> Result<(), Error>;
+
+    /// Looks up what the child depends on. `Ok(None)` means "not yet": the rollout waits with
+    /// the returned message and is woken when the dependency appears.
+    fn resolve(
+        &self,
+        ctx: &Ctx,
+    ) -> impl Future<Output = Result<Result<Self::Resolved, String>, Error>> + Send;
+
+    /// Kind-specific labels and spec changes of the desired child.
+    fn customize(&self, resolved: &Self::Resolved, desired: &mut DesiredChild) {
+        let _ = (resolved, desired);
+    }
+
+    /// Adjusts the desired child to the live one before comparing (e.g. keep autoscaled
+    /// replicas). Runs only when a live promoted child exists.
+    fn adapt_to_live(&self, live: &Self::Child, desired: &mut DesiredChild) {
+        let _ = (live, desired);
+    }
+
+    /// Work to do right before an update is applied (e.g. slow resume of vertices).
+    fn before_update(
+        &self,
+        ctx: &Ctx,
+        live: &Self::Child,
+        desired: &DesiredChild,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (ctx, live, desired);
+        async { Ok(()) }
+    }
+
+    /// Objects that accompany the promoted child (e.g. the ISB service's PDB).
+    fn ensure_companions(
+        &self,
+        ctx: &Ctx,
+        child: &Self::Child,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (ctx, child);
+        async { Ok(()) }
+    }
+
+    /// Health of the promoted child (`ChildResourcesHealthy`).
+    fn health(ctx: &Ctx, child: &Self::Child) -> Health;
+
+    /// Kind-specific status: pause condition and times, pod selector…
+    fn observe_child(status: &mut Self::Status, child: &Self::Child, generation: i64, now: &Time) {
+        let _ = (status, child, generation, now);
+    }
+}
+
+/// Entry point used by the kube-runtime Controller.
+pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let span = info_span!("reconcile", controller = R::CONTROLLER, namespace = %ns, name = %name);
+    async move {
+        let obj = status::fresher(&ctx, obj);
+        let key = format!("{}/{}/{}", R::kind(&()), ns, name);
+        let res = if obj.meta().deletion_timestamp.is_some() {
+            finalize(&*obj, &ctx).await
+        } else {
+            run(&*obj, &ctx).await
+        };
+        match res {
+            Ok(action) => {
+                ctx.clear_failures(&key);
+                Ok(action)
+            }
+            Err(e) => {
+                let delay = ctx.backoff(&key);
+                warn!(error = %e, reason = e.reason(), retry_in = ?delay, "reconcile failed");
+                // A problem the user must fix is retried slowly: their edit wakes us anyway.
+                let delay = if e.is_transient() {
+                    delay
+                } else {
+                    delay.max(Duration::from_secs(60))
+                };
+                Ok(Action::requeue(delay))
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Used by the Controller for errors escaping `reconcile` (none do: failures are reported in
+/// status and retried with backoff from `reconcile` itself).
+pub fn error_policy<R: Rollout>(_obj: Arc<R>, err: &Error, _ctx: Arc<Ctx>) -> Action {
+    warn!(error = %err, "unexpected reconcile error");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// One pass for a live (not deleting) rollout. Failures are written to status here.
+async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
+    if !obj.finalizers().iter().any(|f| f == FINALIZER) {
+        add_finalizer(obj, ctx).await?;
+    }
+    let before = obj.status_of().cloned().unwrap_or_default();
+    let mut st = before.clone();
+    let generation = obj.meta().generation.unwrap_or_default();
+    let now = status::now();
+    let outcome = drive(obj, ctx, &mut st, generation, &now).await;
+    let action = match outcome {
+        Ok(Pass::Done { changed }) => {
+            st.common_mut().observed_generation = generation;
+            if changed {
+                publish(
+                    &ctx.events,
+                    obj,
+                    EventType::Normal,
+                    R::SUCCESS_EVENT,
+                    "Reconciliation successful".into(),
+                )
+                .await;
+            }
+            Action::requeue(RESYNC)
+        }
+        Ok(Pass::Waiting(message)) => {
+            status::mark_pending(st.common_mut(), &message);
+            st.common_mut().observed_generation = generation;
+            Action::requeue(RESYNC)
+        }
+        Err(e) => {
+            status::mark_failed(st.common_mut(), &e, &now);
+            st.common_mut().observed_generation = generation;
+            publish(
+                &ctx.events,
+                obj,
+                EventType::Warning,
+                keys::event_reason::RECONCILE_FAILED,
+                format!("reconcile failed: {e}"),
+            )
+            .await;
+            status::write_if_changed(obj, ctx, &before, &st).await?;
+            return Err(e);
+        }
+    };
+    status::write_if_changed(obj, ctx, &before, &st).await?;
+    Ok(action)
+}
+
+enum Pass {
+    Done { changed: bool },
+    Waiting(String),
+}
+
+async fn drive<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &mut R::Status,
+    generation: i64,
+    now: &Time,
+) -> Result<Pass, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let (metadata, spec) = obj.child_template();
+    R::validate(spec)?;
+    let resolved = match obj.resolve(ctx).await? {
+        Ok(r) => r,
+        Err(waiting) => return Ok(Pass::Waiting(waiting)),
+    };
+    let cfg = ctx.settings.controller();
+    let generation_changed = st.common().observed_generation != generation;
+
+    let promoted = find_promoted::<R>(ctx, &ns, &name);
+    let mut changed = false;
+    let child: R::Child = match promoted {
+        None => {
+            // A live list right before creating: a stale cache must never give a rollout two
+            // promoted children.
+            let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
+            if let Some(existing) = live.into_iter().find(|c| is_promoted(c.meta())) {
+                existing
+            } else {
+                let child_name = allocate_name(obj, ctx, st).await?;
+                let desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
+                let created = children::create::<R::Child>(ctx, &desired).await?;
+                info!(child = %child_name, "created child");
+                st.common_mut().upgrade_in_progress = Default::default();
+                changed = true;
+                created
+            }
+        }
+        Some(live) => {
+            check_owned::<R>(obj, &live)?;
+            let child_name = live.name_any();
+            let mut desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
+            obj.adapt_to_live(&live, &mut desired);
+            if generation_changed || children::needs_apply(&live, &desired) {
+                if children::needs_apply(&live, &desired) {
+                    obj.before_update(ctx, &live, &desired).await?;
+                    changed = true;
+                    info!(child = %child_name, "updating child");
+                }
+                children::apply::<R::Child>(ctx, &live, &desired).await?
+            } else {
+                live
+            }
+        }
+    };
+
+    // Riders follow their child: checked whenever something changed, else now and then.
+    let child_name = child.name_any();
+    let uid = obj.uid().unwrap_or_default();
+    let rider_force = changed || generation_changed;
+    let vertices = pipeline::vertex_names(child.spec());
+    let desired_riders = numaplane_core::riders::desired_riders(
+        &obj.rider_specs(),
+        &child_name,
+        &ns,
+        |vertex| match vertex {
+            Some(v) => TemplateVars::pipeline_vertex(&child_name, &ns, v),
+            None => R::template_vars(&child_name, &ns),
+        },
+        &vertices,
+        &cfg.permitted_riders,
+    )?;
+    if ctx.riders_due(&uid, rider_force) {
+        let rider_changed = riders::sync(ctx, &ns, &child, st.riders(), &desired_riders).await?;
+        changed |= rider_changed;
+    }
+    *st.riders_mut() = numaplane_core::riders::rider_status(&desired_riders);
+
+    obj.ensure_companions(ctx, &child).await?;
+    garbage_collect::<R>(ctx, &ns, &name).await?;
+
+    status::mark_deployed(st.common_mut(), generation, now);
+    let health = R::health(ctx, &child);
+    status::set_health(st.common_mut(), &health, generation, now);
+    R::observe_child(st, &child, generation, now);
+    Ok(Pass::Done { changed })
+}
+
+/// The newest child labelled `upgrade-state=promoted`.
+fn find_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
+    let store = R::children(&ctx.stores);
+    store
+        .state()
+        .into_iter()
+        .filter(|c| {
+            c.meta().namespace.as_deref() == Some(ns)
+                && c.labels()
+                    .get(labels::PARENT_ROLLOUT_NAME)
+                    .map(String::as_str)
+                    == Some(rollout)
+                && is_promoted(c.meta())
+                && c.meta().deletion_timestamp.is_none()
+        })
+        .max_by(|a, b| {
+            a.meta()
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .cmp(&b.meta().creation_timestamp.as_ref().map(|t| t.0))
+        })
+        .map(|c| (*c).clone())
+}
+
+fn is_promoted(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(labels::UPGRADE_STATE))
+        .map(String::as_str)
+        == Some(upgrade_state::PROMOTED)
+}
+
+fn check_owned<R: Rollout>(obj: &R, child: &R::Child) -> Result<(), Error> {
+    let uid = obj.uid();
+    let owned = child
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == R::kind(&()) && Some(&o.uid) == uid.as_ref());
+    if owned {
+        Ok(())
+    } else {
+        Err(Error::NotOwned {
+            kind: child_kind::<R>(),
+            name: child.name_any(),
+            namespace: child.namespace().unwrap_or_default(),
+            owner_kind: kind_static::<R>(),
+        })
+    }
+}
+
+fn child_kind<R: Rollout>() -> &'static str {
+    match R::Child::kind(&()) {
+        std::borrow::Cow::Borrowed(s) => s,
+        std::borrow::Cow::Owned(_) => "child",
+    }
+}
+
+fn kind_static<R: Rollout>() -> &'static str {
+    match R::kind(&()) {
+        std::borrow::Cow::Borrowed(s) => s,
+        std::borrow::Cow::Owned(_) => "rollout",
+    }
+}
+
+/// Allocates the next child name and records the allocation in status before the create.
+async fn allocate_name<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &mut R::Status,
+) -> Result<String, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let taken: Vec<String> = children::list_live::<R::Child>(ctx, &ns, &name)
+        .await?
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    // Bounded: at most 1000 indices exist.
+    for _ in 0..1000 {
+        let (index, next) = numaplane_core::naming::allocate_index(*st.name_count());
+        *st.name_count_mut() = Some(next);
+        let candidate = numaplane_core::naming::child_name(&name, index);
+        if !taken.contains(&candidate) {
+            status::write_name_count(obj, ctx, st).await?;
+            return Ok(candidate);
+        }
+    }
+    Err(Error::InvalidSpec(format!(
+        "no free child name for {name}: all 1000 indices are taken"
+    )))
+}
+
+/// The child as the rollout wants it: templated metadata and spec, Numaplane's labels, a
+/// controller owner reference.
+fn desired_child<R: Rollout>(
+    obj: &R,
+    resolved: &R::Resolved,
+    child_name: &str,
+    metadata: Option<&ChildMetadata>,
+    spec: &Value,
+) -> Result<DesiredChild, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let vars = R::template_vars(child_name, &ns);
+    let spec = template::render_json(spec, &vars)?;
+    let mut labels_out = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    if let Some(m) = metadata {
+        for (k, v) in m.labels.iter().flatten() {
+            labels_out.insert(
+                template::render_str(k, &vars)?,
+                template::render_str(v, &vars)?,
+            );
+        }
+        for (k, v) in m.annotations.iter().flatten() {
+            annotations.insert(
+                template::render_str(k, &vars)?,
+                template::render_str(v, &vars)?,
+            );
+        }
+    }
+    labels_out.insert(labels::PARENT_ROLLOUT_NAME.into(), obj.name_any());
+    labels_out.insert(labels::UPGRADE_STATE.into(), upgrade_state::PROMOTED.into());
+    let owner = obj
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidSpec("rollout has no uid yet".into()))?;
+    let mut desired = DesiredChild {
+        name: child_name.to_string(),
+        namespace: ns,
+        labels: labels_out,
+        annotations,
+        owner,
+        spec,
+    };
+    obj.customize(resolved, &mut desired);
+    Ok(desired)
+}
+
+/// Deletes children marked recyclable for a reason that needs no draining. Draining recyclable
+/// pipelines is the recycling controller's job (a later strategy); here nothing else is deleted.
+async fn garbage_collect<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Result<(), Error> {
+    let store = R::children(&ctx.stores);
+    for c in store.state() {
+        let l = c.labels();
+        if c.meta().namespace.as_deref() != Some(ns)
+            || l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) != Some(rollout)
+            || l.get(labels::UPGRADE_STATE).map(String::as_str) != Some(upgrade_state::RECYCLABLE)
+            || c.meta().deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        let reason = l.get(labels::UPGRADE_STATE_REASON).map(String::as_str);
+        let immediate = R::Child::kind(&()) == "MonoVertex"
+            || matches!(
+                reason,
+                Some(keys::upgrade_state_reason::DELETE_RECREATE)
+                    | Some(keys::upgrade_state_reason::PURGE)
+            );
+        if immediate {
+            info!(child = %c.name_any(), ?reason, "deleting recyclable child");
+            children::delete::<R::Child>(ctx, ns, &c.name_any(), c.uid()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletion: remove every child, then the finalizer.
+async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
+    if !obj.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
+    if !live.is_empty() {
+        for c in &live {
+            if c.meta().deletion_timestamp.is_none() {
+                info!(child = %c.name_any(), "deleting child of deleted rollout");
+                children::delete::<R::Child>(ctx, &ns, &c.name_any(), c.uid()).await?;
+            }
+        }
+        return Ok(Action::requeue(DELETION_RECHECK));
+    }
+    remove_finalizer(obj, ctx).await?;
+    if let Some(uid) = obj.uid() {
+        ctx.forget(&uid);
+    }
+    info!("children deleted, finalizer removed");
+    Ok(Action::await_change())
+}
+
+async fn add_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
+    let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    // JSON patch with a `test` on the current list: never clobber a concurrent edit.
+    let patch = if obj.finalizers().is_empty() {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
+        ])
+    } else {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": obj.finalizers()},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}
+        ])
+    };
+    let patch: json_patch::Patch = serde_json::from_value(patch)
+        .map_err(|e| Error::InvalidSpec(format!("finalizer patch: {e}")))?;
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .ctx(|| "adding finalizer".into())?;
+    Ok(())
+}
+
+async fn remove_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
+    let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let Some(idx) = obj.finalizers().iter().position(|f| f == FINALIZER) else {
+        return Ok(());
+    };
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{idx}"), "value": FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{idx}")}
+    ]))
+    .map_err(|e| Error::InvalidSpec(format!("finalizer patch: {e}")))?;
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if crate::error::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e).ctx(|| "removing finalizer".into()),
+    }
+}
+
+pub(crate) fn object_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    obj.object_ref(&())
+}
+
+async fn publish<R: Rollout>(
+    events: &EventSink,
+    obj: &R,
+    t: EventType,
+    reason: &str,
+    note: String,
+) {
+    debug!(reason, %note, "event");
+    events
+        .publish(R::EVENT_SOURCE, &object_ref(obj), t, reason, note)
+        .await;
+}

@@ -1,0 +1,137 @@
+//! MonoVertexRollout: keeps the autoscaled `spec.replicas` of the live MonoVertex (unless the
+//! user resumes it slowly) and publishes the promoted pod selector for VPAs.
+
+use super::Rollout;
+use crate::children::{ChildObject, DesiredChild};
+use crate::context::{Ctx, Stores};
+use crate::error::Error;
+use crate::events::source;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use numaplane_api::common::ChildMetadata;
+use numaplane_api::keys::{condition, event_reason, labels};
+use numaplane_api::numaflow::MonoVertex;
+use numaplane_api::{MonoVertexRollout, MonoVertexRolloutStatus};
+use numaplane_core::health::{self, Health, HealthStatus};
+use numaplane_core::riders::RiderSpec;
+use numaplane_core::template::TemplateVars;
+use serde_json::Value;
+
+fn fast_resume(r: &MonoVertexRollout) -> bool {
+    {
+        r.spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.pause_resume.as_ref())
+            .and_then(|p| p.fast_resume)
+            .unwrap_or(false)
+    }
+}
+
+/// `app.kubernetes.io/component=mono-vertex,numaflow.numaproj.io/mono-vertex-name=<child>`
+pub fn pod_selector(child: &str) -> String {
+    format!(
+        "{}=mono-vertex,{}={child}",
+        labels::APP_COMPONENT,
+        labels::NUMAFLOW_MONO_VERTEX_NAME
+    )
+}
+
+impl Rollout for MonoVertexRollout {
+    type Child = MonoVertex;
+    type Status = MonoVertexRolloutStatus;
+    type Resolved = ();
+
+    const CONTROLLER: &'static str = "monovertex-rollout-controller";
+    const EVENT_SOURCE: &'static str = source::MONOVERTEX_ROLLOUT;
+    const SUCCESS_EVENT: &'static str = event_reason::RECONCILIATION_SUCCESSFUL;
+    const SPEC_PATH: &'static str = "spec.monoVertex.spec";
+
+    fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
+        (
+            self.spec.mono_vertex.metadata.as_ref(),
+            &self.spec.mono_vertex.spec,
+        )
+    }
+
+    fn rider_specs(&self) -> Vec<RiderSpec> {
+        self.spec
+            .riders
+            .iter()
+            .flatten()
+            .map(RiderSpec::from)
+            .collect()
+    }
+
+    fn template_vars(child: &str, namespace: &str) -> TemplateVars {
+        TemplateVars::monovertex(child, namespace)
+    }
+
+    fn status_of(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+
+    fn children(stores: &Stores) -> &Store<MonoVertex> {
+        &stores.monovertices
+    }
+
+    fn validate(spec: &Value) -> Result<(), Error> {
+        numaplane_core::child::validate_monovertex_spec(spec, Self::SPEC_PATH)
+            .map_err(|e| Error::InvalidSpec(format!("invalid Numaflow MonoVertex spec: {e}")))
+    }
+
+    async fn resolve(&self, _ctx: &Ctx) -> Result<Result<(), String>, Error> {
+        Ok(Ok(()))
+    }
+
+    fn adapt_to_live(&self, live: &MonoVertex, desired: &mut DesiredChild) {
+        let Some(replicas) = live.spec.get("replicas").filter(|r| !r.is_null()) else {
+            return;
+        };
+        let resuming = desired
+            .spec
+            .pointer("/lifecycle/desiredPhase")
+            .and_then(Value::as_str)
+            .is_none_or(|p| p.is_empty() || p == "Running")
+            && live
+                .status()
+                .and_then(|s| s.get("phase"))
+                .and_then(Value::as_str)
+                == Some("Paused");
+        // Slow resume drops the autoscaled replicas so the MonoVertex restarts at scale.min.
+        if resuming && !fast_resume(self) {
+            return;
+        }
+        if let Some(spec) = desired.spec.as_object_mut() {
+            spec.entry("replicas").or_insert_with(|| replicas.clone());
+        }
+    }
+
+    fn health(_ctx: &Ctx, child: &MonoVertex) -> Health {
+        health::monovertex_health(&child.to_json())
+    }
+
+    fn observe_child(
+        st: &mut MonoVertexRolloutStatus,
+        child: &MonoVertex,
+        generation: i64,
+        now: &Time,
+    ) {
+        let (paused, reason, message) = health::monovertex_paused(&child.to_json());
+        numaplane_core::conditions::set_condition(
+            &mut st.status.conditions,
+            condition::MONO_VERTEX_PAUSING_OR_PAUSED,
+            if paused {
+                HealthStatus::True
+            } else {
+                HealthStatus::False
+            },
+            reason,
+            message,
+            generation,
+            now.clone(),
+        );
+        st.promoted_pod_selector = pod_selector(&child.name_any());
+    }
+}

@@ -1,0 +1,266 @@
+//! PipelineRollout: resolves the InterStepBufferService its pipeline uses, labels the child with
+//! it, and resumes vertices slowly after a user pause unless `fastResume` is set.
+
+use super::Rollout;
+use crate::children::{ChildObject, DesiredChild};
+use crate::context::{Ctx, Stores};
+use crate::error::{Error, KubeContext, is_not_found};
+use crate::events::source;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::ChildMetadata;
+use numaplane_api::keys::{condition, event_reason, labels, upgrade_state};
+use numaplane_api::numaflow::{InterStepBufferService, Pipeline, Vertex};
+use numaplane_api::{PipelineRollout, PipelineRolloutStatus};
+use numaplane_core::health::{self, Health, HealthStatus};
+use numaplane_core::riders::RiderSpec;
+use numaplane_core::template::TemplateVars;
+use serde_json::Value;
+use tracing::info;
+
+/// The ISB service a pipeline runs on.
+pub struct IsbTarget {
+    /// The ISBServiceRollout named in the pipeline spec.
+    pub rollout: String,
+    /// Its current InterStepBufferService child.
+    pub child: String,
+}
+
+/// Name of the ISBServiceRollout a pipeline spec refers to (empty means `default`).
+pub fn isb_rollout_name(spec: &Value) -> String {
+    spec.get("interStepBufferServiceName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_string()
+}
+
+/// Vertex names of a pipeline spec, in order (empty for other kinds).
+pub fn vertex_names(spec: &Value) -> Vec<String> {
+    spec.get("vertices")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The ISB service child a pipeline of `isb_rollout` should use: the newest trial, else the
+/// newest promoted one.
+pub fn current_isbsvc(
+    store: &Store<InterStepBufferService>,
+    ns: &str,
+    isb_rollout: &str,
+) -> Option<String> {
+    let all = store.state();
+    let newest = |state: &str| {
+        all.iter()
+            .filter(|c| {
+                c.namespace().as_deref() == Some(ns)
+                    && c.labels()
+                        .get(labels::PARENT_ROLLOUT_NAME)
+                        .map(String::as_str)
+                        == Some(isb_rollout)
+                    && c.labels().get(labels::UPGRADE_STATE).map(String::as_str) == Some(state)
+                    && c.meta().deletion_timestamp.is_none()
+            })
+            .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))
+            .map(|c| c.name_any())
+    };
+    newest(upgrade_state::TRIAL)
+        .or_else(|| newest(upgrade_state::IN_PROGRESS))
+        .or_else(|| newest(upgrade_state::PROMOTED))
+}
+
+fn desired_phase(spec: &Value) -> &str {
+    spec.pointer("/lifecycle/desiredPhase")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("Running")
+}
+
+fn live_phase(status: Option<&Value>) -> &str {
+    status
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+impl Rollout for PipelineRollout {
+    type Child = Pipeline;
+    type Status = PipelineRolloutStatus;
+    type Resolved = IsbTarget;
+
+    const CONTROLLER: &'static str = "pipeline-rollout-controller";
+    const EVENT_SOURCE: &'static str = source::PIPELINE_ROLLOUT;
+    const SUCCESS_EVENT: &'static str = event_reason::RECONCILE_SUCCESS;
+    const SPEC_PATH: &'static str = "spec.pipeline.spec";
+
+    fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
+        (
+            self.spec.pipeline.metadata.as_ref(),
+            &self.spec.pipeline.spec,
+        )
+    }
+
+    fn rider_specs(&self) -> Vec<RiderSpec> {
+        self.spec
+            .riders
+            .iter()
+            .flatten()
+            .map(RiderSpec::from)
+            .collect()
+    }
+
+    fn template_vars(child: &str, namespace: &str) -> TemplateVars {
+        TemplateVars::pipeline(child, namespace)
+    }
+
+    fn status_of(&self) -> Option<&Self::Status> {
+        self.status.as_ref()
+    }
+
+    fn children(stores: &Stores) -> &Store<Pipeline> {
+        &stores.pipelines
+    }
+
+    fn validate(spec: &Value) -> Result<(), Error> {
+        numaplane_core::child::validate_pipeline_spec(spec, Self::SPEC_PATH)
+            .map_err(|e| Error::InvalidSpec(format!("invalid Numaflow Pipeline spec: {e}")))
+    }
+
+    async fn resolve(&self, ctx: &Ctx) -> Result<Result<IsbTarget, String>, Error> {
+        let ns = self.namespace().unwrap_or_default();
+        let rollout = isb_rollout_name(&self.spec.pipeline.spec);
+        let exists = ctx
+            .stores
+            .isb_rollouts
+            .state()
+            .iter()
+            .any(|r| r.namespace().as_deref() == Some(&ns) && r.name_any() == rollout);
+        if !exists {
+            return Err(Error::MissingIsbServiceRollout(rollout));
+        }
+        Ok(match current_isbsvc(&ctx.stores.isbsvcs, &ns, &rollout) {
+            Some(child) => Ok(IsbTarget { rollout, child }),
+            None => Err(format!(
+                "waiting for ISBServiceRollout {rollout} to create its InterStepBufferService"
+            )),
+        })
+    }
+
+    fn customize(&self, isb: &IsbTarget, desired: &mut DesiredChild) {
+        desired
+            .labels
+            .insert(labels::ISBSVC_NAME.into(), isb.rollout.clone());
+        desired
+            .labels
+            .insert(labels::ISBSVC_CHILD_NAME.into(), isb.child.clone());
+        if let Some(spec) = desired.spec.as_object_mut() {
+            spec.insert(
+                "interStepBufferServiceName".into(),
+                Value::String(isb.child.clone()),
+            );
+        }
+    }
+
+    async fn before_update(
+        &self,
+        ctx: &Ctx,
+        live: &Pipeline,
+        desired: &DesiredChild,
+    ) -> Result<(), Error> {
+        let fast = self
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.pause_resume.as_ref())
+            .and_then(|p| p.fast_resume)
+            .unwrap_or(false);
+        let resuming = desired_phase(&desired.spec) == "Running"
+            && matches!(live_phase(live.status()), "Pausing" | "Paused");
+        if fast || !resuming {
+            return Ok(());
+        }
+        // Slow resume: vertices restart from scale.min and scale up gradually.
+        let ns = desired.namespace.as_str();
+        let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), ns);
+        for v in vertex_names(&desired.spec) {
+            let name = format!("{}-{v}", desired.name);
+            let patch = serde_json::json!({"spec": {"replicas": null}});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e).ctx(|| format!("clearing replicas of Vertex {name}")),
+            }
+        }
+        info!(child = %desired.name, "slow resume: vertex replicas cleared");
+        Ok(())
+    }
+
+    fn health(_ctx: &Ctx, child: &Pipeline) -> Health {
+        health::pipeline_health(&child.to_json())
+    }
+
+    fn observe_child(
+        st: &mut PipelineRolloutStatus,
+        child: &Pipeline,
+        generation: i64,
+        now: &Time,
+    ) {
+        let (status, reason, message) = health::pipeline_pausing_or_paused(&child.to_json());
+        numaplane_core::conditions::set_condition(
+            &mut st.status.conditions,
+            condition::PIPELINE_PAUSING_OR_PAUSED,
+            if status {
+                HealthStatus::True
+            } else {
+                HealthStatus::False
+            },
+            reason,
+            message,
+            generation,
+            now.clone(),
+        );
+        let phase = live_phase(child.status());
+        let ps = st.pause_status.get_or_insert_with(Default::default);
+        let after = |a: &Option<Time>, b: &Option<Time>| match (a, b) {
+            (Some(a), Some(b)) => a.0 > b.0,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        match phase {
+            "Pausing" => {
+                if ps.last_pause_begin_time.is_none()
+                    || !after(&ps.last_pause_begin_time, &ps.last_pause_end_time)
+                {
+                    ps.last_pause_begin_time = Some(now.clone());
+                }
+            }
+            "Paused" => {
+                if ps.last_pause_phase_change_time.is_none()
+                    || !after(&ps.last_pause_phase_change_time, &ps.last_pause_begin_time)
+                {
+                    ps.last_pause_phase_change_time = Some(now.clone());
+                }
+            }
+            _ => {
+                if ps.last_pause_begin_time.is_some()
+                    && !after(&ps.last_pause_end_time, &ps.last_pause_begin_time)
+                {
+                    ps.last_pause_end_time = Some(now.clone());
+                }
+            }
+        }
+        if *ps == Default::default() {
+            st.pause_status = None;
+        }
+    }
+}

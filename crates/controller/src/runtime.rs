@@ -1,0 +1,389 @@
+//! Wiring: one shared, label-selected watch per kind feeding both the caches the reconcilers
+//! read and the triggers that wake exactly the rollouts a change affects.
+
+use crate::config_watch;
+use crate::context::{Ctx, Stores};
+use crate::events::EventSink;
+use crate::rollout::{self, Rollout, pipeline::isb_rollout_name};
+use crate::settings::{ConfigScope, Settings};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use numaplane_api::keys::labels;
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+/// Buffer of each shared watch's subscribers.
+const SUBSCRIBER_BUFFER: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub struct OperatorOptions {
+    pub config_file: PathBuf,
+    pub operator_namespace: String,
+    pub workers: u16,
+    /// Reporting instance of Events (the pod name in a cluster).
+    pub instance: Option<String>,
+}
+
+/// A running operator: its tasks stop when [`Operator::shutdown`] is called or it is dropped.
+pub struct Operator {
+    cancel: CancellationToken,
+    tasks: JoinSet<()>,
+    pub ctx: Arc<Ctx>,
+}
+
+impl Operator {
+    /// Starts every watch and controller on the current runtime and returns once the caches
+    /// have synced.
+    pub async fn start(client: Client, opts: OperatorOptions) -> anyhow::Result<Operator> {
+        let (initial, last_text) = config_watch::load_initial(&opts.config_file);
+        crate::logging::set_level(initial.log_level);
+        let settings = Arc::new(Settings::new(initial));
+        let events = EventSink::new(client.clone(), opts.instance.clone());
+        let cancel = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+
+        let (pipelines, pipelines_w) = reflector::store_shared::<Pipeline>(SUBSCRIBER_BUFFER);
+        let (monovertices, monovertices_w) =
+            reflector::store_shared::<MonoVertex>(SUBSCRIBER_BUFFER);
+        let (isbsvcs, isbsvcs_w) =
+            reflector::store_shared::<InterStepBufferService>(SUBSCRIBER_BUFFER);
+        let (isb_rollouts, isb_rollouts_w) =
+            reflector::store_shared::<ISBServiceRollout>(SUBSCRIBER_BUFFER);
+        let (statefulsets, statefulsets_w) =
+            reflector::store_shared::<StatefulSet>(SUBSCRIBER_BUFFER);
+        let (pdbs, pdbs_w) = reflector::store_shared::<PodDisruptionBudget>(SUBSCRIBER_BUFFER);
+
+        let subs = Subscriptions {
+            pipelines: subscribe(&pipelines_w)?,
+            monovertices: subscribe(&monovertices_w)?,
+            isbsvcs_for_isbr: subscribe(&isbsvcs_w)?,
+            isbsvcs_for_pr: subscribe(&isbsvcs_w)?,
+            isb_rollouts: subscribe(&isb_rollouts_w)?,
+            isb_rollouts_for_pr: subscribe(&isb_rollouts_w)?,
+            statefulsets: subscribe(&statefulsets_w)?,
+            pdbs: subscribe(&pdbs_w)?,
+        };
+
+        let children = watcher::Config::default().labels(labels::PARENT_ROLLOUT_NAME);
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            Api::all(client.clone()),
+            children.clone(),
+            pipelines_w,
+        );
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            Api::all(client.clone()),
+            children.clone(),
+            monovertices_w,
+        );
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            Api::all(client.clone()),
+            children.clone(),
+            isbsvcs_w,
+        );
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            isb_rollouts_w,
+        );
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            Api::all(client.clone()),
+            watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
+            statefulsets_w,
+        );
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            Api::all(client.clone()),
+            children,
+            pdbs_w,
+        );
+
+        let stores = Stores {
+            pipelines,
+            monovertices,
+            isbsvcs,
+            isb_rollouts,
+            statefulsets,
+            pdbs,
+        };
+        stores.pipelines.wait_until_ready().await?;
+        stores.monovertices.wait_until_ready().await?;
+        stores.isbsvcs.wait_until_ready().await?;
+        stores.isb_rollouts.wait_until_ready().await?;
+        stores.statefulsets.wait_until_ready().await?;
+        stores.pdbs.wait_until_ready().await?;
+        info!("caches synced");
+
+        let ctx = Arc::new(Ctx::new(
+            client.clone(),
+            settings.clone(),
+            events.clone(),
+            stores,
+            opts.operator_namespace.clone(),
+        ));
+
+        {
+            let (c, s, e, ns) = (
+                client.clone(),
+                settings.clone(),
+                events.clone(),
+                opts.operator_namespace.clone(),
+            );
+            let token = cancel.clone();
+            tasks.spawn(async move {
+                tokio::select! {
+                    _ = token.cancelled() => {}
+                    _ = config_watch::watch_configmaps(c, s, e, ns) => {}
+                }
+            });
+        }
+        {
+            let (s, e, ns) = (
+                settings.clone(),
+                events.clone(),
+                opts.operator_namespace.clone(),
+            );
+            let (path, token) = (opts.config_file.clone(), cancel.clone());
+            tasks.spawn(async move {
+                tokio::select! {
+                    _ = token.cancelled() => {}
+                    _ = config_watch::watch_file(path, last_text, s, e, ns) => {}
+                }
+            });
+        }
+
+        let cfg = ControllerConfig::default().concurrency(opts.workers);
+        spawn_controllers(&mut tasks, &cancel, client, ctx.clone(), subs, cfg);
+        Ok(Operator { cancel, tasks, ctx })
+    }
+
+    /// Stops the controllers (in-flight reconciles finish) and the watches.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.tasks.abort_all();
+    }
+}
+
+struct Subscriptions {
+    pipelines: reflector::ReflectHandle<Pipeline>,
+    monovertices: reflector::ReflectHandle<MonoVertex>,
+    isbsvcs_for_isbr: reflector::ReflectHandle<InterStepBufferService>,
+    isbsvcs_for_pr: reflector::ReflectHandle<InterStepBufferService>,
+    isb_rollouts: reflector::ReflectHandle<ISBServiceRollout>,
+    isb_rollouts_for_pr: reflector::ReflectHandle<ISBServiceRollout>,
+    statefulsets: reflector::ReflectHandle<StatefulSet>,
+    pdbs: reflector::ReflectHandle<PodDisruptionBudget>,
+}
+
+fn subscribe<K>(w: &reflector::store::Writer<K>) -> anyhow::Result<reflector::ReflectHandle<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    w.subscribe()
+        .ok_or_else(|| anyhow::anyhow!("store is not shared"))
+}
+
+/// Runs one watch into a shared store, without `managedFields` (a third of cached bytes).
+fn spawn_watch<K>(
+    tasks: &mut JoinSet<()>,
+    cancel: &CancellationToken,
+    api: Api<K>,
+    cfg: watcher::Config,
+    writer: reflector::store::Writer<K>,
+) where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let token = cancel.clone();
+    tasks.spawn(async move {
+        let stream = watcher(api, cfg)
+            .default_backoff()
+            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+            .reflect_shared(writer)
+            .for_each(|ev| async move {
+                if let Err(e) = ev {
+                    tracing::warn!(kind = %K::kind(&()), error = %e, "watch error (retrying)");
+                }
+            });
+        tokio::select! {
+            _ = token.cancelled() => {}
+            _ = stream => {}
+        }
+    });
+}
+
+/// Rollouts of `store` in the scope of a configuration change.
+fn in_scope<R>(store: &Store<R>, scope: &ConfigScope) -> Vec<ObjectRef<R>>
+where
+    R: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .state()
+        .iter()
+        .filter(|r| match scope {
+            ConfigScope::All => true,
+            ConfigScope::Namespace(ns) => r.namespace().as_deref() == Some(ns.as_str()),
+        })
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+fn config_triggers<R>(
+    settings: &Settings,
+    store: Store<R>,
+) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
+where
+    R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    settings
+        .changes()
+        .flat_map(move |scope| futures::stream::iter(in_scope(&store, &scope)))
+}
+
+fn spawn_controllers(
+    tasks: &mut JoinSet<()>,
+    cancel: &CancellationToken,
+    client: Client,
+    ctx: Arc<Ctx>,
+    subs: Subscriptions,
+    cfg: ControllerConfig,
+) {
+    // PipelineRollout: its Pipelines, the ISB services and ISBServiceRollouts it refers to.
+    let prs = Controller::new(
+        Api::<PipelineRollout>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(cfg.clone());
+    let pr_store = prs.store();
+    let (by_isbsvc, by_isbr) = (pr_store.clone(), pr_store.clone());
+    let prs = prs
+        .owns_shared_stream(subs.pipelines)
+        .watches_shared_stream(subs.isbsvcs_for_pr, move |isb| {
+            let ns = isb.namespace().unwrap_or_default();
+            let rollout = isb
+                .labels()
+                .get(labels::PARENT_ROLLOUT_NAME)
+                .cloned()
+                .unwrap_or_default();
+            prs_using(&by_isbsvc, &ns, &rollout)
+        })
+        .watches_shared_stream(subs.isb_rollouts_for_pr, move |isbr| {
+            prs_using(
+                &by_isbr,
+                &isbr.namespace().unwrap_or_default(),
+                &isbr.name_any(),
+            )
+        })
+        .reconcile_on(config_triggers(&ctx.settings, pr_store));
+    run_controller(tasks, cancel, prs, ctx.clone());
+
+    let mvrs = Controller::new(
+        Api::<MonoVertexRollout>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(cfg.clone());
+    let mvr_store = mvrs.store();
+    let mvrs = mvrs
+        .owns_shared_stream(subs.monovertices)
+        .reconcile_on(config_triggers(&ctx.settings, mvr_store));
+    run_controller(tasks, cancel, mvrs, ctx.clone());
+
+    // ISBServiceRollout: its ISB services, their StatefulSets (health) and PDBs (self-heal).
+    let isbrs = Controller::for_shared_stream(subs.isb_rollouts, ctx.stores.isb_rollouts.clone())
+        .with_config(cfg);
+    let isbsvc_store = ctx.stores.isbsvcs.clone();
+    let isbrs = isbrs
+        .owns_shared_stream(subs.isbsvcs_for_isbr)
+        .watches_shared_stream(subs.statefulsets, move |sts| {
+            let ns = sts.namespace().unwrap_or_default();
+            let isb = sts
+                .labels()
+                .get(labels::NUMAFLOW_ISBSVC_NAME)
+                .cloned()
+                .unwrap_or_default();
+            isbsvc_store
+                .state()
+                .into_iter()
+                .filter(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == isb)
+                .filter_map(|i| i.labels().get(labels::PARENT_ROLLOUT_NAME).cloned())
+                .map(|r| ObjectRef::new(&r).within(&ns))
+                .collect::<Vec<_>>()
+        })
+        .watches_shared_stream(subs.pdbs, |pdb| {
+            pdb.labels()
+                .get(labels::PARENT_ROLLOUT_NAME)
+                .map(|r| ObjectRef::new(r).within(&pdb.namespace().unwrap_or_default()))
+        })
+        .reconcile_on(config_triggers(
+            &ctx.settings,
+            ctx.stores.isb_rollouts.clone(),
+        ));
+    run_controller(tasks, cancel, isbrs, ctx);
+}
+
+/// PipelineRollouts whose pipeline runs on ISBServiceRollout `isb_rollout`.
+fn prs_using(
+    store: &Store<PipelineRollout>,
+    ns: &str,
+    isb_rollout: &str,
+) -> Vec<ObjectRef<PipelineRollout>> {
+    store
+        .state()
+        .iter()
+        .filter(|pr| {
+            pr.namespace().as_deref() == Some(ns)
+                && isb_rollout_name(&pr.spec.pipeline.spec) == isb_rollout
+        })
+        .map(|pr| ObjectRef::from_obj(&**pr))
+        .collect()
+}
+
+fn run_controller<R: Rollout>(
+    tasks: &mut JoinSet<()>,
+    cancel: &CancellationToken,
+    controller: Controller<R>,
+    ctx: Arc<Ctx>,
+) {
+    let token = cancel.clone();
+    tasks.spawn(async move {
+        controller
+            .graceful_shutdown_on(async move { token.cancelled().await })
+            .run(rollout::reconcile::<R>, rollout::error_policy::<R>, ctx)
+            .for_each(|res| async move {
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "controller event");
+                }
+            })
+            .await;
+    });
+}

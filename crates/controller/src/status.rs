@@ -1,0 +1,202 @@
+//! Rollout status: the phase/condition rules every kind shares, and the single status write per
+//! pass (server-side apply of the whole status, skipped when nothing changed). Objects we wrote
+//! are remembered until the watch cache catches up, so the next pass never acts on a status
+//! older than its own last write.
+
+use crate::context::Ctx;
+use crate::error::{Error, KubeContext};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::{Phase, RiderStatus, Status};
+use numaplane_api::keys::{condition, message, reason};
+use numaplane_core::conditions::set_condition;
+use numaplane_core::health::{Health, HealthStatus};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// Field manager of status writes.
+pub const STATUS_MANAGER: &str = "numaplane-status";
+
+/// Access to the parts of a kind's status the shared loop maintains.
+pub trait RolloutStatus:
+    Clone + Default + PartialEq + Debug + Serialize + DeserializeOwned + Send + Sync
+{
+    fn common(&self) -> &Status;
+    fn common_mut(&mut self) -> &mut Status;
+    fn name_count(&self) -> &Option<i32>;
+    fn name_count_mut(&mut self) -> &mut Option<i32>;
+    fn riders(&self) -> &[RiderStatus];
+    fn riders_mut(&mut self) -> &mut Vec<RiderStatus>;
+}
+
+macro_rules! rollout_status {
+    ($t:ty) => {
+        impl RolloutStatus for $t {
+            fn common(&self) -> &Status {
+                &self.status
+            }
+            fn common_mut(&mut self) -> &mut Status {
+                &mut self.status
+            }
+            fn name_count(&self) -> &Option<i32> {
+                &self.name_count
+            }
+            fn name_count_mut(&mut self) -> &mut Option<i32> {
+                &mut self.name_count
+            }
+            fn riders(&self) -> &[RiderStatus] {
+                &self.riders
+            }
+            fn riders_mut(&mut self) -> &mut Vec<RiderStatus> {
+                &mut self.riders
+            }
+        }
+    };
+}
+rollout_status!(numaplane_api::PipelineRolloutStatus);
+rollout_status!(numaplane_api::MonoVertexRolloutStatus);
+rollout_status!(numaplane_api::ISBServiceRolloutStatus);
+
+pub fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+pub fn mark_pending(st: &mut Status, msg: &str) {
+    st.phase = Phase::Pending;
+    st.message = if msg.is_empty() {
+        message::PROGRESSING.to_string()
+    } else {
+        msg.to_string()
+    };
+}
+
+pub fn mark_deployed(st: &mut Status, generation: i64, now: &Time) {
+    st.phase = Phase::Deployed;
+    st.message = message::DEPLOYED.to_string();
+    set_condition(
+        &mut st.conditions,
+        condition::CHILD_RESOURCE_DEPLOYED,
+        HealthStatus::True,
+        reason::SUCCESSFUL,
+        message::SUCCESSFUL,
+        generation,
+        now.clone(),
+    );
+}
+
+pub fn mark_failed(st: &mut Status, err: &Error, now: &Time) {
+    // A repeated identical failure keeps its first time, so a failing rollout writes nothing.
+    if st.phase != Phase::Failed || st.message != err.to_string() {
+        st.last_failure_time = Some(now.clone());
+    }
+    st.phase = Phase::Failed;
+    st.message = err.to_string();
+}
+
+pub fn set_health(st: &mut Status, h: &Health, generation: i64, now: &Time) {
+    set_condition(
+        &mut st.conditions,
+        condition::CHILD_RESOURCES_HEALTHY,
+        h.status,
+        h.reason,
+        &h.message,
+        generation,
+        now.clone(),
+    );
+}
+
+/// The newer of the cached object and the one we last wrote (by resourceVersion).
+pub fn fresher<R>(ctx: &Ctx, obj: Arc<R>) -> Arc<R>
+where
+    R: Resource + DeserializeOwned,
+{
+    let (Some(uid), Some(rv)) = (obj.uid(), rv_of(obj.resource_version().as_deref())) else {
+        return obj;
+    };
+    let mut written = ctx.written.lock().unwrap_or_else(|e| e.into_inner());
+    match written.get(&uid) {
+        Some((wrv, value)) if *wrv > rv => match serde_json::from_value::<R>(value.clone()) {
+            Ok(newer) => Arc::new(newer),
+            Err(_) => obj,
+        },
+        Some(_) => {
+            written.remove(&uid);
+            obj
+        }
+        None => obj,
+    }
+}
+
+fn rv_of(rv: Option<&str>) -> Option<u64> {
+    rv?.parse().ok()
+}
+
+fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
+    if let (Some(uid), Some(rv)) = (written.uid(), rv_of(written.resource_version().as_deref()))
+        && let Ok(v) = serde_json::to_value(written)
+    {
+        ctx.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid, (rv, v));
+    }
+}
+
+/// Writes the status when it differs from what the object had.
+pub async fn write_if_changed<R, S>(obj: &R, ctx: &Ctx, before: &S, after: &S) -> Result<(), Error>
+where
+    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+    S: RolloutStatus,
+{
+    if before == after {
+        return Ok(());
+    }
+    write::<R, S>(obj, ctx, after).await
+}
+
+/// Records a child-name allocation before the child is created.
+pub async fn write_name_count<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
+where
+    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+    S: RolloutStatus,
+{
+    write::<R, S>(obj, ctx, st).await
+}
+
+async fn write<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
+where
+    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+    S: RolloutStatus,
+{
+    let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let body = serde_json::json!({
+        "apiVersion": R::api_version(&()),
+        "kind": R::kind(&()),
+        "status": st,
+    });
+    let written = api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(STATUS_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .ctx(|| "writing status".into())?;
+    remember(ctx, &written);
+    Ok(())
+}
