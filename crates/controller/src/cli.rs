@@ -35,6 +35,9 @@ pub struct Options {
     /// Default: $POD_NAMESPACE, then the service-account namespace file, then numaplane-system.
     #[arg(long)]
     pub namespace: Option<String>,
+    /// Watch only this namespace (default: the whole cluster).
+    #[arg(long)]
+    pub watch_namespace: Option<String>,
     /// Concurrent reconciles per controller (never the same object twice at once).
     #[arg(long, default_value_t = 16)]
     pub workers: u16,

@@ -81,11 +81,15 @@ pub async fn watch_file(
 /// Watches every ConfigMap labelled `numaplane.numaproj.io/config` and dispatches on the label.
 pub async fn watch_configmaps(
     client: Client,
+    watch_namespace: Option<String>,
     settings: Arc<Settings>,
     events: EventSink,
     operator_namespace: String,
 ) {
-    let api: Api<ConfigMap> = Api::all(client);
+    let api: Api<ConfigMap> = match &watch_namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
     let cfg = watcher::Config::default().labels(labels::CONFIG);
     let mut stream = watcher(api, cfg).default_backoff().boxed();
     while let Some(ev) = stream.next().await {

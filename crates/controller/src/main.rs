@@ -66,6 +66,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
             operator_namespace: opts.operator_namespace(),
             workers: opts.workers,
             instance: std::env::var("POD_NAME").ok(),
+            watch_namespace: opts.watch_namespace.clone(),
         },
     )
     .await?;

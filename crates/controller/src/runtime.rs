@@ -35,6 +35,19 @@ pub struct OperatorOptions {
     pub workers: u16,
     /// Reporting instance of Events (the pod name in a cluster).
     pub instance: Option<String>,
+    /// Watch only this namespace (`--watch-namespace`); `None` watches the whole cluster.
+    pub watch_namespace: Option<String>,
+}
+
+/// An API over the watched scope.
+fn scoped<K>(client: &Client, ns: &Option<String>) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
 }
 
 /// A running operator: its tasks stop when [`Operator::shutdown`] is called or it is dropped.
@@ -81,42 +94,42 @@ impl Operator {
         spawn_watch(
             &mut tasks,
             &cancel,
-            Api::all(client.clone()),
+            scoped(&client, &opts.watch_namespace),
             children.clone(),
             pipelines_w,
         );
         spawn_watch(
             &mut tasks,
             &cancel,
-            Api::all(client.clone()),
+            scoped(&client, &opts.watch_namespace),
             children.clone(),
             monovertices_w,
         );
         spawn_watch(
             &mut tasks,
             &cancel,
-            Api::all(client.clone()),
+            scoped(&client, &opts.watch_namespace),
             children.clone(),
             isbsvcs_w,
         );
         spawn_watch(
             &mut tasks,
             &cancel,
-            Api::all(client.clone()),
+            scoped(&client, &opts.watch_namespace),
             watcher::Config::default(),
             isb_rollouts_w,
         );
         spawn_watch(
             &mut tasks,
             &cancel,
-            Api::all(client.clone()),
+            scoped(&client, &opts.watch_namespace),
             watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
             statefulsets_w,
         );
         spawn_watch(
             &mut tasks,
             &cancel,
-            Api::all(client.clone()),
+            scoped(&client, &opts.watch_namespace),
             children,
             pdbs_w,
         );
@@ -152,11 +165,11 @@ impl Operator {
                 events.clone(),
                 opts.operator_namespace.clone(),
             );
-            let token = cancel.clone();
+            let (token, scope) = (cancel.clone(), opts.watch_namespace.clone());
             tasks.spawn(async move {
                 tokio::select! {
                     _ = token.cancelled() => {}
-                    _ = config_watch::watch_configmaps(c, s, e, ns) => {}
+                    _ = config_watch::watch_configmaps(c, scope, s, e, ns) => {}
                 }
             });
         }
@@ -176,7 +189,15 @@ impl Operator {
         }
 
         let cfg = ControllerConfig::default().concurrency(opts.workers);
-        spawn_controllers(&mut tasks, &cancel, client, ctx.clone(), subs, cfg);
+        spawn_controllers(
+            &mut tasks,
+            &cancel,
+            client,
+            &opts.watch_namespace,
+            ctx.clone(),
+            subs,
+            cfg,
+        );
         Ok(Operator { cancel, tasks, ctx })
     }
 
@@ -274,13 +295,14 @@ fn spawn_controllers(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
     client: Client,
+    watch_namespace: &Option<String>,
     ctx: Arc<Ctx>,
     subs: Subscriptions,
     cfg: ControllerConfig,
 ) {
     // PipelineRollout: its Pipelines, the ISB services and ISBServiceRollouts it refers to.
     let prs = Controller::new(
-        Api::<PipelineRollout>::all(client.clone()),
+        scoped::<PipelineRollout>(&client, watch_namespace),
         watcher::Config::default(),
     )
     .with_config(cfg.clone());
@@ -308,7 +330,7 @@ fn spawn_controllers(
     run_controller(tasks, cancel, prs, ctx.clone());
 
     let mvrs = Controller::new(
-        Api::<MonoVertexRollout>::all(client.clone()),
+        scoped::<MonoVertexRollout>(&client, watch_namespace),
         watcher::Config::default(),
     )
     .with_config(cfg.clone());
