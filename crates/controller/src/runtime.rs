@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -67,6 +68,7 @@ impl Operator {
         let events = EventSink::new(client.clone(), opts.instance.clone());
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        let (deletions, _) = broadcast::channel::<Deleted>(1024);
 
         let (pipelines, pipelines_w) = reflector::store_shared::<Pipeline>(SUBSCRIBER_BUFFER);
         let (monovertices, monovertices_w) =
@@ -97,6 +99,7 @@ impl Operator {
             scoped(&client, &opts.watch_namespace),
             children.clone(),
             pipelines_w,
+            deletions.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -104,6 +107,7 @@ impl Operator {
             scoped(&client, &opts.watch_namespace),
             children.clone(),
             monovertices_w,
+            deletions.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -111,6 +115,7 @@ impl Operator {
             scoped(&client, &opts.watch_namespace),
             children.clone(),
             isbsvcs_w,
+            deletions.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -118,6 +123,7 @@ impl Operator {
             scoped(&client, &opts.watch_namespace),
             watcher::Config::default(),
             isb_rollouts_w,
+            deletions.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -125,6 +131,7 @@ impl Operator {
             scoped(&client, &opts.watch_namespace),
             watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
             statefulsets_w,
+            deletions.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -132,6 +139,7 @@ impl Operator {
             scoped(&client, &opts.watch_namespace),
             children,
             pdbs_w,
+            deletions.clone(),
         );
 
         let stores = Stores {
@@ -189,15 +197,14 @@ impl Operator {
         }
 
         let cfg = ControllerConfig::default().concurrency(opts.workers);
-        spawn_controllers(
-            &mut tasks,
-            &cancel,
+        let wiring = Wiring {
             client,
-            &opts.watch_namespace,
-            ctx.clone(),
+            watch_namespace: opts.watch_namespace.clone(),
             subs,
             cfg,
-        );
+            deletions,
+        };
+        spawn_controllers(&mut tasks, &cancel, ctx.clone(), wiring);
         Ok(Operator { cancel, tasks, ctx })
     }
 
@@ -236,12 +243,22 @@ where
 }
 
 /// Runs one watch into a shared store, without `managedFields` (a third of cached bytes).
+/// Shared watches don't pass deletions on to controllers, so deletions of labelled children
+/// are announced here and mapped back to their rollout (a deleted child must be recreated).
+#[derive(Clone, Debug)]
+pub struct Deleted {
+    pub kind: String,
+    pub namespace: String,
+    pub parent: String,
+}
+
 fn spawn_watch<K>(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
     api: Api<K>,
     cfg: watcher::Config,
     writer: reflector::store::Writer<K>,
+    deletions: broadcast::Sender<Deleted>,
 ) where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
@@ -251,10 +268,23 @@ fn spawn_watch<K>(
             .default_backoff()
             .modify(|o: &mut K| o.meta_mut().managed_fields = None)
             .reflect_shared(writer)
-            .for_each(|ev| async move {
-                if let Err(e) = ev {
-                    tracing::warn!(kind = %K::kind(&()), error = %e, "watch error (retrying)");
+            .for_each(|ev| {
+                match ev {
+                    Ok(watcher::Event::Delete(obj)) => {
+                        if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
+                            let _ = deletions.send(Deleted {
+                                kind: K::kind(&()).into_owned(),
+                                namespace: obj.namespace().unwrap_or_default(),
+                                parent: parent.clone(),
+                            });
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(kind = %K::kind(&()), error = %e, "watch error (retrying)");
+                    }
                 }
+                futures::future::ready(())
             });
         tokio::select! {
             _ = token.cancelled() => {}
@@ -291,15 +321,29 @@ where
         .flat_map(move |scope| futures::stream::iter(in_scope(&store, &scope)))
 }
 
+/// What the controllers are built from.
+struct Wiring {
+    client: Client,
+    watch_namespace: Option<String>,
+    subs: Subscriptions,
+    cfg: ControllerConfig,
+    deletions: broadcast::Sender<Deleted>,
+}
+
 fn spawn_controllers(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
-    client: Client,
-    watch_namespace: &Option<String>,
     ctx: Arc<Ctx>,
-    subs: Subscriptions,
-    cfg: ControllerConfig,
+    wiring: Wiring,
 ) {
+    let Wiring {
+        client,
+        watch_namespace,
+        subs,
+        cfg,
+        deletions,
+    } = wiring;
+    let (watch_namespace, deletions) = (&watch_namespace, &deletions);
     // PipelineRollout: its Pipelines, the ISB services and ISBServiceRollouts it refers to.
     let prs = Controller::new(
         scoped::<PipelineRollout>(&client, watch_namespace),
@@ -326,7 +370,8 @@ fn spawn_controllers(
                 &isbr.name_any(),
             )
         })
-        .reconcile_on(config_triggers(&ctx.settings, pr_store));
+        .reconcile_on(config_triggers(&ctx.settings, pr_store))
+        .reconcile_on(deletion_triggers(deletions, &["Pipeline"]));
     run_controller(tasks, cancel, prs, ctx.clone());
 
     let mvrs = Controller::new(
@@ -337,7 +382,8 @@ fn spawn_controllers(
     let mvr_store = mvrs.store();
     let mvrs = mvrs
         .owns_shared_stream(subs.monovertices)
-        .reconcile_on(config_triggers(&ctx.settings, mvr_store));
+        .reconcile_on(config_triggers(&ctx.settings, mvr_store))
+        .reconcile_on(deletion_triggers(deletions, &["MonoVertex"]));
     run_controller(tasks, cancel, mvrs, ctx.clone());
 
     // ISBServiceRollout: its ISB services, their StatefulSets (health) and PDBs (self-heal).
@@ -369,8 +415,34 @@ fn spawn_controllers(
         .reconcile_on(config_triggers(
             &ctx.settings,
             ctx.stores.isb_rollouts.clone(),
+        ))
+        .reconcile_on(deletion_triggers(
+            deletions,
+            &["InterStepBufferService", "PodDisruptionBudget"],
         ));
     run_controller(tasks, cancel, isbrs, ctx);
+}
+
+/// Rollouts whose children of `kinds` were deleted.
+fn deletion_triggers<R>(
+    deletions: &broadcast::Sender<Deleted>,
+    kinds: &'static [&'static str],
+) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
+where
+    R: Resource<DynamicType = ()> + 'static,
+{
+    let rx = deletions.subscribe();
+    futures::stream::unfold(rx, move |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(d) if kinds.contains(&d.kind.as_str()) => {
+                    return Some((ObjectRef::new(&d.parent).within(&d.namespace), rx));
+                }
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
 }
 
 /// PipelineRollouts whose pipeline runs on ISBServiceRollout `isb_rollout`.

@@ -241,7 +241,11 @@ async fn drive<R: Rollout>(
             // A live list right before creating: a stale cache must never give a rollout two
             // promoted children.
             let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
-            if let Some(existing) = live.into_iter().find(|c| is_promoted(c.meta())) {
+            // (A child being deleted is gone for our purposes: its replacement starts now.)
+            if let Some(existing) = live
+                .into_iter()
+                .find(|c| is_promoted(c.meta()) && c.meta().deletion_timestamp.is_none())
+            {
                 existing
             } else {
                 let child_name = allocate_name(obj, ctx, st).await?;

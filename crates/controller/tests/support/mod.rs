@@ -1,0 +1,250 @@
+//! Shared set-up of the controller's integration tests: a namespace on the shared real control
+//! plane, a Numaflow simulator and a Numaplane operator both scoped to it, the operator running
+//! with its own identity and the ClusterRole from `config/rbac`.
+
+#![allow(dead_code)]
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Resource};
+use numaplane::{Operator, OperatorOptions};
+use numaplane_testenv::{Simulator, TestEnv};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+pub const WAIT: Duration = Duration::from_secs(90);
+const POLL: Duration = Duration::from_millis(200);
+
+pub struct Harness {
+    pub env: &'static TestEnv,
+    pub client: Client,
+    pub ns: String,
+    pub sim: Simulator,
+    pub operator: Operator,
+    pub config_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// The controller config used by tests: no-strategy, riders of the reference e2e config.
+pub const TEST_CONFIG: &str = r#"
+logLevel: DEBUG
+defaultUpgradeStrategy: "no-strategy"
+permittedRiders: "group=autoscaling.k8s.io,kind=VerticalPodAutoscaler;group=,kind=ConfigMap;group=autoscaling,kind=HorizontalPodAutoscaler;group=policy,kind=PodDisruptionBudget"
+progressive:
+  defaultAssessmentSchedule:
+    - kind: Pipeline
+      schedule: "0,30,5,1"
+    - kind: MonoVertex
+      schedule: "0,30,5,1"
+    - kind: InterstepBufferService
+      schedule: "0,0,0,1"
+"#;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+/// Grants the operator identity the shipped ClusterRole, exactly as `config/rbac` does.
+async fn install_rbac(client: &Client) {
+    static DONE: OnceCell<()> = OnceCell::const_new();
+    DONE.get_or_init(|| async {
+        let pp = PatchParams::apply("numaplane-tests").force();
+        let role: ClusterRole = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo("config/rbac/role.yaml")).expect("role.yaml"),
+        )
+        .expect("parse role.yaml");
+        Api::<ClusterRole>::all(client.clone())
+            .patch(
+                &role.metadata.name.clone().expect("name"),
+                &pp,
+                &Patch::Apply(&role),
+            )
+            .await
+            .expect("apply ClusterRole");
+        let binding: ClusterRoleBinding = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo("config/rbac/role_binding.yaml")).expect("role_binding"),
+        )
+        .expect("parse role_binding.yaml");
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .patch(
+                &binding.metadata.name.clone().expect("name"),
+                &pp,
+                &Patch::Apply(&binding),
+            )
+            .await
+            .expect("apply ClusterRoleBinding");
+    })
+    .await;
+}
+
+impl Harness {
+    pub async fn start(prefix: &str) -> Harness {
+        Self::start_with_config(prefix, TEST_CONFIG).await
+    }
+
+    pub async fn start_with_config(prefix: &str, config: &str) -> Harness {
+        let env = TestEnv::shared().await;
+        let client = env.client();
+        install_rbac(&client).await;
+        let ns = env.create_namespace(prefix).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config_file = dir.path().join("config.yaml");
+        std::fs::write(&config_file, config).expect("write config");
+        let sim = Simulator::start_in_namespace(client.clone(), &ns)
+            .await
+            .expect("start simulator");
+        let operator = Operator::start(
+            env.operator_client(),
+            OperatorOptions {
+                config_file: config_file.clone(),
+                operator_namespace: "numaplane-system".into(),
+                workers: 4,
+                instance: Some(format!("test-{ns}")),
+                watch_namespace: Some(ns.clone()),
+            },
+        )
+        .await
+        .expect("start operator");
+        Harness {
+            env,
+            client,
+            ns,
+            sim,
+            operator,
+            config_file,
+            _dir: dir,
+        }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+    {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Server-side applies a JSON manifest (namespace filled in) as the test user.
+    pub async fn apply<K>(&self, mut manifest: serde_json::Value) -> K
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + serde::Serialize,
+    {
+        manifest["metadata"]["namespace"] = self.ns.clone().into();
+        let name = manifest["metadata"]["name"]
+            .as_str()
+            .expect("manifest name")
+            .to_string();
+        self.api::<K>()
+            .patch(
+                &name,
+                &PatchParams::apply("test-user").force(),
+                &Patch::Apply(&manifest),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {name}: {e}"))
+    }
+
+    /// Merge-patches an object as the test user.
+    pub async fn merge<K>(&self, name: &str, patch: serde_json::Value) -> K
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        self.api::<K>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("patching {name}: {e}"))
+    }
+
+    /// Waits until `check` returns `Some` for the object (or its absence).
+    pub async fn until<K, T, F>(&self, what: &str, name: &str, mut check: F) -> T
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+        F: FnMut(Option<&K>) -> Option<T>,
+    {
+        let api = self.api::<K>();
+        let mut last = None;
+        let res = tokio::time::timeout(WAIT, async {
+            loop {
+                let obj = api.get_opt(name).await.ok().flatten();
+                if let Some(v) = check(obj.as_ref()) {
+                    return v;
+                }
+                last = obj.map(|o| format!("{o:?}"));
+                tokio::time::sleep(POLL).await;
+            }
+        })
+        .await;
+        match res {
+            Ok(v) => v,
+            Err(_) => panic!(
+                "timed out after {WAIT:?} waiting for {what} ({name}); last seen: {}",
+                last.unwrap_or_else(|| "nothing".into())
+            ),
+        }
+    }
+
+    /// Asserts `check` holds for the object during `period`.
+    pub async fn stays<K, F>(&self, what: &str, name: &str, period: Duration, mut check: F)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+        F: FnMut(Option<&K>) -> bool,
+    {
+        let api = self.api::<K>();
+        let end = tokio::time::Instant::now() + period;
+        while tokio::time::Instant::now() < end {
+            let obj = api.get_opt(name).await.expect("get");
+            assert!(
+                check(obj.as_ref()),
+                "{what} ({name}) stopped holding: {obj:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Polls an async check until it returns `Some`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+}
+
+/// A condition of a status, as (status, reason, message).
+pub fn condition(
+    conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<(String, String, String)> {
+    conds
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
