@@ -15,14 +15,33 @@ pub const ARGO_GROUP: &str = "argoproj.io";
 macro_rules! raw_object {
     ($(#[$doc:meta])* $name:ident, $group:expr, $kind:literal, $plural:literal) => {
         $(#[$doc])*
-        #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+        #[derive(Deserialize, Clone, Debug, Default, PartialEq)]
         pub struct $name {
             #[serde(default)]
             pub metadata: ObjectMeta,
-            #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+            #[serde(default)]
             pub spec: serde_json::Value,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[serde(default)]
             pub status: Option<serde_json::Value>,
+        }
+
+        // Written by hand so `apiVersion` and `kind` are always present (the API server
+        // requires them on create and update).
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeStruct;
+                let mut st = s.serialize_struct(stringify!($name), 5)?;
+                st.serialize_field("apiVersion", concat!($group, "/v1alpha1"))?;
+                st.serialize_field("kind", $kind)?;
+                st.serialize_field("metadata", &self.metadata)?;
+                if !self.spec.is_null() {
+                    st.serialize_field("spec", &self.spec)?;
+                }
+                if let Some(status) = &self.status {
+                    st.serialize_field("status", status)?;
+                }
+                st.end()
+            }
         }
 
         impl Resource for $name {
@@ -55,14 +74,10 @@ macro_rules! raw_object {
                 Self { metadata, spec, status: None }
             }
 
-            /// The object as JSON with `apiVersion` and `kind` (for server-side apply bodies).
+            /// The object as JSON, with `apiVersion` and `kind`.
             pub fn to_json(&self) -> serde_json::Value {
-                let mut v = serde_json::to_value(self).unwrap_or_default();
-                if let Some(m) = v.as_object_mut() {
-                    m.insert("apiVersion".into(), concat!($group, "/v1alpha1").into());
-                    m.insert("kind".into(), $kind.into());
-                }
-                v
+                // Serialising plain JSON values and ObjectMeta cannot fail.
+                serde_json::to_value(self).unwrap_or_default()
             }
         }
     };

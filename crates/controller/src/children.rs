@@ -123,9 +123,26 @@ fn api<K: ChildObject>(ctx: &Ctx, ns: &str) -> Api<K> {
     Api::namespaced(ctx.client.clone(), ns)
 }
 
-/// Creates a child (server-side apply creates it; our field manager then owns every field).
+/// Creates a child by server-side apply (so later applies own, and can remove, every field),
+/// refusing to take over an object of that name that isn't ours.
 pub async fn create<K: ChildObject>(ctx: &Ctx, desired: &DesiredChild) -> Result<K, Error> {
     let api = api::<K>(ctx, &desired.namespace);
+    if let Some(existing) = api
+        .get_opt(&desired.name)
+        .await
+        .ctx(|| format!("checking name {}", desired.name))?
+        && !existing
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == desired.owner.uid)
+    {
+        return Err(Error::NotOwned {
+            kind: kind_str::<K>(),
+            name: desired.name.clone(),
+            namespace: desired.namespace.clone(),
+            owner_kind: owner_kind_str(&desired.owner.kind),
+        });
+    }
     api.patch(
         &desired.name,
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -172,6 +189,23 @@ pub async fn apply<K: ChildObject>(
     )
     .await
     .ctx(|| format!("replacing spec of {} {}", K::kind(&()), desired.name))
+}
+
+/// The kind of a statically typed resource, for error messages.
+pub fn kind_str<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()) {
+        std::borrow::Cow::Borrowed(s) => s,
+        std::borrow::Cow::Owned(_) => "object",
+    }
+}
+
+fn owner_kind_str(kind: &str) -> &'static str {
+    match kind {
+        "PipelineRollout" => "PipelineRollout",
+        "MonoVertexRollout" => "MonoVertexRollout",
+        "ISBServiceRollout" => "ISBServiceRollout",
+        _ => "rollout",
+    }
 }
 
 /// Children of a rollout read from the API server (not the cache), for decisions where a stale

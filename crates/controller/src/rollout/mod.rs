@@ -350,25 +350,11 @@ fn check_owned<R: Rollout>(obj: &R, child: &R::Child) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::NotOwned {
-            kind: child_kind::<R>(),
+            kind: children::kind_str::<R::Child>(),
             name: child.name_any(),
             namespace: child.namespace().unwrap_or_default(),
-            owner_kind: kind_static::<R>(),
+            owner_kind: children::kind_str::<R>(),
         })
-    }
-}
-
-fn child_kind<R: Rollout>() -> &'static str {
-    match R::Child::kind(&()) {
-        std::borrow::Cow::Borrowed(s) => s,
-        std::borrow::Cow::Owned(_) => "child",
-    }
-}
-
-fn kind_static<R: Rollout>() -> &'static str {
-    match R::kind(&()) {
-        std::borrow::Cow::Borrowed(s) => s,
-        std::borrow::Cow::Owned(_) => "rollout",
     }
 }
 

@@ -1,0 +1,189 @@
+//! MonoVertexRollout under `no-strategy` (scenarios.md A.2) and riders: templated spec, in-place
+//! update, user pause with slow and fast resume, rider add/change/remove, deletion.
+
+mod support;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::DeleteParams;
+use numaplane_api::MonoVertexRollout;
+use numaplane_api::common::Phase;
+use numaplane_api::numaflow::MonoVertex;
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::{Harness, condition};
+
+fn mv_spec(image: &str) -> Value {
+    json!({
+        "scale": {"min": 1, "max": 2},
+        "source": {"udsource": {"container": {
+            "image": image,
+            "env": [{"name": "my-env", "value": "{{.monovertex-namespace}}-{{.monovertex-name}}"}]
+        }}},
+        "sink": {"blackhole": {}}
+    })
+}
+
+fn mv_rollout(spec: Value, riders: Value, strategy: Value) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": "mvr"},
+        "spec": {"monoVertex": {
+            "metadata": {"labels": {"my-label": "{{.monovertex-name}}"}},
+            "spec": spec
+        }, "riders": riders, "strategy": strategy}
+    })
+}
+
+fn deployed_healthy(mvr: Option<&MonoVertexRollout>) -> Option<()> {
+    let st = mvr?.status.as_ref()?;
+    (st.status.phase == Phase::Deployed
+        && st.status.observed_generation == mvr?.metadata.generation.unwrap_or(-1)
+        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then_some(())
+}
+
+fn templated(spec: &Value, ns: &str, child: &str) -> Value {
+    let mut want = spec.clone();
+    want["source"]["udsource"]["container"]["env"][0]["value"] = format!("{ns}-{child}").into();
+    want
+}
+
+fn cm_rider(value: &str) -> Value {
+    json!([{ "definition": {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm"},
+        "data": {"owner": "{{.monovertex-name}}", "value": value}
+    }}])
+}
+
+fn phase(mv: &MonoVertex) -> &str {
+    mv.status
+        .as_ref()
+        .and_then(|s| s["phase"].as_str())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn monovertex_rollout_lifecycle_with_riders() {
+    let h = Harness::start("mvr-life").await;
+    let spec = mv_spec("quay.io/numaio/numaflow-go/source-simple-source:stable");
+    h.apply::<MonoVertexRollout>(mv_rollout(spec.clone(), cm_rider("1"), json!({})))
+        .await;
+    h.until(
+        "MonoVertexRollout deployed and healthy",
+        "mvr",
+        deployed_healthy,
+    )
+    .await;
+    let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
+    assert_eq!(mv.spec, templated(&spec, &h.ns, "mvr-0"));
+    assert_eq!(mv.labels()["my-label"], "mvr-0");
+    let mvr: MonoVertexRollout = h.api().get("mvr").await.expect("mvr");
+    let st = mvr.status.expect("status");
+    assert_eq!(
+        st.promoted_pod_selector,
+        "app.kubernetes.io/component=mono-vertex,numaflow.numaproj.io/mono-vertex-name=mvr-0"
+    );
+    assert_eq!(st.riders.len(), 1);
+    assert_eq!(st.riders[0].name, "cm-mvr-0");
+    assert_eq!(
+        condition(&st.status.conditions, "MonoVertexPausingOrPaused").map(|c| c.1),
+        Some("Unpaused".to_string())
+    );
+
+    // Rider: templated, hashed, owned (not controlled) by the child.
+    let cm: ConfigMap = h.api().get("cm-mvr-0").await.expect("rider cm-mvr-0");
+    assert_eq!(cm.data.as_ref().expect("data")["owner"], "mvr-0");
+    assert!(cm.annotations().contains_key("numaplane.numaproj.io/hash"));
+    let owner = &cm.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("MonoVertex", "mvr-0")
+    );
+    assert_eq!(owner.controller, None);
+    let hash = cm.annotations()["numaplane.numaproj.io/hash"].clone();
+
+    // A changed rider is updated in place; a changed image is applied in place.
+    let spec2 = mv_spec("quay.io/numaio/numaflow-java/source-simple-source:stable");
+    h.apply::<MonoVertexRollout>(mv_rollout(spec2.clone(), cm_rider("2"), json!({})))
+        .await;
+    h.until::<ConfigMap, _, _>("rider updated", "cm-mvr-0", |cm| {
+        let cm = cm?;
+        (cm.data.as_ref()?.get("value")? == "2"
+            && cm.annotations().get("numaplane.numaproj.io/hash") != Some(&hash))
+        .then_some(())
+    })
+    .await;
+    h.until::<MonoVertex, _, _>("image updated in place", "mvr-0", |mv| {
+        (mv?.spec == templated(&spec2, &h.ns, "mvr-0")).then_some(())
+    })
+    .await;
+    h.until("deployed after update", "mvr", deployed_healthy)
+        .await;
+
+    // A rider deleted by someone is recreated on the next check of the rollout's riders
+    // (forced here by a spec change); a removed rider is deleted.
+    h.apply::<MonoVertexRollout>(mv_rollout(spec2.clone(), json!([]), json!({})))
+        .await;
+    h.until::<ConfigMap, _, _>("rider deleted", "cm-mvr-0", |cm| cm.is_none().then_some(()))
+        .await;
+
+    // Pause, scale by hand, slow resume: replicas dropped.
+    pause_resume(&h, &spec2, false).await;
+    // Fast resume keeps the replicas.
+    pause_resume(&h, &spec2, true).await;
+
+    h.api::<MonoVertexRollout>()
+        .delete("mvr", &DeleteParams::default())
+        .await
+        .expect("delete");
+    h.until::<MonoVertexRollout, _, _>("rollout gone", "mvr", |m| m.is_none().then_some(()))
+        .await;
+    h.until::<MonoVertex, _, _>("child gone", "mvr-0", |m| m.is_none().then_some(()))
+        .await;
+}
+
+async fn pause_resume(h: &Harness, spec: &Value, fast: bool) {
+    let strategy = json!({"pauseResume": {"fastResume": fast}});
+    let mut paused = spec.clone();
+    paused["lifecycle"] = json!({"desiredPhase": "Paused"});
+    h.apply::<MonoVertexRollout>(mv_rollout(paused, json!([]), strategy.clone()))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("MonoVertexPausingOrPaused=True", "mvr", |m| {
+        let st = m?.status.as_ref()?;
+        let (s, reason, _) = condition(&st.status.conditions, "MonoVertexPausingOrPaused")?;
+        (s == "True" && reason == "MonoVertexPaused").then_some(())
+    })
+    .await;
+    h.stays::<MonoVertex, _>("stays paused", "mvr-0", Duration::from_secs(2), |m| {
+        m.is_some_and(|m| phase(m) == "Paused")
+    })
+    .await;
+    h.merge::<MonoVertex>("mvr-0", json!({"spec": {"replicas": 2}}))
+        .await;
+    // The hand-set replicas survive while paused (they are the autoscaler's to own).
+    h.stays::<MonoVertex, _>(
+        "replicas kept while paused",
+        "mvr-0",
+        Duration::from_secs(2),
+        |m| m.is_some_and(|m| m.spec.get("replicas") == Some(&json!(2))),
+    )
+    .await;
+    h.apply::<MonoVertexRollout>(mv_rollout(spec.clone(), json!([]), strategy))
+        .await;
+    h.until::<MonoVertex, _, _>("running again", "mvr-0", |m| {
+        (phase(m?) == "Running").then_some(())
+    })
+    .await;
+    h.until("healthy after resume", "mvr", deployed_healthy)
+        .await;
+    let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
+    let replicas = mv.spec.get("replicas").cloned().unwrap_or(Value::Null);
+    if fast {
+        assert_eq!(replicas, json!(2), "fast resume keeps replicas");
+    } else {
+        assert_eq!(replicas, Value::Null, "slow resume drops replicas");
+    }
+}
