@@ -55,6 +55,15 @@ async fn install_rbac(client: &Client) {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_init(|| async {
         let pp = PatchParams::apply("numaplane-tests").force();
+        // The operator's own namespace (its Events about configuration land there).
+        let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "numaplane-system"}
+        }))
+        .expect("namespace");
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch("numaplane-system", &pp, &Patch::Apply(&ns))
+            .await
+            .expect("apply namespace numaplane-system");
         let role: ClusterRole = serde_saphyr::from_str(
             &std::fs::read_to_string(repo("config/rbac/role.yaml")).expect("role.yaml"),
         )

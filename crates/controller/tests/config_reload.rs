@@ -1,0 +1,105 @@
+//! The controller config file is reloaded live: a change takes effect without a restart, and
+//! an invalid file keeps the last good configuration (and says so in an Event).
+
+mod support;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::ListParams;
+use numaplane_api::common::Phase;
+use numaplane_api::{ISBServiceRollout, PipelineRollout};
+use serde_json::json;
+use support::{Harness, TEST_CONFIG, eventually};
+
+const NO_CONFIGMAP_RIDERS: &str = r#"
+logLevel: INFO
+defaultUpgradeStrategy: no-strategy
+permittedRiders: "group=autoscaling,kind=HorizontalPodAutoscaler"
+"#;
+
+#[tokio::test]
+async fn config_file_changes_apply_live_and_bad_ones_are_refused() {
+    let h = Harness::start("cfg").await;
+    h.apply::<ISBServiceRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "default"},
+        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
+    }))
+    .await;
+    let rollout = json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "pr"},
+        "spec": {
+            "pipeline": {"spec": {
+                "vertices": [
+                    {"name": "in", "scale": {"min": 1, "max": 1}, "source": {"generator": {}}},
+                    {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+                ],
+                "edges": [{"from": "in", "to": "out"}]
+            }},
+            "riders": [{"perVertex": true, "definition": {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm"},
+                "data": {"vertex": "{{.vertex-name}}", "pipeline": "{{.pipeline-name}}"}
+            }}]
+        }
+    });
+    h.apply::<PipelineRollout>(rollout.clone()).await;
+    h.until::<PipelineRollout, _, _>("deployed with per-vertex riders", "pr", |pr| {
+        (pr?.status.as_ref()?.status.phase == Phase::Deployed).then_some(())
+    })
+    .await;
+    for v in ["in", "out"] {
+        let cm: ConfigMap = h
+            .api()
+            .get(&format!("cm-pr-0-{v}"))
+            .await
+            .expect("per-vertex rider");
+        let data = cm.data.expect("data");
+        assert_eq!(
+            (data["vertex"].as_str(), data["pipeline"].as_str()),
+            (v, "pr-0")
+        );
+    }
+
+    // Forbid ConfigMap riders: the rollout fails, saying why, without a restart.
+    std::fs::write(&h.config_file, NO_CONFIGMAP_RIDERS).expect("write config");
+    h.until::<PipelineRollout, _, _>("rider refused after reload", "pr", |pr| {
+        let st = &pr?.status.as_ref()?.status;
+        (st.phase == Phase::Failed && st.message.contains("unpermitted")).then_some(())
+    })
+    .await;
+
+    // An invalid file is refused: the last good config (riders forbidden) stays in force.
+    std::fs::write(&h.config_file, "defaultUpgradeStrategy: sideways\n").expect("write");
+    let events: kube::Api<Event> = kube::Api::namespaced(h.client.clone(), "numaplane-system");
+    let ev = eventually("an InvalidConfig event", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("InvalidConfig")
+                    && e.note.as_deref().unwrap_or_default().contains("sideways")
+            })
+    })
+    .await;
+    assert!(
+        ev.note
+            .unwrap_or_default()
+            .contains("defaultUpgradeStrategy")
+    );
+    let pr: PipelineRollout = h.api().get("pr").await.expect("pr");
+    assert_eq!(pr.status.expect("status").status.phase, Phase::Failed);
+
+    // Back to the permissive config: deployed again.
+    std::fs::write(&h.config_file, TEST_CONFIG).expect("write config");
+    h.until::<PipelineRollout, _, _>("deployed after restoring the config", "pr", |pr| {
+        (pr?.status.as_ref()?.status.phase == Phase::Deployed).then_some(())
+    })
+    .await;
+}
