@@ -10,7 +10,7 @@ export KUBE_APISERVER_BIN := $(TESTENV_BIN)/kube-apiserver
 export KUBE_CONTROLLER_MANAGER_BIN := $(TESTENV_BIN)/kube-controller-manager
 export ETCD_BIN := $(TESTENV_BIN)/etcd
 
-.PHONY: test lint fmt unit manifests testenv-binaries demo demo-down build
+.PHONY: test lint fmt manifests testenv-binaries demo build
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests
 test: testenv-binaries lint
@@ -36,9 +36,8 @@ testenv-binaries: $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BI
 $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN) &:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 
-## demo: a local control plane with the Numaflow simulator, and a walk through what exists so far
+## demo: a local control plane, the Numaflow simulator and Numaplane walking the samples through
+## deploy, update, pause/resume and self-heal; keeps running for kubectl until Ctrl-C
+## (DEMO_ARGS=--exit to stop at the end)
 demo: testenv-binaries
-	./hack/demo.sh "$(DEMO_DIR)"
-
-demo-down:
-	$(CARGO) run -q -p numaplane-testenv -- down --dir "$(DEMO_DIR)"
+	$(CARGO) run -q -p numaplane --example demo -- --dir "$(DEMO_DIR)" $(DEMO_ARGS)

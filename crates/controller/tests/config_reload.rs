@@ -96,6 +96,38 @@ async fn config_file_changes_apply_live_and_bad_ones_are_refused() {
     let pr: PipelineRollout = h.api().get("pr").await.expect("pr");
     assert_eq!(pr.status.expect("status").status.phase, Phase::Failed);
 
+    // A namespace-level strategy ConfigMap with a bad value is reported on that ConfigMap.
+    let bad_ns_config: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "my-config", "labels": {"numaplane.numaproj.io/config": "namespace-level-config"}},
+        "data": {"upgradeStrategy": "fast-and-loose"}
+    }))
+    .expect("configmap");
+    h.api::<ConfigMap>()
+        .create(&Default::default(), &bad_ns_config)
+        .await
+        .expect("create namespace config");
+    let ns_events: kube::Api<Event> = kube::Api::namespaced(h.client.clone(), &h.ns);
+    eventually(
+        "an InvalidConfig event on the namespace ConfigMap",
+        || async {
+            ns_events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("InvalidConfig")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("my-config")
+                        && e.note
+                            .as_deref()
+                            .unwrap_or_default()
+                            .contains("fast-and-loose")
+                })
+        },
+    )
+    .await;
+
     // Back to the permissive config: deployed again.
     std::fs::write(&h.config_file, TEST_CONFIG).expect("write config");
     h.until::<PipelineRollout, _, _>("deployed after restoring the config", "pr", |pr| {

@@ -148,6 +148,13 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
     assert_eq!(Some(&owner.uid), pr.uid().as_ref());
     assert_eq!(phase_of(&child), "Running");
 
+    // Quiet when nothing changes: no status (or other) writes to the rollout.
+    let rv = pr.resource_version();
+    h.stays::<PipelineRollout, _>("no writes while idle", "pr", Duration::from_secs(3), |p| {
+        p.is_some_and(|p| p.resource_version() == rv)
+    })
+    .await;
+
     // Self-heal: a field added on the child by someone else is removed.
     h.merge::<Pipeline>("pr-0", json!({"spec": {"watermark": {"disabled": true}}}))
         .await;
