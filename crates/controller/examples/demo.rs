@@ -209,6 +209,8 @@ async fn main() -> anyhow::Result<()> {
             workers: 4,
             instance: Some("demo".into()),
             watch_namespace: None,
+            metrics: Default::default(),
+            leadership: None,
         },
     )
     .await?;

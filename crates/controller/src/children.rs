@@ -126,6 +126,7 @@ fn api<K: ChildObject>(ctx: &Ctx, ns: &str) -> Api<K> {
 /// Creates a child by server-side apply (so later applies own, and can remove, every field),
 /// refusing to take over an object of that name that isn't ours.
 pub async fn create<K: ChildObject>(ctx: &Ctx, desired: &DesiredChild) -> Result<K, Error> {
+    ctx.ensure_leader()?;
     let api = api::<K>(ctx, &desired.namespace);
     if let Some(existing) = api
         .get_opt(&desired.name)
@@ -158,6 +159,7 @@ pub async fn apply<K: ChildObject>(
     live: &K,
     desired: &DesiredChild,
 ) -> Result<K, Error> {
+    ctx.ensure_leader()?;
     let api = api::<K>(ctx, &desired.namespace);
     let applied: K = api
         .patch(
@@ -230,6 +232,7 @@ pub async fn delete<K: ChildObject>(
     name: &str,
     uid: Option<String>,
 ) -> Result<(), Error> {
+    ctx.ensure_leader()?;
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: uid.map(|uid| Preconditions {

@@ -27,6 +27,9 @@ pub struct Stores {
 
 pub struct Ctx {
     pub client: Client,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Whether this replica may write (holds the lease, or runs without election).
+    pub leader: Arc<std::sync::atomic::AtomicBool>,
     pub settings: Arc<Settings>,
     pub events: EventSink,
     pub stores: Stores,
@@ -56,6 +59,8 @@ impl Ctx {
     ) -> Self {
         Self {
             client,
+            metrics: Arc::default(),
+            leader: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             settings,
             events,
             stores,
@@ -64,6 +69,19 @@ impl Ctx {
             failures: Mutex::default(),
             rider_checks: Mutex::default(),
             rider_resources: Mutex::default(),
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Every write goes through here: a replica that lost the lease stops writing at once.
+    pub fn ensure_leader(&self) -> Result<(), crate::error::Error> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(crate::error::Error::NotLeader)
         }
     }
 

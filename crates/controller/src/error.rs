@@ -29,6 +29,8 @@ pub enum Error {
     },
     #[error("configuration: {0}")]
     Config(String),
+    #[error("not the leader: this replica holds no lease and must not write")]
+    NotLeader,
 }
 
 impl Error {
@@ -41,12 +43,13 @@ impl Error {
             Error::MissingIsbServiceRollout(_) => "MissingISBServiceRollout",
             Error::Kube { .. } => "KubernetesAPIError",
             Error::Config(_) => "ConfigError",
+            Error::NotLeader => "NotLeader",
         }
     }
 
     /// Whether retrying without a change can help (API errors) or the user must act.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Kube { .. })
+        matches!(self, Error::Kube { .. } | Error::NotLeader)
     }
 }
 

@@ -1,6 +1,8 @@
 //! numaplane: the controller. Watches rollouts and their children, decides with
 //! `numaplane-core`, applies with server-side apply and reports in status.
 
+pub mod admin;
+pub mod api_metrics;
 pub mod children;
 pub mod cli;
 pub mod config_watch;
@@ -8,7 +10,7 @@ pub mod context;
 pub mod error;
 pub mod events;
 pub mod logging;
-pub mod probes;
+pub mod metrics;
 pub mod riders;
 pub mod rollout;
 pub mod runtime;

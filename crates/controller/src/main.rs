@@ -1,12 +1,24 @@
 //! The `numaplane` controller binary.
 
 use clap::Parser;
+use kube_lease_manager::LeaseManagerBuilder;
+use numaplane::api_metrics::RequestMetricsLayer;
 use numaplane::cli::Options;
-use numaplane::{Operator, OperatorOptions};
+use numaplane::metrics::Metrics;
+use numaplane::{Operator, OperatorOptions, admin};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// The reference's lease name.
+const LEASE_NAME: &str = "numaplane-controller-lock";
+/// Seconds a lease stays valid after its last renewal (a standby takes over within this).
+const LEASE_DURATION: u64 = 15;
+/// Seconds before expiry at which the holder renews.
+const LEASE_GRACE: u64 = 5;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -22,7 +34,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn client(opts: &Options) -> anyhow::Result<kube::Client> {
+async fn client(opts: &Options, metrics: &Arc<Metrics>) -> anyhow::Result<kube::Client> {
     let config = match &opts.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -34,7 +46,9 @@ async fn client(opts: &Options) -> anyhow::Result<kube::Client> {
         })?,
     };
     let url = config.cluster_url.clone();
-    let client = kube::Client::try_from(config)?;
+    let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&RequestMetricsLayer::new(metrics.clone()))
+        .build();
     client
         .apiserver_version()
         .await
@@ -42,64 +56,103 @@ async fn client(opts: &Options) -> anyhow::Result<kube::Client> {
     Ok(client)
 }
 
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "numaplane".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{}_{nanos:08x}", std::process::id())
+}
+
 async fn run(opts: Options) -> anyhow::Result<()> {
-    let client = client(&opts).await?;
-    if opts.leader_elect {
-        tracing::warn!(
-            "--leader-elect is accepted but leader election is not implemented yet: run one replica"
-        );
-    }
+    let metrics = Arc::new(Metrics::new());
+    let client = client(&opts, &metrics).await?;
+    let namespace = opts.operator_namespace();
     let shutdown = CancellationToken::new();
     let ready = Arc::new(AtomicBool::new(false));
-    let probes = {
-        let (addr, ready, token) = (
+    let servers = [
+        (
             opts.health_probe_bind_address.clone(),
-            ready.clone(),
-            shutdown.clone(),
-        );
-        tokio::spawn(async move { numaplane::probes::serve(&addr, ready, token).await })
+            admin::probes(ready.clone()),
+        ),
+        (
+            opts.metrics_bind_address.clone(),
+            admin::metrics(metrics.clone()),
+        ),
+    ]
+    .map(|(addr, router)| {
+        let token = shutdown.clone();
+        tokio::spawn(async move { admin::serve(&addr, router, token).await })
+    });
+
+    let lease = if opts.leader_elect {
+        let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+            .with_namespace(namespace.clone())
+            .with_identity(identity())
+            .with_duration(LEASE_DURATION)
+            .with_grace(LEASE_GRACE)
+            .build()
+            .await
+            .map_err(|e| anyhow::anyhow!("setting up the lease {namespace}/{LEASE_NAME}: {e}"))?;
+        Some(manager.watch().await)
+    } else {
+        None
     };
     let operator = Operator::start(
         client,
         OperatorOptions {
             config_file: opts.config_file.clone(),
-            operator_namespace: opts.operator_namespace(),
+            operator_namespace: namespace,
             workers: opts.workers,
             instance: std::env::var("POD_NAME").ok(),
             watch_namespace: opts.watch_namespace.clone(),
+            metrics,
+            leadership: lease.as_ref().map(|(rx, _)| rx.clone()),
         },
     )
     .await?;
-    ready.store(true, Ordering::Relaxed);
-    tracing::info!("numaplane started");
-    wait_for_signal().await;
-    tracing::info!("shutting down: finishing in-flight reconciles");
-    ready.store(false, Ordering::Relaxed);
+    ready.store(true, Ordering::Release);
+    info!(leader_election = opts.leader_elect, "numaplane started");
+
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        res = async {
+            for s in servers {
+                if let Ok(Err(e)) = s.await {
+                    return Err(e);
+                }
+            }
+            Ok(())
+        } => res?,
+    }
+    info!("shutting down: finishing in-flight reconciles");
+    ready.store(false, Ordering::Release);
     operator.shutdown().await;
+    if let Some((rx, task)) = lease {
+        // Dropping the last receiver makes the lease task release the lease.
+        drop(rx);
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Ok(_))) => info!("lease released"),
+            Ok(Ok(Err(e))) => warn!(error = %e, "releasing the lease failed"),
+            _ => warn!("releasing the lease timed out"),
+        }
+    }
     shutdown.cancel();
-    let _ = probes.await;
     Ok(())
 }
 
 async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
         let _ = ctrl_c.await;
+        return;
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
     }
 }

@@ -83,6 +83,7 @@ pub async fn sync<K: ChildObject>(
     if diff.is_empty() {
         return Ok(false);
     }
+    ctx.ensure_leader()?;
     let owner = plain_owner_ref(child);
     for r in diff.add.iter().chain(diff.modify.iter()) {
         let ar = resource(ctx, &r.gvk).await?;

@@ -4,6 +4,7 @@
 use crate::config_watch;
 use crate::context::{Ctx, Stores};
 use crate::events::EventSink;
+use crate::metrics::Metrics;
 use crate::rollout::{self, Rollout, pipeline::isb_rollout_name};
 use crate::settings::{ConfigScope, Settings};
 use futures::{Stream, StreamExt};
@@ -21,10 +22,11 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use std::sync::atomic::Ordering;
+use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Buffer of each shared watch's subscribers.
 const SUBSCRIBER_BUFFER: usize = 1024;
@@ -38,6 +40,25 @@ pub struct OperatorOptions {
     pub instance: Option<String>,
     /// Watch only this namespace (`--watch-namespace`); `None` watches the whole cluster.
     pub watch_namespace: Option<String>,
+    /// Where metrics are recorded (the same registry `/metrics` serves).
+    pub metrics: Arc<Metrics>,
+    /// Leadership from the lease manager; `None` means always leader (no election).
+    pub leadership: Option<watch::Receiver<bool>>,
+}
+
+impl OperatorOptions {
+    /// Options for one operator without leader election, recording into its own registry.
+    pub fn new(config_file: PathBuf, operator_namespace: impl Into<String>) -> Self {
+        Self {
+            config_file,
+            operator_namespace: operator_namespace.into(),
+            workers: 16,
+            instance: None,
+            watch_namespace: None,
+            metrics: Arc::default(),
+            leadership: None,
+        }
+    }
 }
 
 /// An API over the watched scope.
@@ -100,6 +121,7 @@ impl Operator {
             children.clone(),
             pipelines_w,
             deletions.clone(),
+            opts.metrics.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -108,6 +130,7 @@ impl Operator {
             children.clone(),
             monovertices_w,
             deletions.clone(),
+            opts.metrics.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -116,6 +139,7 @@ impl Operator {
             children.clone(),
             isbsvcs_w,
             deletions.clone(),
+            opts.metrics.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -124,6 +148,7 @@ impl Operator {
             watcher::Config::default(),
             isb_rollouts_w,
             deletions.clone(),
+            opts.metrics.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -132,6 +157,7 @@ impl Operator {
             watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
             statefulsets_w,
             deletions.clone(),
+            opts.metrics.clone(),
         );
         spawn_watch(
             &mut tasks,
@@ -140,6 +166,7 @@ impl Operator {
             children,
             pdbs_w,
             deletions.clone(),
+            opts.metrics.clone(),
         );
 
         let stores = Stores {
@@ -158,13 +185,41 @@ impl Operator {
         stores.pdbs.wait_until_ready().await?;
         info!("caches synced");
 
-        let ctx = Arc::new(Ctx::new(
+        let mut ctx = Ctx::new(
             client.clone(),
             settings.clone(),
             events.clone(),
             stores,
             opts.operator_namespace.clone(),
-        ));
+        );
+        ctx.metrics = opts.metrics.clone();
+        let (gained_tx, _) = broadcast::channel::<()>(4);
+        if let Some(rx) = &opts.leadership {
+            ctx.leader.store(*rx.borrow(), Ordering::Release);
+        }
+        let ctx = Arc::new(ctx);
+        ctx.metrics.leader.set(i64::from(ctx.is_leader()));
+        if let Some(mut rx) = opts.leadership.clone() {
+            let (ctx, token, gained) = (ctx.clone(), cancel.clone(), gained_tx.clone());
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = token.cancelled() => return,
+                        changed = rx.changed() => if changed.is_err() { return },
+                    }
+                    let is_leader = *rx.borrow_and_update();
+                    ctx.leader.store(is_leader, Ordering::Release);
+                    ctx.metrics.leader.set(i64::from(is_leader));
+                    if is_leader {
+                        info!("became leader: reconciling everything");
+                        let _ = gained.send(());
+                    } else {
+                        warn!("lost the leader lease: writes stopped");
+                    }
+                }
+            });
+        }
+        spawn_cache_gauges(&mut tasks, &cancel, &ctx, &client);
 
         {
             let (c, s, e, ns) = (
@@ -198,6 +253,7 @@ impl Operator {
 
         let cfg = ControllerConfig::default().concurrency(opts.workers);
         let wiring = Wiring {
+            gained: gained_tx,
             client,
             watch_namespace: opts.watch_namespace.clone(),
             subs,
@@ -259,6 +315,7 @@ fn spawn_watch<K>(
     cfg: watcher::Config,
     writer: reflector::store::Writer<K>,
     deletions: broadcast::Sender<Deleted>,
+    metrics: Arc<Metrics>,
 ) where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
@@ -281,6 +338,7 @@ fn spawn_watch<K>(
                     }
                     Ok(_) => {}
                     Err(e) => {
+                        metrics.cluster_cache_error_total.inc();
                         tracing::warn!(kind = %K::kind(&()), error = %e, "watch error (retrying)");
                     }
                 }
@@ -289,6 +347,40 @@ fn spawn_watch<K>(
         tokio::select! {
             _ = token.cancelled() => {}
             _ = stream => {}
+        }
+    });
+}
+
+/// Keeps `numaplane_kube_resource_monitored` (objects cached) and
+/// `numaplane_kube_resource_cache{K8SVersion}` current.
+fn spawn_cache_gauges(
+    tasks: &mut JoinSet<()>,
+    cancel: &CancellationToken,
+    ctx: &Arc<Ctx>,
+    client: &Client,
+) {
+    let (ctx, token, client) = (ctx.clone(), cancel.clone(), client.clone());
+    tasks.spawn(async move {
+        if let Ok(v) = client.apiserver_version().await {
+            ctx.metrics
+                .kube_resource_cache
+                .get_or_create(&vec![("K8SVersion", v.git_version)])
+                .set(1);
+        }
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let s = &ctx.stores;
+            let n = s.pipelines.state().len()
+                + s.monovertices.state().len()
+                + s.isbsvcs.state().len()
+                + s.isb_rollouts.state().len()
+                + s.statefulsets.state().len()
+                + s.pdbs.state().len();
+            ctx.metrics.kube_resource_monitored.set(n as i64);
         }
     });
 }
@@ -323,6 +415,7 @@ where
 
 /// What the controllers are built from.
 struct Wiring {
+    gained: broadcast::Sender<()>,
     client: Client,
     watch_namespace: Option<String>,
     subs: Subscriptions,
@@ -337,6 +430,7 @@ fn spawn_controllers(
     wiring: Wiring,
 ) {
     let Wiring {
+        gained,
         client,
         watch_namespace,
         subs,
@@ -372,7 +466,7 @@ fn spawn_controllers(
         })
         .reconcile_on(config_triggers(&ctx.settings, pr_store))
         .reconcile_on(deletion_triggers(deletions, &["Pipeline"]));
-    run_controller(tasks, cancel, prs, ctx.clone());
+    run_controller(tasks, cancel, prs, ctx.clone(), &gained);
 
     let mvrs = Controller::new(
         scoped::<MonoVertexRollout>(&client, watch_namespace),
@@ -384,7 +478,7 @@ fn spawn_controllers(
         .owns_shared_stream(subs.monovertices)
         .reconcile_on(config_triggers(&ctx.settings, mvr_store))
         .reconcile_on(deletion_triggers(deletions, &["MonoVertex"]));
-    run_controller(tasks, cancel, mvrs, ctx.clone());
+    run_controller(tasks, cancel, mvrs, ctx.clone(), &gained);
 
     // ISBServiceRollout: its ISB services, their StatefulSets (health) and PDBs (self-heal).
     let isbrs = Controller::for_shared_stream(subs.isb_rollouts, ctx.stores.isb_rollouts.clone())
@@ -420,7 +514,7 @@ fn spawn_controllers(
             deletions,
             &["InterStepBufferService", "PodDisruptionBudget"],
         ));
-    run_controller(tasks, cancel, isbrs, ctx);
+    run_controller(tasks, cancel, isbrs, ctx, &gained);
 }
 
 /// Rollouts whose children of `kinds` were deleted.
@@ -467,10 +561,19 @@ fn run_controller<R: Rollout>(
     cancel: &CancellationToken,
     controller: Controller<R>,
     ctx: Arc<Ctx>,
+    gained: &broadcast::Sender<()>,
 ) {
     let token = cancel.clone();
+    // A new leader reconciles everything: standbys did nothing while it was away.
+    let gained = futures::stream::unfold(gained.subscribe(), |mut rx| async move {
+        match rx.recv().await {
+            Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Some(((), rx)),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    });
     tasks.spawn(async move {
         controller
+            .reconcile_all_on(gained)
             .graceful_shutdown_on(async move { token.cancelled().await })
             .run(rollout::reconcile::<R>, rollout::error_policy::<R>, ctx)
             .for_each(|res| async move {

@@ -145,7 +145,8 @@ fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
     }
 }
 
-/// Writes the status when it differs from what the object had.
+/// Writes the status when it differs from what the object had. Any status type will do (the
+/// NumaflowController kinds have no child names or riders).
 pub async fn write_if_changed<R, S>(obj: &R, ctx: &Ctx, before: &S, after: &S) -> Result<(), Error>
 where
     R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
@@ -153,7 +154,7 @@ where
         + Debug
         + Serialize
         + DeserializeOwned,
-    S: RolloutStatus,
+    S: PartialEq + Serialize,
 {
     if before == after {
         return Ok(());
@@ -181,8 +182,9 @@ where
         + Debug
         + Serialize
         + DeserializeOwned,
-    S: RolloutStatus,
+    S: Serialize,
 {
+    ctx.ensure_leader()?;
     let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let body = serde_json::json!({
         "apiVersion": R::api_version(&()),

@@ -70,6 +70,7 @@ impl Rollout for ISBServiceRollout {
     const CONTROLLER: &'static str = "isbsvc-rollout-controller";
     const EVENT_SOURCE: &'static str = source::ISBSVC_ROLLOUT;
     const SUCCESS_EVENT: &'static str = event_reason::RECONCILATION_SUCCESSFUL;
+    const METRIC_LABEL: &'static str = "isbservice";
     const SPEC_PATH: &'static str = "spec.interStepBufferService.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
@@ -128,6 +129,7 @@ impl Rollout for ISBServiceRollout {
         let Some(body) = desired_pdb(child, &self.name_any()) else {
             return Ok(()); // child not created yet (no uid): next pass
         };
+        ctx.ensure_leader()?;
         info!(pdb = %name, "applying PodDisruptionBudget");
         let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ns);
         api.patch(

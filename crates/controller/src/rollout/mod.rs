@@ -62,6 +62,8 @@ pub trait Rollout:
     const SUCCESS_EVENT: &'static str;
     /// JSON path of the embedded child spec, for error messages.
     const SPEC_PATH: &'static str;
+    /// Name of the object label of this kind's health metric.
+    const METRIC_LABEL: &'static str;
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
     fn rider_specs(&self) -> Vec<RiderSpec>;
@@ -126,6 +128,12 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
     let name = obj.name_any();
     let span = info_span!("reconcile", controller = R::CONTROLLER, namespace = %ns, name = %name);
     async move {
+        // A standby keeps its caches warm but leaves the objects alone; it reconciles
+        // everything the moment it becomes leader.
+        if !ctx.is_leader() {
+            return Ok(Action::await_change());
+        }
+        let started = std::time::Instant::now();
         let obj = status::fresher(&ctx, obj);
         let key = format!("{}/{}/{}", R::kind(&()), ns, name);
         let res = if obj.meta().deletion_timestamp.is_some() {
@@ -133,6 +141,9 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
         } else {
             run(&*obj, &ctx).await
         };
+        let secs = started.elapsed().as_secs_f64();
+        ctx.metrics
+            .reconciled(R::CONTROLLER, secs, res.as_ref().err().map(Error::reason));
         match res {
             Ok(action) => {
                 ctx.clear_failures(&key);
@@ -171,10 +182,16 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let mut st = before.clone();
     let generation = obj.meta().generation.unwrap_or_default();
     let now = status::now();
+    let started = std::time::Instant::now();
     let outcome = drive(obj, ctx, &mut st, generation, &now).await;
     let action = match outcome {
-        Ok(Pass::Done { changed }) => {
+        Ok(Pass::Done { changed, created }) => {
             st.common_mut().observed_generation = generation;
+            if changed {
+                let phase = if created { "create" } else { "update" };
+                ctx.metrics
+                    .child_change(R::CONTROLLER, phase, started.elapsed().as_secs_f64());
+            }
             if changed {
                 publish(
                     &ctx.events,
@@ -203,16 +220,45 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
                 format!("reconcile failed: {e}"),
             )
             .await;
+            record_health::<R>(ctx, obj, st.common());
             status::write_if_changed(obj, ctx, &before, &st).await?;
             return Err(e);
         }
     };
+    record_health::<R>(ctx, obj, st.common());
     status::write_if_changed(obj, ctx, &before, &st).await?;
     Ok(action)
 }
 
+/// The one-hot health series of a rollout, and its count in its namespace.
+fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Status) {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let is_false = |t: &str| {
+        numaplane_core::conditions::get_condition(&st.conditions, t)
+            .is_some_and(|c| c.status == "False")
+            .to_string()
+    };
+    let labels = vec![
+        ("namespace", ns.clone()),
+        (R::METRIC_LABEL, name.clone()),
+        ("phase", st.phase.as_str().to_string()),
+        (
+            "promotedChildFailure",
+            is_false(keys::condition::CHILD_RESOURCES_HEALTHY),
+        ),
+        (
+            "progressiveFailure",
+            is_false(keys::condition::PROGRESSIVE_UPGRADE_SUCCEEDED),
+        ),
+    ];
+    let kind = children::kind_str::<R>();
+    ctx.metrics.set_health(kind, &ns, &name, labels);
+    ctx.metrics.count(kind, &ns, &name, true);
+}
+
 enum Pass {
-    Done { changed: bool },
+    Done { changed: bool, created: bool },
     Waiting(String),
 }
 
@@ -236,6 +282,7 @@ async fn drive<R: Rollout>(
 
     let promoted = find_promoted::<R>(ctx, &ns, &name);
     let mut changed = false;
+    let mut created_child = false;
     let child: R::Child = match promoted {
         None => {
             // A live list right before creating: a stale cache must never give a rollout two
@@ -254,6 +301,7 @@ async fn drive<R: Rollout>(
                 info!(child = %child_name, "created child");
                 st.common_mut().upgrade_in_progress = Default::default();
                 changed = true;
+                created_child = true;
                 created
             }
         }
@@ -304,7 +352,10 @@ async fn drive<R: Rollout>(
     let health = R::health(ctx, &child);
     status::set_health(st.common_mut(), &health, generation, now);
     R::observe_child(st, &child, generation, now);
-    Ok(Pass::Done { changed })
+    Ok(Pass::Done {
+        changed,
+        created: created_child,
+    })
 }
 
 /// The newest child labelled `upgrade-state=promoted`.
@@ -480,11 +531,13 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if let Some(uid) = obj.uid() {
         ctx.forget(&uid);
     }
+    ctx.metrics.forget(children::kind_str::<R>(), &ns, &name);
     info!("children deleted, finalizer removed");
     Ok(Action::await_change())
 }
 
 async fn add_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
+    ctx.ensure_leader()?;
     let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     // JSON patch with a `test` on the current list: never clobber a concurrent edit.
     let patch = if obj.finalizers().is_empty() {
@@ -511,6 +564,7 @@ async fn add_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
 }
 
 async fn remove_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
+    ctx.ensure_leader()?;
     let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let Some(idx) = obj.finalizers().iter().position(|f| f == FINALIZER) else {
         return Ok(());

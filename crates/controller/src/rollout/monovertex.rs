@@ -46,6 +46,7 @@ impl Rollout for MonoVertexRollout {
     const CONTROLLER: &'static str = "monovertex-rollout-controller";
     const EVENT_SOURCE: &'static str = source::MONOVERTEX_ROLLOUT;
     const SUCCESS_EVENT: &'static str = event_reason::RECONCILIATION_SUCCESSFUL;
+    const METRIC_LABEL: &'static str = "monovertex";
     const SPEC_PATH: &'static str = "spec.monoVertex.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {

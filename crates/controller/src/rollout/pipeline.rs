@@ -98,6 +98,7 @@ impl Rollout for PipelineRollout {
     const CONTROLLER: &'static str = "pipeline-rollout-controller";
     const EVENT_SOURCE: &'static str = source::PIPELINE_ROLLOUT;
     const SUCCESS_EVENT: &'static str = event_reason::RECONCILE_SUCCESS;
+    const METRIC_LABEL: &'static str = "pipeline";
     const SPEC_PATH: &'static str = "spec.pipeline.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
@@ -187,6 +188,7 @@ impl Rollout for PipelineRollout {
             return Ok(());
         }
         // Slow resume: vertices restart from scale.min and scale up gradually.
+        ctx.ensure_leader()?;
         let ns = desired.namespace.as_str();
         let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), ns);
         for v in vertex_names(&desired.spec) {

@@ -116,6 +116,8 @@ impl Harness {
                 workers: 4,
                 instance: Some(format!("test-{ns}")),
                 watch_namespace: Some(ns.clone()),
+                metrics: Default::default(),
+                leadership: None,
             },
         )
         .await

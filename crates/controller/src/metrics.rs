@@ -1,0 +1,487 @@
+//! Prometheus metrics: every metric name, type and label set of the reference (api.md §17, with
+//! the constant label `intuit_alert="true"`), plus reconcile durations and errors per controller
+//! and API requests by verb, resource and code. Label values are bounded: object names only in
+//! the per-object health gauges (one series per object), reasons from a fixed set.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+pub type Labels = Vec<(&'static str, String)>;
+type GaugeF = Gauge<f64, AtomicU64>;
+
+/// Prometheus client_golang's default buckets, as the reference's histograms use.
+const DEFAULT_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn histogram() -> Histogram {
+    Histogram::new(DEFAULT_BUCKETS)
+}
+
+pub struct Metrics {
+    registry: Registry,
+    // Per-object health, one series per object (the current label combination).
+    pub pipeline_rollout_health: Family<Labels, Gauge>,
+    pub isb_services_rollout_health: Family<Labels, Gauge>,
+    pub monovertex_rollout_health: Family<Labels, Gauge>,
+    pub numaflow_controller_rollout_health: Family<Labels, Gauge>,
+    pub numaflow_controller_health: Family<Labels, Gauge>,
+    current_health: Mutex<HashMap<(&'static str, String, String), Labels>>,
+    // Rollouts per namespace.
+    pub pipeline_rollouts_running: Family<Labels, Gauge>,
+    pub isb_service_rollouts_running: Family<Labels, Gauge>,
+    pub monovertex_rollouts_running: Family<Labels, Gauge>,
+    pub numaflow_controller_rollouts_running: Family<Labels, Gauge>,
+    known: Mutex<HashMap<&'static str, HashMap<String, std::collections::BTreeSet<String>>>>,
+    // Reconcile counts per controller (the reference's unlabelled counters).
+    syncs: HashMap<&'static str, (Counter, Counter)>,
+    pub pipeline_rollout_queue_length: Gauge,
+    pub progressive_pipeline_drains: Family<Labels, Counter>,
+    pub pipeline_system_paused_seconds: Family<Labels, GaugeF>,
+    pub pipeline_system_pausing_seconds: Family<Labels, GaugeF>,
+    pub isbservice_paused_seconds: Family<Labels, GaugeF>,
+    pub controller_rollout_paused_seconds: Family<Labels, GaugeF>,
+    pub reconciliation_duration: Family<Labels, Histogram>,
+    pub kube_request_total: Counter,
+    pub kube_resource_monitored: Gauge,
+    pub kube_resource_cache: Family<Labels, Gauge>,
+    pub cluster_cache_error_total: Counter,
+    pub progressive_started: HashMap<&'static str, Family<Labels, Counter>>,
+    pub progressive_completed: HashMap<&'static str, Family<Labels, Counter>>,
+    pub numaflow_controller_kubectl_execution_total: Counter,
+    // Ours.
+    pub reconcile_duration: Family<Labels, Histogram>,
+    pub reconcile_errors: Family<Labels, Counter>,
+    pub kube_requests: Family<Labels, Counter>,
+    pub leader: Gauge,
+}
+
+/// Controller names as the reference names them; also the `type` label of durations.
+pub const CONTROLLERS: [&str; 5] = [
+    "pipeline-rollout-controller",
+    "monovertex-rollout-controller",
+    "isbsvc-rollout-controller",
+    "numaflow-controller-rollout-controller",
+    "numaflowcontroller-controller",
+];
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_labels(
+            [(Cow::Borrowed("intuit_alert"), Cow::Borrowed("true"))].into_iter(),
+        );
+        macro_rules! reg {
+            ($name:expr, $help:expr, $m:expr) => {{
+                let m = $m;
+                registry.register($name, $help, m.clone());
+                m
+            }};
+        }
+        let pipeline_rollout_health = reg!(
+            "numaplane_pipeline_rollout_health",
+            "Health of a PipelineRollout (1 for its current phase and failure flags)",
+            Family::<Labels, Gauge>::default()
+        );
+        let isb_services_rollout_health = reg!(
+            "numaplane_isb_services_rollout_health",
+            "Health of an ISBServiceRollout",
+            Family::<Labels, Gauge>::default()
+        );
+        let monovertex_rollout_health = reg!(
+            "numaplane_monovertex_rollout_health",
+            "Health of a MonoVertexRollout",
+            Family::<Labels, Gauge>::default()
+        );
+        let numaflow_controller_rollout_health = reg!(
+            "numaflow_controller_rollout_health",
+            "Health of a NumaflowControllerRollout",
+            Family::<Labels, Gauge>::default()
+        );
+        let numaflow_controller_health = reg!(
+            "numaflow_controller_health",
+            "Health of a NumaflowController",
+            Family::<Labels, Gauge>::default()
+        );
+        let pipeline_rollouts_running = reg!(
+            "pipeline_rollouts_running",
+            "PipelineRollouts per namespace",
+            Family::<Labels, Gauge>::default()
+        );
+        let isb_service_rollouts_running = reg!(
+            "isb_service_rollouts_running",
+            "ISBServiceRollouts per namespace",
+            Family::<Labels, Gauge>::default()
+        );
+        let monovertex_rollouts_running = reg!(
+            "monovertex_rollouts_running",
+            "MonoVertexRollouts per namespace",
+            Family::<Labels, Gauge>::default()
+        );
+        let numaflow_controller_rollouts_running = reg!(
+            "numaflow_controller_rollouts_running",
+            "NumaflowControllerRollouts by name, namespace and version",
+            Family::<Labels, Gauge>::default()
+        );
+        let mut syncs = HashMap::new();
+        for (controller, prefix) in [
+            ("pipeline-rollout-controller", "pipeline_rollout"),
+            ("isbsvc-rollout-controller", "isb_service_rollout"),
+            ("monovertex-rollout-controller", "monovertex_rollout"),
+            (
+                "numaflow-controller-rollout-controller",
+                "numaflow_controller_rollout",
+            ),
+            ("numaflowcontroller-controller", "numaflow_controller"),
+        ] {
+            let total = reg!(
+                format!("{prefix}_syncs"),
+                "Reconciles started",
+                Counter::default()
+            );
+            let errors = reg!(
+                format!("{prefix}_sync_errors"),
+                "Reconciles that failed",
+                Counter::default()
+            );
+            syncs.insert(controller, (total, errors));
+        }
+        let pipeline_rollout_queue_length = reg!(
+            "pipeline_rollout_queue_length",
+            "PipelineRollout reconciles in flight",
+            Gauge::default()
+        );
+        let progressive_pipeline_drains = reg!(
+            "progressive_pipeline_drains",
+            "Outcomes of draining replaced pipelines",
+            Family::<Labels, Counter>::default()
+        );
+        let pipeline_system_paused_seconds = reg!(
+            "numaflow_pipeline_system_paused_seconds",
+            "Seconds a pipeline has been paused by Numaplane",
+            Family::<Labels, GaugeF>::default()
+        );
+        let pipeline_system_pausing_seconds = reg!(
+            "numaflow_pipeline_system_pausing_seconds",
+            "Seconds a pipeline has been pausing for Numaplane",
+            Family::<Labels, GaugeF>::default()
+        );
+        let isbservice_paused_seconds = reg!(
+            "numaflow_isbservice_paused_seconds",
+            "Seconds an ISBServiceRollout has requested pipelines to pause",
+            Family::<Labels, GaugeF>::default()
+        );
+        let controller_rollout_paused_seconds = reg!(
+            "numaflow_controller_rollout_paused_seconds",
+            "Seconds a NumaflowControllerRollout has requested pipelines to pause",
+            Family::<Labels, GaugeF>::default()
+        );
+        let reconciliation_duration = reg!(
+            "numaplane_reconciliation_duration_seconds",
+            "Duration of reconciles that created, updated or deleted a child",
+            Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram)
+        );
+        let kube_request_total = reg!(
+            "numaplane_kube_request",
+            "Requests made to the Kubernetes API",
+            Counter::default()
+        );
+        let kube_resource_monitored = reg!(
+            "numaplane_kube_resource_monitored",
+            "Objects held in the watch caches",
+            Gauge::default()
+        );
+        let kube_resource_cache = reg!(
+            "numaplane_kube_resource_cache",
+            "Watch caches in use, by API server version",
+            Family::<Labels, Gauge>::default()
+        );
+        let cluster_cache_error_total = reg!(
+            "numaplane_cluster_cache_error",
+            "Watch errors (each is retried with backoff)",
+            Counter::default()
+        );
+        let mut progressive_started = HashMap::new();
+        let mut progressive_completed = HashMap::new();
+        for kind in ["pipeline", "isbsvc", "monovertex"] {
+            progressive_started.insert(
+                kind,
+                reg!(
+                    format!("numaplane_{kind}_progressive_started"),
+                    "Progressive upgrades started",
+                    Family::<Labels, Counter>::default()
+                ),
+            );
+            progressive_completed.insert(
+                kind,
+                reg!(
+                    format!("numaplane_{kind}_progressive_completed"),
+                    "Progressive upgrades completed",
+                    Family::<Labels, Counter>::default()
+                ),
+            );
+        }
+        let numaflow_controller_kubectl_execution_total = reg!(
+            "numaflow_controller_kubectl_execution",
+            "Objects applied or pruned for NumaflowControllers",
+            Counter::default()
+        );
+        let reconcile_duration = reg!(
+            "numaplane_reconcile_duration_seconds",
+            "Duration of every reconcile pass, by controller",
+            Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram)
+        );
+        let reconcile_errors = reg!(
+            "numaplane_reconcile_errors",
+            "Failed reconcile passes by controller and reason",
+            Family::<Labels, Counter>::default()
+        );
+        let kube_requests = reg!(
+            "numaplane_kube_requests",
+            "Kubernetes API requests by verb, resource and status code",
+            Family::<Labels, Counter>::default()
+        );
+        let leader = reg!(
+            "numaplane_leader",
+            "1 while this replica holds the leader lease (or runs without election)",
+            Gauge::default()
+        );
+        Self {
+            registry,
+            pipeline_rollout_health,
+            isb_services_rollout_health,
+            monovertex_rollout_health,
+            numaflow_controller_rollout_health,
+            numaflow_controller_health,
+            current_health: Mutex::default(),
+            pipeline_rollouts_running,
+            isb_service_rollouts_running,
+            monovertex_rollouts_running,
+            numaflow_controller_rollouts_running,
+            known: Mutex::default(),
+            syncs,
+            pipeline_rollout_queue_length,
+            progressive_pipeline_drains,
+            pipeline_system_paused_seconds,
+            pipeline_system_pausing_seconds,
+            isbservice_paused_seconds,
+            controller_rollout_paused_seconds,
+            reconciliation_duration,
+            kube_request_total,
+            kube_resource_monitored,
+            kube_resource_cache,
+            cluster_cache_error_total,
+            progressive_started,
+            progressive_completed,
+            numaflow_controller_kubectl_execution_total,
+            reconcile_duration,
+            reconcile_errors,
+            kube_requests,
+            leader,
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    fn health_family(&self, kind: &'static str) -> Option<&Family<Labels, Gauge>> {
+        match kind {
+            "PipelineRollout" => Some(&self.pipeline_rollout_health),
+            "ISBServiceRollout" => Some(&self.isb_services_rollout_health),
+            "MonoVertexRollout" => Some(&self.monovertex_rollout_health),
+            "NumaflowControllerRollout" => Some(&self.numaflow_controller_rollout_health),
+            "NumaflowController" => Some(&self.numaflow_controller_health),
+            _ => None,
+        }
+    }
+
+    /// Sets an object's one-hot health series, removing its previous combination.
+    pub fn set_health(&self, kind: &'static str, ns: &str, name: &str, labels: Labels) {
+        let Some(family) = self.health_family(kind) else {
+            return;
+        };
+        let mut cur = self
+            .current_health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let key = (kind, ns.to_string(), name.to_string());
+        if let Some(old) = cur.get(&key)
+            && *old != labels
+        {
+            family.remove(old);
+        }
+        family.get_or_create(&labels).set(1);
+        cur.insert(key, labels);
+    }
+
+    /// Forgets a deleted object: its health series and its count in its namespace.
+    pub fn forget(&self, kind: &'static str, ns: &str, name: &str) {
+        if let Some(family) = self.health_family(kind) {
+            let mut cur = self
+                .current_health
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(old) = cur.remove(&(kind, ns.to_string(), name.to_string())) {
+                family.remove(&old);
+            }
+        }
+        self.count(kind, ns, name, false);
+    }
+
+    /// Tracks that a rollout exists (or not) and updates its namespace's `*_running` gauge.
+    pub fn count(&self, kind: &'static str, ns: &str, name: &str, exists: bool) {
+        let family = match kind {
+            "PipelineRollout" => &self.pipeline_rollouts_running,
+            "ISBServiceRollout" => &self.isb_service_rollouts_running,
+            "MonoVertexRollout" => &self.monovertex_rollouts_running,
+            _ => return,
+        };
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let set = known
+            .entry(kind)
+            .or_default()
+            .entry(ns.to_string())
+            .or_default();
+        let changed = if exists {
+            set.insert(name.to_string())
+        } else {
+            set.remove(name)
+        };
+        if changed {
+            family
+                .get_or_create(&vec![("namespace", ns.to_string())])
+                .set(set.len() as i64);
+        }
+    }
+
+    /// Counts a reconcile start, and its failure when `error_reason` is set.
+    pub fn reconciled(
+        &self,
+        controller: &'static str,
+        secs: f64,
+        error_reason: Option<&'static str>,
+    ) {
+        if let Some((total, errors)) = self.syncs.get(controller) {
+            total.inc();
+            if error_reason.is_some() {
+                errors.inc();
+            }
+        }
+        self.reconcile_duration
+            .get_or_create(&vec![("controller", controller.to_string())])
+            .observe(secs);
+        if let Some(reason) = error_reason {
+            self.reconcile_errors
+                .get_or_create(&vec![
+                    ("controller", controller.to_string()),
+                    ("reason", reason.to_string()),
+                ])
+                .inc();
+        }
+    }
+
+    /// The reference's duration of passes that created, updated or deleted a child.
+    pub fn child_change(&self, controller: &'static str, phase: &'static str, secs: f64) {
+        self.reconciliation_duration
+            .get_or_create(&vec![
+                ("type", controller.to_string()),
+                ("phase", phase.to_string()),
+            ])
+            .observe(secs);
+    }
+
+    /// One Kubernetes API request.
+    pub fn kube_request(&self, verb: &str, resource: &str, code: u16) {
+        self.kube_request_total.inc();
+        self.kube_requests
+            .get_or_create(&vec![
+                ("verb", verb.to_string()),
+                ("resource", resource.to_string()),
+                ("code", code.to_string()),
+            ])
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_is_one_hot_per_object() {
+        let m = Metrics::new();
+        let l = |phase: &str| {
+            vec![
+                ("namespace", "ns".to_string()),
+                ("pipeline", "p".to_string()),
+                ("phase", phase.to_string()),
+            ]
+        };
+        m.set_health("PipelineRollout", "ns", "p", l("Pending"));
+        m.set_health("PipelineRollout", "ns", "p", l("Deployed"));
+        let text = m.encode();
+        assert!(text.contains(r#"phase="Deployed""#), "{text}");
+        assert!(!text.contains(r#"phase="Pending""#), "{text}");
+        assert!(text.contains(r#"intuit_alert="true""#), "{text}");
+        m.forget("PipelineRollout", "ns", "p");
+        assert!(!m.encode().contains(r#"pipeline="p""#));
+    }
+
+    #[test]
+    fn running_gauge_counts_rollouts_per_namespace() {
+        let m = Metrics::new();
+        m.count("PipelineRollout", "a", "x", true);
+        m.count("PipelineRollout", "a", "y", true);
+        m.count("PipelineRollout", "a", "y", true);
+        assert!(
+            m.encode()
+                .contains("pipeline_rollouts_running{namespace=\"a\",intuit_alert=\"true\"} 2")
+        );
+        m.forget("PipelineRollout", "a", "x");
+        assert!(
+            m.encode()
+                .contains("pipeline_rollouts_running{namespace=\"a\",intuit_alert=\"true\"} 1")
+        );
+    }
+
+    #[test]
+    fn counters_carry_the_reference_names() {
+        let m = Metrics::new();
+        m.reconciled("pipeline-rollout-controller", 0.01, Some("InvalidSpec"));
+        m.kube_request("PATCH", "pipelines", 200);
+        let text = m.encode();
+        for name in [
+            "pipeline_rollout_syncs_total",
+            "pipeline_rollout_sync_errors_total",
+            "numaplane_kube_request_total",
+            "numaplane_reconcile_errors_total{controller=\"pipeline-rollout-controller\",reason=\"InvalidSpec\"",
+            "numaplane_kube_requests_total{verb=\"PATCH\",resource=\"pipelines\",code=\"200\"",
+        ] {
+            assert!(text.contains(name), "{name} missing in\n{text}");
+        }
+    }
+}
