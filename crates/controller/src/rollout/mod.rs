@@ -187,6 +187,9 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let action = match outcome {
         Ok(Pass::Done { changed, created }) => {
             st.common_mut().observed_generation = generation;
+            if !changed {
+                debug!("in sync, nothing to do");
+            }
             if changed {
                 let phase = if created { "create" } else { "update" };
                 ctx.metrics

@@ -50,8 +50,9 @@ fn repo(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// Grants the operator identity the shipped ClusterRole, exactly as `config/rbac` does.
-async fn install_rbac(client: &Client) {
+/// Grants the operator identity the shipped ClusterRole and leader-election Role, exactly as
+/// `config/rbac` does.
+pub async fn install_rbac(client: &Client) {
     static DONE: OnceCell<()> = OnceCell::const_new();
     DONE.get_or_init(|| async {
         let pp = PatchParams::apply("numaplane-tests").force();
@@ -88,6 +89,34 @@ async fn install_rbac(client: &Client) {
             )
             .await
             .expect("apply ClusterRoleBinding");
+        let role: k8s_openapi::api::rbac::v1::Role = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo("config/rbac/leader_election_role.yaml")).expect("role"),
+        )
+        .expect("parse leader_election_role.yaml");
+        Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), "numaplane-system")
+            .patch(
+                &role.metadata.name.clone().expect("name"),
+                &pp,
+                &Patch::Apply(&role),
+            )
+            .await
+            .expect("apply leader election Role");
+        let rb: k8s_openapi::api::rbac::v1::RoleBinding = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo("config/rbac/leader_election_role_binding.yaml"))
+                .expect("rolebinding"),
+        )
+        .expect("parse leader_election_role_binding.yaml");
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(
+            client.clone(),
+            "numaplane-system",
+        )
+        .patch(
+            &rb.metadata.name.clone().expect("name"),
+            &pp,
+            &Patch::Apply(&rb),
+        )
+        .await
+        .expect("apply leader election RoleBinding");
     })
     .await;
 }
@@ -229,6 +258,122 @@ impl Harness {
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// A controller binary running as a child process (killed when dropped).
+pub struct Process {
+    pub child: std::process::Child,
+    pub health: u16,
+    pub metrics: u16,
+    pub log: PathBuf,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+impl Process {
+    /// Starts `numaplane` with the operator identity, scoped to `ns`.
+    pub fn start(
+        env: &TestEnv,
+        ns: &str,
+        config: &Path,
+        dir: &Path,
+        name: &str,
+        extra: &[&str],
+    ) -> Process {
+        let (health, metrics) = (free_port(), free_port());
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_numaplane"))
+            .arg("--kubeconfig")
+            .arg(env.operator_kubeconfig_path())
+            .arg("--config-file")
+            .arg(config)
+            .args(["--watch-namespace", ns, "--namespace", "numaplane-system"])
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
+            .args(extra)
+            .env("POD_NAME", name)
+            .env_remove("KUBECONFIG")
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start numaplane");
+        Process {
+            child,
+            health,
+            metrics,
+            log,
+        }
+    }
+
+    /// Status code of GET `path` on the probe port (None when not listening).
+    pub async fn probe(&self, path: &str) -> Option<u16> {
+        http_get(self.health, path).await.map(|(code, _)| code)
+    }
+
+    pub async fn metrics_text(&self) -> String {
+        http_get(self.metrics, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status();
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback (no client crate needed for two endpoints).
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// Sample lines of an exposition for a metric name: (labels, value).
+pub fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (n, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}').to_string()),
+                None => (series, String::new()),
+            };
+            (n == name).then(|| (labels, value.parse().unwrap_or(f64::NAN)))
+        })
+        .collect()
 }
 
 /// Polls an async check until it returns `Some`.

@@ -1,0 +1,150 @@
+//! Two controller processes against one control plane: only the lease holder writes, a standby
+//! takes over when the leader dies and finishes the rollout, and SIGTERM releases the lease at
+//! once.
+
+mod support;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::ResourceExt;
+use numaplane_api::common::Phase;
+use numaplane_api::numaflow::Pipeline;
+use numaplane_api::{ISBServiceRollout, PipelineRollout};
+use numaplane_testenv::{Simulator, TestEnv};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::{Process, eventually, install_rbac, samples};
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("numaplane-controller-lock")
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// Writes a process made to anything but its lease and Events.
+fn writes(metrics: &str) -> f64 {
+    samples(metrics, "numaplane_kube_requests_total")
+        .iter()
+        .filter(|(l, _)| {
+            ["CREATE", "UPDATE", "PATCH", "DELETE"]
+                .iter()
+                .any(|v| l.contains(&format!(r#"verb="{v}""#)))
+                && !l.contains(r#"resource="leases""#)
+                && !l.contains(r#"resource="events""#)
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[tokio::test]
+async fn only_the_leader_writes_and_a_standby_takes_over() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    install_rbac(&client).await;
+    let ns = env.create_namespace("lease").await;
+    let _sim = Simulator::start_in_namespace(client.clone(), &ns)
+        .await
+        .expect("simulator");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "defaultUpgradeStrategy: no-strategy\n").expect("config");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "numaplane-system");
+
+    let a = Process::start(env, &ns, &config, dir.path(), "a", &["--leader-elect"]);
+    eventually("a ready", || async {
+        (a.probe("/readyz").await == Some(200)).then_some(())
+    })
+    .await;
+    eventually("a holds the lease", || async {
+        holder(&leases).await.filter(|h| h.starts_with("a_"))
+    })
+    .await;
+    let b = Process::start(env, &ns, &config, dir.path(), "b", &["--leader-elect"]);
+    eventually("b ready as a warm standby", || async {
+        (b.probe("/readyz").await == Some(200)).then_some(())
+    })
+    .await;
+
+    let isbrs: Api<ISBServiceRollout> = Api::namespaced(client.clone(), &ns);
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);
+    isbrs
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
+                "metadata": {"name": "default"},
+                "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
+            }))
+            .expect("isbr"),
+        )
+        .await
+        .expect("create isbr");
+    prs.create(
+        &Default::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout",
+            "metadata": {"name": "pr"},
+            "spec": {"pipeline": {"spec": {
+                "vertices": [
+                    {"name": "in", "scale": {"min": 1, "max": 1}, "source": {"generator": {}}},
+                    {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+                ],
+                "edges": [{"from": "in", "to": "out"}]
+            }}}
+        }))
+        .expect("pr"),
+    )
+    .await
+    .expect("create pr");
+    eventually("deployed by the leader", || async {
+        (prs.get("pr").await.ok()?.status?.status.phase == Phase::Deployed).then_some(())
+    })
+    .await;
+    assert!(writes(&a.metrics_text().await) > 0.0, "the leader wrote");
+    assert_eq!(
+        writes(&b.metrics_text().await),
+        0.0,
+        "the standby wrote nothing"
+    );
+    let b_leader = samples(&b.metrics_text().await, "numaplane_leader");
+    assert_eq!(b_leader.first().map(|s| s.1), Some(0.0));
+
+    // The leader dies without releasing: the standby takes over within the lease duration and
+    // carries a new change through.
+    a.signal("-KILL");
+    let mut pr = prs.get("pr").await.expect("pr");
+    pr.spec.pipeline.metadata =
+        Some(serde_json::from_value(json!({"labels": {"after": "failover"}})).expect("meta"));
+    pr.metadata.managed_fields = None;
+    prs.replace("pr", &Default::default(), &pr)
+        .await
+        .expect("update pr");
+    let pipelines: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
+    let started = Instant::now();
+    eventually("the standby applies the change", || async {
+        let p = pipelines.get("pr-0").await.ok()?;
+        (p.labels().get("after").map(String::as_str) == Some("failover")).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "took over in {:?}",
+        started.elapsed()
+    );
+    assert!(holder(&leases).await.is_some_and(|h| h.starts_with("b_")));
+    assert!(writes(&b.metrics_text().await) > 0.0);
+
+    // SIGTERM: in-flight work finishes, the lease is released at once, exit 0.
+    b.signal("-TERM");
+    let mut b = b;
+    let exit = tokio::task::spawn_blocking(move || (b.child.wait(), b))
+        .await
+        .expect("join");
+    assert!(exit.0.expect("wait").success(), "clean exit");
+    assert_eq!(holder(&leases).await, None, "lease released on shutdown");
+}
