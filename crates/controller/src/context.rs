@@ -101,14 +101,18 @@ impl Ctx {
             .remove(key);
     }
 
-    /// Whether riders of `uid` are due for a check against the cluster; marks them checked.
+    /// Whether riders of `uid` are due for a check against the cluster.
     pub fn riders_due(&self, uid: &str, forced: bool) -> bool {
-        let mut m = self.rider_checks.lock().unwrap_or_else(|e| e.into_inner());
-        let due = forced || m.get(uid).is_none_or(|t| t.elapsed() >= RIDER_RECHECK);
-        if due {
-            m.insert(uid.to_string(), Instant::now());
-        }
-        due
+        let m = self.rider_checks.lock().unwrap_or_else(|e| e.into_inner());
+        forced || m.get(uid).is_none_or(|t| t.elapsed() >= RIDER_RECHECK)
+    }
+
+    /// Records a successful rider check (a failed one is retried on the next pass).
+    pub fn riders_checked(&self, uid: &str) {
+        self.rider_checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.to_string(), Instant::now());
     }
 
     pub fn forget(&self, uid: &str) {

@@ -345,6 +345,7 @@ async fn drive<R: Rollout>(
     if ctx.riders_due(&uid, rider_force) {
         let rider_changed = riders::sync(ctx, &ns, &child, st.riders(), &desired_riders).await?;
         changed |= rider_changed;
+        ctx.riders_checked(&uid);
     }
     *st.riders_mut() = numaplane_core::riders::rider_status(&desired_riders);
 
