@@ -187,15 +187,10 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let action = match outcome {
         Ok(Pass::Done { changed, created }) => {
             st.common_mut().observed_generation = generation;
-            if !changed {
-                debug!("in sync, nothing to do");
-            }
             if changed {
                 let phase = if created { "create" } else { "update" };
                 ctx.metrics
                     .child_change(R::CONTROLLER, phase, started.elapsed().as_secs_f64());
-            }
-            if changed {
                 publish(
                     &ctx.events,
                     obj,
@@ -204,6 +199,8 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
                     "Reconciliation successful".into(),
                 )
                 .await;
+            } else {
+                debug!("in sync, nothing to do");
             }
             Action::requeue(RESYNC)
         }
