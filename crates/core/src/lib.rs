@@ -8,6 +8,7 @@
 //! - [`conditions`]: maintaining a rollout's status conditions.
 //! - [`riders`]: rendering, permitting and diffing riders.
 //! - [`config`]: the controller config file and the ConfigMap-borne configs.
+//! - [`usde`]: the upgrade strategy decision (no-op, direct apply, pause-and-drain, progressive).
 //!
 //! Every error type has `reason()`: a short stable string for conditions, events and metrics.
 
@@ -19,3 +20,4 @@ mod json;
 pub mod naming;
 pub mod riders;
 pub mod template;
+pub mod usde;
