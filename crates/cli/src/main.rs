@@ -1,1 +1,56 @@
-fn main() {}
+//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|wait`.
+
+mod cli;
+mod cluster;
+mod commands;
+mod kinds;
+mod render;
+mod tree;
+
+use clap::Parser;
+use cli::{Cli, Command};
+
+fn main() {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let cluster = cluster::Cluster::connect(&cli.global).await?;
+    match &cli.command {
+        Command::Get(args) => commands::get::run(&cluster, args).await,
+        Command::Pause(args) => commands::pause::pause(&cluster, args).await,
+        Command::Resume(args) => commands::pause::resume(&cluster, args).await,
+        Command::AllowDataLoss(args) => commands::pause::allow_data_loss(&cluster, args).await,
+        Command::Wait(args) => commands::wait::run(&cluster, args).await,
+    }
+}
+
+/// The error and its causes on one line (`a: b: c`), without repeated parts.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if parts.last().is_none_or(|p| !p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}

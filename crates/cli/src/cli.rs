@@ -1,0 +1,220 @@
+//! Command-line definitions.
+
+use crate::kinds::{RolloutKind, parse_kind};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (for wait: the rollout reached the state)
+  1  error: rollout not found, command refused, API error, or (wait) the rollout is Failed
+  2  invalid command line
+  3  wait timed out (the blocking reason is printed)";
+
+/// kubectl plugin for Numaplane rollouts: see them at a glance, pause and resume them, and wait
+/// for them in CI.
+#[derive(Parser, Debug)]
+#[command(name = "kubectl-numaplane", bin_name = "kubectl numaplane", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Cluster selection, as in kubectl.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: the current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace, then "default").
+    #[arg(short = 'n', long, global = true, value_name = "NS")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show rollouts as trees: rollout → children (Pipelines, MonoVertices, ...) → AnalysisRuns,
+    /// riders and pause state.
+    #[command(after_help = EXIT_CODES)]
+    Get(GetArgs),
+    /// Pause a PipelineRollout or MonoVertexRollout (sets
+    /// spec.<pipeline|monoVertex>.spec.lifecycle.desiredPhase: Paused).
+    #[command(after_help = EXIT_CODES)]
+    Pause(PauseArgs),
+    /// Resume a paused PipelineRollout or MonoVertexRollout (desiredPhase: Running).
+    #[command(after_help = EXIT_CODES)]
+    Resume(ResumeArgs),
+    /// Let pause-and-drain upgrades of a PipelineRollout proceed without waiting for the pipeline
+    /// to pause (annotation numaplane.numaproj.io/allow-data-loss: "true").
+    #[command(after_help = EXIT_CODES)]
+    AllowDataLoss(AllowDataLossArgs),
+    /// Wait until a rollout is deployed or healthy (for CI); prints what blocks it on timeout.
+    #[command(after_help = EXIT_CODES)]
+    Wait(WaitArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Kind: pipelinerollout (pr), monovertexrollout (mvr), isbservicerollout (isbr),
+    /// numaflowcontrollerrollout (ncr); default all four.
+    #[arg(value_parser = parse_kind, value_name = "KIND")]
+    pub kind: Option<RolloutKind>,
+    /// Only the rollout of this name.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Redraw whenever a rollout or one of its children changes (Ctrl-C to stop).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Output format: the tree as text (default), or the same tree as json or yaml.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Tree)]
+    pub output: Output,
+    /// Rollouts of all namespaces.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Tree,
+    Json,
+    Yaml,
+}
+
+#[derive(Args, Debug)]
+pub struct PauseArgs {
+    /// Name of the PipelineRollout or MonoVertexRollout.
+    pub rollout: String,
+    /// Kind, when a PipelineRollout and a MonoVertexRollout share the name (pr or mvr).
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<RolloutKind>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// Name of the PipelineRollout or MonoVertexRollout.
+    pub rollout: String,
+    /// Kind, when a PipelineRollout and a MonoVertexRollout share the name (pr or mvr).
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<RolloutKind>,
+    /// Keep the previous replica counts instead of restarting at scale.min (sets
+    /// spec.strategy.pauseResume.fastResume: true).
+    #[arg(long)]
+    pub fast: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AllowDataLossArgs {
+    /// Name of the PipelineRollout.
+    pub rollout: String,
+    /// Remove the annotation instead.
+    #[arg(long)]
+    pub off: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct WaitArgs {
+    /// Name of the rollout (any of the four kinds).
+    pub rollout: String,
+    /// The state to wait for: deployed (phase Deployed and observedGeneration == generation) or
+    /// healthy (deployed and condition ChildResourcesHealthy True).
+    #[arg(long = "for", value_enum)]
+    pub goal: Goal,
+    /// How long to wait, e.g. 30s, 5m, 1h30m.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Kind, when rollouts of several kinds share the name.
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<RolloutKind>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Goal {
+    Deployed,
+    Healthy,
+}
+
+/// Parses durations like Go's time.ParseDuration: `500ms`, `30s`, `5m`, `1h30m`, `1.5h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?}: use e.g. 30s, 5m, 1h30m");
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        if num_len == 0 {
+            return Err(bad());
+        }
+        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+        total += value * factor;
+    }
+    if total <= 0.0 || !total.is_finite() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "5", "s", "5x", "-5s", "0s", "5m3"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "kubectl-numaplane",
+            "get",
+            "pr",
+            "my-pipeline",
+            "-n",
+            "ns",
+            "-o",
+            "json",
+        ])
+        .expect("parse");
+        assert_eq!(cli.global.namespace.as_deref(), Some("ns"));
+        match cli.command {
+            Command::Get(g) => {
+                assert_eq!(g.kind, Some(RolloutKind::Pipeline));
+                assert_eq!(g.name.as_deref(), Some("my-pipeline"));
+                assert_eq!(g.output, Output::Json);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(Cli::try_parse_from(["kubectl-numaplane", "get", "pipelines"]).is_err());
+    }
+}

@@ -1,0 +1,10 @@
+//! One module per subcommand. Each returns the process exit code.
+
+pub mod get;
+pub mod pause;
+pub mod wait;
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the wait timed out.
+pub const EXIT_TIMEOUT: i32 = 3;

@@ -1,0 +1,639 @@
+//! kubectl-numaplane against a real kube-apiserver: rollouts, children and statuses are written
+//! directly with the admin client (no operator), then the built binary is run and its output,
+//! exit code and writes are checked.
+
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use numaplane_api::keys::{annotations, labels};
+use numaplane_api::numaflow::{AnalysisRun, MonoVertex, Pipeline, Vertex};
+use numaplane_api::{MonoVertexRollout, PipelineRollout};
+use numaplane_testenv::TestEnv;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::fmt::Debug;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-numaplane");
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn command(env: &TestEnv, ns: &str, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(args)
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["-n", ns])
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn run(env: &TestEnv, ns: &str, args: &[&str]) -> Out {
+    let out = tokio::time::timeout(Duration::from_secs(60), command(env, ns, args).output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl-numaplane {args:?} did not finish within 60s"))
+        .expect("running kubectl-numaplane");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Creates an object, then writes its status through the status subresource.
+async fn create<K>(client: &Client, ns: &str, manifest: Value, status: Option<Value>) -> K
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let obj: K = serde_json::from_value(manifest).expect("manifest");
+    let created = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+    match status {
+        Some(status) => {
+            let name = created.meta().name.clone().expect("name");
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("patch status")
+        }
+        None => created,
+    }
+}
+
+async fn set_status<K>(client: &Client, ns: &str, name: &str, status: Value)
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .expect("patch status");
+}
+
+fn pipeline_rollout(name: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": name},
+        "spec": {"pipeline": {"spec": {
+            "interStepBufferServiceName": "default",
+            "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
+            "edges": [{"from": "in", "to": "out"}]
+        }}}
+    })
+}
+
+fn mono_vertex_rollout(name: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": name},
+        "spec": {"monoVertex": {"spec": {"source": {"udsource": {"container": {"image": "src"}}},
+                                         "sink": {"log": {}}}}}
+    })
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Value {
+    json!({"type": type_, "status": status, "reason": reason, "message": message,
+           "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1})
+}
+
+fn deployed_status(generation: i64) -> Value {
+    json!({
+        "phase": "Deployed", "message": "Deployed", "observedGeneration": generation,
+        "conditions": [
+            condition("ChildResourceDeployed", "True", "Successful", "Successful"),
+            condition("ChildResourcesHealthy", "True", "Successful", "Successful"),
+        ]
+    })
+}
+
+#[tokio::test]
+async fn get_shows_the_tree() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-get").await;
+
+    let mut status = deployed_status(1);
+    status["riders"] = json!([{"groupVersionKind": {"group": "", "version": "v1", "kind": "ConfigMap"}, "name": "cm-my-pipeline-0"}]);
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("my-pipeline"), Some(status)).await;
+    let child: Pipeline = create(
+        &client,
+        &ns,
+        json!({
+            "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+            "metadata": {"name": "my-pipeline-0", "labels": {
+                labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted"}},
+            "spec": {"lifecycle": {"desiredPhase": "Paused"}, "vertices": []}
+        }),
+        Some(
+            json!({"phase": "Pausing", "drainedOnPause": false, "conditions": [
+                condition("DaemonServiceHealthy", "True", "Healthy", ""),
+                condition("VerticesHealthy", "False", "Progressing", "1 vertex not ready"),
+            ]}),
+        ),
+    )
+    .await;
+    for (vertex, ready) in [("in", 1), ("out", 0)] {
+        create::<Vertex>(
+            &client,
+            &ns,
+            json!({
+                "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Vertex",
+                "metadata": {"name": format!("my-pipeline-0-{vertex}"),
+                             "labels": {labels::NUMAFLOW_PIPELINE_NAME: "my-pipeline-0"}},
+                "spec": {"name": vertex}
+            }),
+            Some(json!({"readyReplicas": ready, "desiredReplicas": 1, "replicas": 1})),
+        )
+        .await;
+    }
+    let uid = child.metadata.uid.clone().expect("uid");
+    create::<AnalysisRun>(
+        &client,
+        &ns,
+        json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "metadata": {"name": "my-pipeline-0", "ownerReferences": [{
+                "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+                "name": "my-pipeline-0", "uid": uid, "controller": true}]},
+            "spec": {"metrics": [{"name": "success-rate", "provider": {"job": {"spec": {"template": {"spec": {"containers": []}}}}}}]},
+            "status": {"phase": "Successful", "metricResults": [{"name": "success-rate", "phase": "Successful"}]}
+        }),
+        None,
+    )
+    .await;
+    // A second rollout of another kind, waiting on its child.
+    create::<MonoVertexRollout>(
+        &client,
+        &ns,
+        mono_vertex_rollout("my-mvtx"),
+        Some(json!({"phase": "Pending", "message": "Progressing", "observedGeneration": 1,
+                    "conditions": [condition("ChildResourcesHealthy", "False", "Progressing", "MonoVertex Progressing")]})),
+    )
+    .await;
+    create::<MonoVertex>(
+        &client,
+        &ns,
+        json!({
+            "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "MonoVertex",
+            "metadata": {"name": "my-mvtx-0", "labels": {
+                labels::PARENT_ROLLOUT_NAME: "my-mvtx", labels::UPGRADE_STATE: "promoted"}},
+            "spec": {}
+        }),
+        Some(
+            json!({"phase": "Running", "readyReplicas": 1, "desiredReplicas": 2,
+                    "conditions": [condition("PodsHealthy", "True", "Healthy", "")]}),
+        ),
+    )
+    .await;
+
+    let out = run(env, &ns, &["get"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let text = &out.stdout;
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("PipelineRollout/my-pipeline  Deployed  [Healthy]  age "),
+        "{text}"
+    );
+    assert!(
+        lines[1]
+            .starts_with("├─ Pipeline/my-pipeline-0  promoted  Pausing  Unhealthy  pods 1/2  age "),
+        "{text}"
+    );
+    assert_eq!(
+        lines[2],
+        "│  ├─ pause: desiredPhase Paused, phase Pausing, drainedOnPause false"
+    );
+    assert_eq!(
+        lines[3],
+        "│  ├─ VerticesHealthy=False (Progressing): 1 vertex not ready"
+    );
+    assert_eq!(
+        lines[4],
+        "│  └─ AnalysisRun/my-pipeline-0  Successful  success-rate=Successful"
+    );
+    assert_eq!(lines[5], "└─ rider ConfigMap/cm-my-pipeline-0");
+    assert_eq!(lines[6], "");
+    assert!(
+        lines[7].starts_with("MonoVertexRollout/my-mvtx  Pending  [Unhealthy]  age "),
+        "{text}"
+    );
+    assert_eq!(lines[8], "  message: Progressing");
+    assert_eq!(
+        lines[9],
+        "  waiting: ChildResourcesHealthy=False (Progressing): MonoVertex Progressing"
+    );
+    assert!(
+        lines[10]
+            .starts_with("└─ MonoVertex/my-mvtx-0  promoted  Running  Healthy  pods 1/2  age "),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "no colour when not a terminal");
+
+    // One kind, by alias and name; json for scripts.
+    let out = run(env, &ns, &["get", "pr", "my-pipeline", "-o", "json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).expect("json output");
+    assert_eq!(v["rollouts"].as_array().map(Vec::len), Some(1));
+    let pr = &v["rollouts"][0];
+    assert_eq!(pr["kind"], "PipelineRollout");
+    assert_eq!(pr["namespace"], ns.as_str());
+    assert_eq!(pr["phase"], "Deployed");
+    assert_eq!(pr["children"][0]["name"], "my-pipeline-0");
+    assert_eq!(pr["children"][0]["pods"], json!({"ready": 1, "desired": 2}));
+    assert_eq!(pr["children"][0]["pause"]["drainedOnPause"], false);
+    assert_eq!(pr["children"][0]["analysisRuns"][0]["phase"], "Successful");
+
+    let out = run(env, &ns, &["get", "mvr", "-o", "yaml"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("name: my-mvtx-0"), "{}", out.stdout);
+    assert!(!out.stdout.contains("my-pipeline"), "{}", out.stdout);
+
+    let out = run(env, &ns, &["get", "pr", "nope"]).await;
+    assert_eq!(out.code, 0);
+    assert_eq!(
+        out.stdout,
+        format!("No PipelineRollout named \"nope\" in namespace {ns}.\n")
+    );
+
+    let out = run(env, &ns, &["get", "pipelines"]).await;
+    assert_eq!(out.code, 2, "usage error");
+    assert!(out.stderr.contains("unknown kind"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn get_watch_redraws_on_change() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-watch").await;
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("w"),
+        Some(json!({"phase": "Pending", "message": "Progressing"})),
+    )
+    .await;
+
+    let mut child = command(env, &ns, &["get", "pr", "w", "-w"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn get -w");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut seen = String::new();
+    let mut next_line = async || {
+        tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("get -w printed nothing within 30s")
+            .expect("reading stdout")
+            .expect("get -w ended")
+    };
+    loop {
+        let line = next_line().await;
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("PipelineRollout/w  Pending") {
+            break;
+        }
+    }
+    set_status::<PipelineRollout>(&client, &ns, "w", deployed_status(1)).await;
+    loop {
+        let line = next_line().await;
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("PipelineRollout/w  Deployed  [Healthy]") {
+            break;
+        }
+    }
+    assert!(
+        seen.contains("---\n"),
+        "redraws are separated when not on a terminal: {seen}"
+    );
+    child.kill().await.expect("kill get -w");
+}
+
+fn desired_phase(obj: &Value, field: &str) -> Value {
+    obj.pointer(&format!("/spec/{field}/spec/lifecycle/desiredPhase"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn pause_and_resume() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-pause").await;
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("p"), None).await;
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);
+    let mvrs: Api<MonoVertexRollout> = Api::namespaced(client.clone(), &ns);
+    let get_pr = async || serde_json::to_value(prs.get("p").await.expect("get")).expect("json");
+
+    let out = run(env, &ns, &["pause", "p"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("PipelineRollout/p paused"),
+        "{}",
+        out.stdout
+    );
+    let pr = get_pr().await;
+    assert_eq!(desired_phase(&pr, "pipeline"), "Paused");
+    assert_eq!(
+        pr["spec"]["pipeline"]["spec"]["vertices"][0]["name"], "in",
+        "rest of the spec kept"
+    );
+    let managers: Vec<&str> = pr["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"kubectl-numaplane"), "{managers:?}");
+
+    let out = run(env, &ns, &["pause", "p"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: PipelineRollout p is already paused (desiredPhase Paused)\n"
+    );
+
+    let out = run(env, &ns, &["resume", "p", "--fast"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let pr = get_pr().await;
+    assert_eq!(desired_phase(&pr, "pipeline"), "Running");
+    assert_eq!(pr["spec"]["strategy"]["pauseResume"]["fastResume"], true);
+
+    let out = run(env, &ns, &["resume", "p"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: PipelineRollout p is not paused (desiredPhase Running)\n"
+    );
+
+    // MonoVertexRollouts, found by name.
+    let out = run(env, &ns, &["pause", "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mvr = serde_json::to_value(mvrs.get("m").await.expect("get")).expect("json");
+    assert_eq!(desired_phase(&mvr, "monoVertex"), "Paused");
+    let out = run(env, &ns, &["resume", "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mvr = serde_json::to_value(mvrs.get("m").await.expect("get")).expect("json");
+    assert_eq!(desired_phase(&mvr, "monoVertex"), "Running");
+    assert_eq!(
+        mvr["spec"].get("strategy"),
+        None,
+        "slow resume leaves the strategy alone"
+    );
+
+    // A name both kinds use needs --kind.
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("p"), None).await;
+    let out = run(env, &ns, &["pause", "p"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("choose one with --kind"),
+        "{}",
+        out.stderr
+    );
+    let out = run(env, &ns, &["pause", "p", "--kind", "mvr"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let out = run(env, &ns, &["pause", "nope"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: no PipelineRollout or MonoVertexRollout named \"nope\" in namespace {ns}\n"
+        )
+    );
+    let out = run(env, &ns, &["pause", "x", "--kind", "isbr"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("ISBServiceRollouts cannot be paused"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn allow_data_loss_sets_and_removes_the_annotation() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-adl").await;
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("p"), None).await;
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);
+    let annotation = async || {
+        prs.get("p")
+            .await
+            .expect("get")
+            .metadata
+            .annotations
+            .and_then(|a| a.get(annotations::ALLOW_DATA_LOSS).cloned())
+    };
+
+    let out = run(env, &ns, &["allow-data-loss", "p"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(annotation().await.as_deref(), Some("true"));
+    let out = run(env, &ns, &["allow-data-loss", "p"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("already allows data loss"),
+        "{}",
+        out.stderr
+    );
+    let out = run(env, &ns, &["get", "pr", "p"]).await;
+    assert!(
+        out.stdout.contains("  allow-data-loss: true\n"),
+        "{}",
+        out.stdout
+    );
+
+    let out = run(env, &ns, &["allow-data-loss", "p", "--off"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(annotation().await, None);
+    let out = run(env, &ns, &["allow-data-loss", "p", "--off"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("does not have the annotation"),
+        "{}",
+        out.stderr
+    );
+
+    let out = run(env, &ns, &["allow-data-loss", "m"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: allow-data-loss applies only to PipelineRollouts; m is a MonoVertexRollout\n"
+    );
+}
+
+#[tokio::test]
+async fn wait_exit_codes() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-wait").await;
+
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("ok"),
+        Some(deployed_status(1)),
+    )
+    .await;
+    let out = run(
+        env,
+        &ns,
+        &["wait", "ok", "--for", "deployed", "--timeout", "3s"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "PipelineRollout/ok is deployed\n");
+    let out = run(
+        env,
+        &ns,
+        &["wait", "ok", "--for", "healthy", "--timeout", "3s"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    // Deployed for an older generation: not deployed.
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("stale"),
+        Some(json!({"phase": "Deployed", "message": "Deployed", "observedGeneration": 7})),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let out = run(
+        env,
+        &ns,
+        &["wait", "stale", "--for", "deployed", "--timeout", "3s"],
+    )
+    .await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    assert_eq!(
+        out.stderr,
+        "error: timed out after 3s waiting for PipelineRollout/stale to be deployed: \
+         phase Deployed; observedGeneration 7 != generation 1\n"
+    );
+
+    // Deployed but unhealthy: deployed yes, healthy no.
+    let mut status = deployed_status(1);
+    status["conditions"][1] = condition(
+        "ChildResourcesHealthy",
+        "False",
+        "Progressing",
+        "Pipeline Progressing",
+    );
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("sick"), Some(status)).await;
+    let out = run(
+        env,
+        &ns,
+        &["wait", "sick", "--for", "deployed", "--timeout", "3s"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = run(
+        env,
+        &ns,
+        &["wait", "sick", "--for", "healthy", "--timeout", "2s"],
+    )
+    .await;
+    assert_eq!(out.code, 3);
+    assert!(
+        out.stderr.ends_with("to be healthy: phase Deployed; ChildResourcesHealthy=False (Progressing): Pipeline Progressing\n"),
+        "{}",
+        out.stderr
+    );
+
+    // Failed: exit 1 at once with the message.
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("bad"),
+        Some(json!({"phase": "Failed", "message": "unable to find ISBServiceRollout", "observedGeneration": 1})),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let out = run(
+        env,
+        &ns,
+        &["wait", "bad", "--for", "deployed", "--timeout", "1m"],
+    )
+    .await;
+    assert_eq!(out.code, 1);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        out.stderr,
+        "error: PipelineRollout/bad failed: phase Failed: unable to find ISBServiceRollout\n"
+    );
+
+    // Reached while waiting: the watch sees the status change.
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("later"),
+        Some(json!({"phase": "Pending", "message": "Progressing"})),
+    )
+    .await;
+    let waiter = command(
+        env,
+        &ns,
+        &["wait", "later", "--for", "healthy", "--timeout", "30s"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn wait");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_status::<PipelineRollout>(&client, &ns, "later", deployed_status(1)).await;
+    let out = tokio::time::timeout(Duration::from_secs(30), waiter.wait_with_output())
+        .await
+        .expect("wait did not return after the rollout became healthy")
+        .expect("wait output");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = run(env, &ns, &["wait", "nope", "--for", "deployed"]).await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.starts_with("error: no PipelineRollout or MonoVertexRollout or ISBServiceRollout or NumaflowControllerRollout named \"nope\""), "{}", out.stderr);
+    let out = run(
+        env,
+        &ns,
+        &["wait", "ok", "--for", "deployed", "--timeout", "soon"],
+    )
+    .await;
+    assert_eq!(out.code, 2);
+}
