@@ -31,6 +31,18 @@ pub enum Error {
     Config(String),
     #[error("not the leader: this replica holds no lease and must not write")]
     NotLeader,
+    /// No Numaflow controller definition for a NumaflowController's version.
+    #[error(
+        "no controller definition found for version {version:?} (searched namespaces: {})",
+        searched.join(", ")
+    )]
+    MissingDefinition {
+        version: String,
+        searched: Vec<String>,
+    },
+    /// A Numaflow controller definition that can't be rendered.
+    #[error("controller definition for version {version:?}: {problem}")]
+    InvalidDefinition { version: String, problem: String },
 }
 
 impl Error {
@@ -44,6 +56,8 @@ impl Error {
             Error::Kube { .. } => "KubernetesAPIError",
             Error::Config(_) => "ConfigError",
             Error::NotLeader => "NotLeader",
+            Error::MissingDefinition { .. } => "MissingDefinition",
+            Error::InvalidDefinition { .. } => "InvalidDefinition",
         }
     }
 

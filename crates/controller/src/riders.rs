@@ -12,7 +12,9 @@ use numaplane_api::keys::annotations;
 use numaplane_core::riders::{DesiredRider, ExistingRider, diff_riders};
 use tracing::info;
 
-async fn resource(ctx: &Ctx, gvk: &GroupVersionKind) -> Result<ApiResource, Error> {
+/// The API resource of a kind (discovered once, then cached); also used for the objects a
+/// NumaflowController renders.
+pub(crate) async fn resource(ctx: &Ctx, gvk: &GroupVersionKind) -> Result<ApiResource, Error> {
     let key = format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind);
     if let Some(ar) = ctx
         .rider_resources
@@ -25,7 +27,7 @@ async fn resource(ctx: &Ctx, gvk: &GroupVersionKind) -> Result<ApiResource, Erro
     let kgvk = kube::core::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
     let (ar, _) = pinned_kind(&ctx.client, &kgvk)
         .await
-        .ctx(|| format!("resolving rider kind {key}"))?;
+        .ctx(|| format!("resolving kind {key}"))?;
     ctx.rider_resources
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -62,7 +62,7 @@ impl OperatorOptions {
 }
 
 /// An API over the watched scope.
-fn scoped<K>(client: &Client, ns: &Option<String>) -> Api<K>
+pub(crate) fn scoped<K>(client: &Client, ns: &Option<String>) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
 {
@@ -252,6 +252,21 @@ impl Operator {
         }
 
         let cfg = ControllerConfig::default().concurrency(opts.workers);
+
+        // NumaflowControllerRollout and NumaflowController: their own watches and controllers.
+        crate::numaflow_controller::start(
+            &mut tasks,
+            &cancel,
+            ctx.clone(),
+            crate::numaflow_controller::Wiring {
+                client: &client,
+                watch_namespace: &opts.watch_namespace,
+                cfg: &cfg,
+                gained: &gained_tx,
+            },
+        )
+        .await?;
+
         let wiring = Wiring {
             gained: gained_tx,
             client,
@@ -289,7 +304,9 @@ struct Subscriptions {
     pdbs: reflector::ReflectHandle<PodDisruptionBudget>,
 }
 
-fn subscribe<K>(w: &reflector::store::Writer<K>) -> anyhow::Result<reflector::ReflectHandle<K>>
+pub(crate) fn subscribe<K>(
+    w: &reflector::store::Writer<K>,
+) -> anyhow::Result<reflector::ReflectHandle<K>>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
@@ -319,6 +336,30 @@ fn spawn_watch<K>(
 ) where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
+    let on_delete = move |obj: &K| {
+        if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
+            let _ = deletions.send(Deleted {
+                kind: K::kind(&()).into_owned(),
+                namespace: obj.namespace().unwrap_or_default(),
+                parent: parent.clone(),
+            });
+        }
+    };
+    spawn_watch_with(tasks, cancel, api, cfg, writer, metrics, on_delete);
+}
+
+/// [`spawn_watch`] with another reaction to deletions (which shared streams don't pass on).
+pub(crate) fn spawn_watch_with<K>(
+    tasks: &mut JoinSet<()>,
+    cancel: &CancellationToken,
+    api: Api<K>,
+    cfg: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    metrics: Arc<Metrics>,
+    on_delete: impl Fn(&K) + Send + Sync + 'static,
+) where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
     let token = cancel.clone();
     tasks.spawn(async move {
         let stream = watcher(api, cfg)
@@ -327,15 +368,7 @@ fn spawn_watch<K>(
             .reflect_shared(writer)
             .for_each(|ev| {
                 match ev {
-                    Ok(watcher::Event::Delete(obj)) => {
-                        if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
-                            let _ = deletions.send(Deleted {
-                                kind: K::kind(&()).into_owned(),
-                                namespace: obj.namespace().unwrap_or_default(),
-                                parent: parent.clone(),
-                            });
-                        }
-                    }
+                    Ok(watcher::Event::Delete(obj)) => on_delete(&obj),
                     Ok(_) => {}
                     Err(e) => {
                         metrics.cluster_cache_error_total.inc();
@@ -401,7 +434,7 @@ where
         .collect()
 }
 
-fn config_triggers<R>(
+pub(crate) fn config_triggers<R>(
     settings: &Settings,
     store: Store<R>,
 ) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
@@ -564,13 +597,7 @@ fn run_controller<R: Rollout>(
     gained: &broadcast::Sender<()>,
 ) {
     let token = cancel.clone();
-    // A new leader reconciles everything: standbys did nothing while it was away.
-    let gained = futures::stream::unfold(gained.subscribe(), |mut rx| async move {
-        match rx.recv().await {
-            Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Some(((), rx)),
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
-    });
+    let gained = leadership_gained(gained);
     tasks.spawn(async move {
         controller
             .reconcile_all_on(gained)
@@ -583,4 +610,17 @@ fn run_controller<R: Rollout>(
             })
             .await;
     });
+}
+
+/// Fires when this replica becomes leader: a new leader reconciles everything, as standbys did
+/// nothing while it was away.
+pub(crate) fn leadership_gained(
+    gained: &broadcast::Sender<()>,
+) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(gained.subscribe(), |mut rx| async move {
+        match rx.recv().await {
+            Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Some(((), rx)),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    })
 }

@@ -134,7 +134,8 @@ fn rv_of(rv: Option<&str>) -> Option<u64> {
     rv?.parse().ok()
 }
 
-fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
+/// Remembers an object as written, so [`fresher`] prefers it to an older cached copy.
+pub(crate) fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
     if let (Some(uid), Some(rv)) = (written.uid(), rv_of(written.resource_version().as_deref()))
         && let Ok(v) = serde_json::to_value(written)
     {

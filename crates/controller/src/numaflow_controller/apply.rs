@@ -1,0 +1,280 @@
+//! Bringing the cluster to a rendered definition: server-side apply of each object (field
+//! manager `numaplane`, forced, so hand edits of our fields are reverted), delete-and-recreate
+//! of an object whose change the API server refuses as immutable, and pruning of objects this
+//! NumaflowController applied before but no longer renders.
+//!
+//! API calls are kept to what changed: a pass whose inputs (definition, spec, included kinds) are
+//! those last applied only re-applies objects whose cached copy differs from what the last apply
+//! returned, or that are gone. A full pass (new inputs, operator restart, or every
+//! [`crate::context::RESYNC`]) applies everything and prunes.
+
+use super::NcCtx;
+use super::owned::{Cached, Seen, seen_after_apply};
+use super::render::{ObjKey, RenderedObject};
+use crate::children::FIELD_MANAGER;
+use crate::error::{Error, KubeContext, is_not_found};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+    PropagationPolicy,
+};
+use kube::discovery::{ApiResource, Scope, verbs};
+use kube::{Resource, ResourceExt};
+use numaplane_api::NumaflowController;
+use numaplane_api::common::GroupVersionKind;
+use numaplane_api::keys::labels;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::{debug, info, warn};
+
+/// What a NumaflowController last applied successfully (memory only: after a restart the first
+/// pass is a full one).
+#[derive(Clone, Debug)]
+pub struct Applied {
+    /// Hash of everything the rendering and pruning depend on.
+    pub input: u64,
+    pub at: Instant,
+    pub rendered: Arc<Vec<RenderedObject>>,
+    /// Objects of watched kinds as our last apply returned them.
+    pub seen: HashMap<ObjKey, Seen>,
+}
+
+/// What a sync did.
+#[derive(Debug, Default)]
+pub struct Synced {
+    pub applied: usize,
+    pub recreated: usize,
+    pub pruned: usize,
+    pub seen: HashMap<ObjKey, Seen>,
+    /// The health Deployment as this pass wrote it (fresher than the cache).
+    pub deployment: Option<Deployment>,
+}
+
+impl Synced {
+    pub fn changed(&self) -> bool {
+        self.applied + self.recreated + self.pruned > 0
+    }
+}
+
+/// Applies what needs applying and, on a full pass, prunes.
+pub async fn sync(
+    nctx: &NcCtx,
+    nc: &NumaflowController,
+    rendered: &[RenderedObject],
+    previous: Option<&Applied>,
+    full: bool,
+    health_deployment: &str,
+) -> Result<Synced, Error> {
+    let ns = nc.namespace().unwrap_or_default();
+    let mut out = Synced::default();
+    for obj in rendered {
+        let last = previous.and_then(|p| p.seen.get(&obj.key)).copied();
+        let needed = full
+            || match nctx.owned.cached(&obj.key, &ns) {
+                Cached::Unwatched => false,
+                Cached::Missing => true,
+                // A cache older than our apply proves nothing; a newer one with another
+                // fingerprint was edited by someone else.
+                Cached::Present(live) => last.is_none_or(|l| {
+                    live.resource_version > l.resource_version && live.fingerprint != l.fingerprint
+                }),
+            };
+        if !needed {
+            if let Some(l) = last {
+                out.seen.insert(obj.key.clone(), l);
+            }
+            continue;
+        }
+        let (written, recreated) = apply_one(nctx, &ns, obj).await?;
+        if recreated {
+            out.recreated += 1;
+        } else {
+            out.applied += 1;
+        }
+        let json = serde_json::to_value(&written).unwrap_or_default();
+        if let Some(seen) = seen_after_apply(&obj.key, &json) {
+            out.seen.insert(obj.key.clone(), seen);
+        }
+        if obj.key.group == "apps"
+            && obj.key.kind == "Deployment"
+            && obj.key.name == health_deployment
+        {
+            out.deployment = serde_json::from_value(json).ok();
+        }
+    }
+    if full {
+        out.pruned = prune(nctx, nc, rendered).await?;
+    }
+    Ok(out)
+}
+
+fn gvk(obj: &RenderedObject) -> GroupVersionKind {
+    GroupVersionKind {
+        group: obj.key.group.clone(),
+        version: obj.version().to_string(),
+        kind: obj.key.kind.clone(),
+    }
+}
+
+/// Whether the API server refused a change of an immutable field (a Deployment's selector, a
+/// RoleBinding's roleRef, …).
+fn is_immutable(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422
+        && (s.message.contains("field is immutable") || s.message.contains("cannot change roleRef")))
+}
+
+/// Server-side applies one object; returns it as written and whether it had to be recreated.
+async fn apply_one(
+    nctx: &NcCtx,
+    ns: &str,
+    obj: &RenderedObject,
+) -> Result<(DynamicObject, bool), Error> {
+    let ctx = &nctx.ctx;
+    ctx.ensure_leader()?;
+    let ar = crate::riders::resource(ctx, &gvk(obj)).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
+    let (kind, name) = (&obj.key.kind, &obj.key.name);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    debug!(%kind, %name, "applying");
+    match api.patch(name, &pp, &Patch::Apply(&obj.body)).await {
+        Ok(written) => Ok((written, false)),
+        Err(e) if is_immutable(&e) => {
+            info!(%kind, %name, error = %e, "immutable field changed: deleting and recreating");
+            let uid = api
+                .get_opt(name)
+                .await
+                .ctx(|| format!("reading {kind} {name}"))?
+                .and_then(|o| o.uid());
+            delete(&api, name, uid)
+                .await
+                .ctx(|| format!("deleting {kind} {name}"))?;
+            let written = api
+                .patch(name, &pp, &Patch::Apply(&obj.body))
+                .await
+                .ctx(|| format!("recreating {kind} {name}"))?;
+            Ok((written, true))
+        }
+        Err(e) => Err(e).ctx(|| format!("applying {kind} {name}")),
+    }
+}
+
+async fn delete(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), kube::Error> {
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes objects of the `includedResources` kinds in the namespace that carry this
+/// NumaflowController's tracking label and an owner reference to it (by UID) but are no longer
+/// rendered. Read live, since a stale cache must never delete. Returns how many were deleted.
+async fn prune(
+    nctx: &NcCtx,
+    nc: &NumaflowController,
+    rendered: &[RenderedObject],
+) -> Result<usize, Error> {
+    let ctx = &nctx.ctx;
+    let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
+    let Some(uid) = nc.uid() else {
+        return Ok(0);
+    };
+    let keep: BTreeSet<&ObjKey> = rendered.iter().map(|o| &o.key).collect();
+    let lp = ListParams::default().labels(&format!("{}={name}", labels::TRACKING_ID));
+    let mut pruned = 0;
+    for ar in included_kinds(nctx).await? {
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+        let live = api
+            .list_metadata(&lp)
+            .await
+            .ctx(|| format!("listing {} of {name}", ar.plural))?;
+        for item in live.items {
+            let key = ObjKey {
+                group: ar.group.clone(),
+                kind: ar.kind.clone(),
+                name: item.name_any(),
+            };
+            let ours = item.owner_references().iter().any(|o| o.uid == uid);
+            if !ours || keep.contains(&key) || item.meta().deletion_timestamp.is_some() {
+                continue;
+            }
+            ctx.ensure_leader()?;
+            info!(kind = %key.kind, name = %key.name, "pruning object no longer in the definition");
+            delete(&api, &key.name, item.uid())
+                .await
+                .ctx(|| format!("pruning {} {}", key.kind, key.name))?;
+            pruned += 1;
+        }
+    }
+    Ok(pruned)
+}
+
+/// The namespaced, listable API resources `includedResources` names (discovered once per rule).
+async fn included_kinds(nctx: &NcCtx) -> Result<Vec<ApiResource>, Error> {
+    let rules = nctx.ctx.settings.controller().included_resources.clone();
+    let mut out = Vec::new();
+    for (group, kind) in rules.rules() {
+        let cache_key = (group.clone(), kind.clone());
+        let cached = nctx
+            .included
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&cache_key)
+            .cloned();
+        let resources = match cached {
+            Some(r) => r,
+            None => {
+                let found = discover(nctx, group, kind).await?;
+                // Nothing found is not remembered: the kind may be installed later.
+                if !found.is_empty() {
+                    nctx.included
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(cache_key, found.clone());
+                }
+                found
+            }
+        };
+        out.extend(resources);
+    }
+    Ok(out)
+}
+
+async fn discover(nctx: &NcCtx, group: &str, kind: &str) -> Result<Vec<ApiResource>, Error> {
+    let api_group = match kube::discovery::group(&nctx.ctx.client, group).await {
+        Ok(g) => g,
+        Err(e) if is_not_found(&e) => {
+            warn!(%group, "includedResources names an API group the cluster doesn't serve");
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e).ctx(|| format!("discovering API group {group:?}")),
+    };
+    let found: Vec<ApiResource> = api_group
+        .recommended_resources()
+        .into_iter()
+        .filter(|(ar, caps)| {
+            (kind.is_empty() || ar.kind == *kind)
+                && caps.scope == Scope::Namespaced
+                && caps.supports_operation(verbs::LIST)
+                && caps.supports_operation(verbs::DELETE)
+        })
+        .map(|(ar, _)| ar)
+        .collect();
+    if found.is_empty() {
+        warn!(%group, %kind, "includedResources names no namespaced kind the cluster serves: nothing of it is pruned");
+    }
+    Ok(found)
+}

@@ -1,0 +1,477 @@
+//! The NumaflowControllerRollout reconciler: keeps a NumaflowController of the same name at the
+//! rollout's `{version, instanceID}`, reports its health, and on deletion keeps the Numaflow
+//! controller running until no PipelineRollout or ISBServiceRollout is left in the namespace
+//! (their Pipelines and ISB services need it to clear their finalizers).
+
+use super::health::mirror_controller;
+use super::{NcCtx, next_action};
+use crate::error::{Error, KubeContext, is_not_found};
+use crate::events::source;
+use crate::{finalizer, metrics::Labels, status};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use numaplane_api::keys::{condition, event_reason, message, reason};
+use numaplane_api::{
+    ISBServiceRollout, NumaflowController, NumaflowControllerRollout,
+    NumaflowControllerRolloutStatus, NumaflowControllerSpec, PipelineRollout,
+};
+use numaplane_core::conditions::set_condition;
+use numaplane_core::config::UserStrategy;
+use numaplane_core::health::HealthStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{Instrument, info, info_span};
+
+pub const CONTROLLER: &str = "numaflow-controller-rollout-controller";
+const KIND: &str = "NumaflowControllerRollout";
+/// How often a deletion blocked by remaining rollouts is re-checked (as in the reference).
+const DELETION_RECHECK: Duration = Duration::from_secs(5);
+
+/// How a change of the rollout's controller spec reaches its NumaflowController.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateDecision {
+    /// Update the NumaflowController now.
+    ApplyNow,
+}
+
+/// The seam for upgrade strategies. A change of `spec.version` is a data-loss change
+/// (`numaflowcontroller.dataLoss: [spec.version]` in the shipped USDE config): under
+/// `pause-and-drain` the reference first asks every pipeline of the namespace to pause and
+/// updates the NumaflowController once they are paused or cannot pause; that is added here
+/// with the pause-and-drain strategy (a "pause first" decision, persisted in
+/// `status.upgradeInProgress`). Under `no-strategy`, and under `progressive` (not implemented
+/// for the Numaflow controller, as in the reference), every change applies directly.
+pub fn decide_update(
+    strategy: UserStrategy,
+    live: &NumaflowControllerSpec,
+    desired: &NumaflowControllerSpec,
+) -> UpdateDecision {
+    let _ = (strategy, live, desired);
+    UpdateDecision::ApplyNow
+}
+
+pub async fn reconcile(
+    r: Arc<NumaflowControllerRollout>,
+    nctx: Arc<NcCtx>,
+) -> Result<Action, Error> {
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let span = info_span!("reconcile", controller = CONTROLLER, namespace = %ns, name = %name);
+    async move {
+        let ctx = &nctx.ctx;
+        if !ctx.is_leader() {
+            return Ok(Action::await_change());
+        }
+        let started = Instant::now();
+        let r = status::fresher(ctx, r);
+        let res = run(&r, &nctx).await;
+        let secs = started.elapsed().as_secs_f64();
+        ctx.metrics
+            .reconciled(CONTROLLER, secs, res.as_ref().err().map(Error::reason));
+        Ok(next_action(ctx, &format!("{KIND}/{ns}/{name}"), res))
+    }
+    .instrument(span)
+    .await
+}
+
+pub fn error_policy(_r: Arc<NumaflowControllerRollout>, err: &Error, _nctx: Arc<NcCtx>) -> Action {
+    tracing::warn!(error = %err, "unexpected reconcile error");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Error> {
+    let ctx = &nctx.ctx;
+    let ns = r.namespace().unwrap_or_default();
+    let deleting = r.meta().deletion_timestamp.is_some();
+    let remaining = if deleting {
+        if !finalizer::has(r) {
+            return Ok(Action::await_change());
+        }
+        let remaining = remaining_rollouts(nctx, &ns).await?;
+        if remaining.is_none() {
+            return delete_controller(r, nctx).await;
+        }
+        remaining
+    } else {
+        if !finalizer::has(r) {
+            finalizer::add(ctx, r).await?;
+        }
+        None
+    };
+
+    let before = r.status.clone().unwrap_or_default();
+    let mut st = before.clone();
+    let generation = r.meta().generation.unwrap_or_default();
+    let now = status::now();
+    let started = Instant::now();
+    let result = ensure_controller(r, nctx, &mut st, generation, &now).await;
+    st.status.observed_generation = generation;
+    match result {
+        Ok(Some(phase)) => {
+            ctx.metrics
+                .child_change(CONTROLLER, phase, started.elapsed().as_secs_f64());
+            publish(
+                nctx,
+                r,
+                EventType::Normal,
+                event_reason::RECONCILATION_SUCCESSFUL,
+                "Reconciliation successful".into(),
+            )
+            .await;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            status::mark_failed(&mut st.status, &e, &now);
+            publish(
+                nctx,
+                r,
+                EventType::Warning,
+                event_reason::RECONCILE_FAILED,
+                format!("reconcile failed: {e}"),
+            )
+            .await;
+            record_metrics(nctx, r, &st);
+            status::write_if_changed(r, ctx, &before, &st).await?;
+            return Err(e);
+        }
+    }
+    let action = match remaining {
+        Some(waiting) => {
+            // The Numaflow controller must outlive the Pipelines and ISB services it finalizes.
+            let msg = format!(
+                "deletion waits until {waiting} in namespace {ns} are deleted; the Numaflow controller keeps running until then"
+            );
+            if before.status.message != msg {
+                info!(%waiting, "deletion blocked by remaining rollouts");
+                publish(
+                    nctx,
+                    r,
+                    EventType::Normal,
+                    event_reason::DELETING,
+                    msg.clone(),
+                )
+                .await;
+            }
+            st.status.message = msg;
+            Action::requeue(DELETION_RECHECK)
+        }
+        None => Action::requeue(crate::context::RESYNC),
+    };
+    record_metrics(nctx, r, &st);
+    status::write_if_changed(r, ctx, &before, &st).await?;
+    Ok(action)
+}
+
+/// Creates or updates the NumaflowController and mirrors it into the rollout's status.
+/// Returns the duration phase (`create` / `update`) when it wrote the NumaflowController.
+async fn ensure_controller(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    st: &mut NumaflowControllerRolloutStatus,
+    generation: i64,
+    now: &Time,
+) -> Result<Option<&'static str>, Error> {
+    let ctx = &nctx.ctx;
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let uid = r.uid().unwrap_or_default();
+    let desired = NumaflowControllerSpec {
+        version: r.spec.controller.version.clone(),
+        instance_id: r.spec.controller.instance_id.clone(),
+    };
+    let cached = nctx
+        .controllers
+        .get(&ObjectRef::new(&name).within(&ns))
+        .map(|nc| status::fresher(ctx, nc));
+    let (nc, phase) = match cached {
+        Some(nc) if nc.meta().deletion_timestamp.is_some() => {
+            // Its deletion wakes us; then it is recreated.
+            status::mark_pending(
+                &mut st.status,
+                &format!("waiting for NumaflowController {name} to finish deleting"),
+            );
+            return Ok(None);
+        }
+        Some(nc) => {
+            check_owned(&nc, &uid, &ns)?;
+            if nc.spec == desired {
+                ((*nc).clone(), None)
+            } else {
+                match decide_update(ctx.settings.user_strategy(&ns), &nc.spec, &desired) {
+                    UpdateDecision::ApplyNow => {
+                        info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
+                        (apply_controller(r, nctx, &desired).await?, Some("update"))
+                    }
+                }
+            }
+        }
+        None => {
+            // A live read before creating: never take over a NumaflowController we don't own.
+            let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
+            if let Some(existing) = api
+                .get_opt(&name)
+                .await
+                .ctx(|| format!("reading NumaflowController {name}"))?
+            {
+                check_owned(&existing, &uid, &ns)?;
+            }
+            info!(version = %desired.version, "creating NumaflowController");
+            (apply_controller(r, nctx, &desired).await?, Some("create"))
+        }
+    };
+    status::mark_deployed(&mut st.status, generation, now);
+    let reported = mirror_controller(&nc);
+    set_condition(
+        &mut st.status.conditions,
+        condition::CHILD_RESOURCES_HEALTHY,
+        reported.status,
+        &reported.reason,
+        &reported.message,
+        generation,
+        now.clone(),
+    );
+    // No pause is ever requested until the pause-and-drain strategy exists (see decide_update).
+    set_condition(
+        &mut st.status.conditions,
+        condition::PAUSING_PIPELINES,
+        HealthStatus::False,
+        reason::NO_PAUSE,
+        message::NO_PAUSE_NEEDED,
+        generation,
+        now.clone(),
+    );
+    Ok(phase)
+}
+
+fn check_owned(nc: &NumaflowController, uid: &str, ns: &str) -> Result<(), Error> {
+    let owned = nc
+        .owner_references()
+        .iter()
+        .any(|o| o.uid == uid && o.controller == Some(true));
+    if owned {
+        Ok(())
+    } else {
+        Err(Error::NotOwned {
+            kind: "NumaflowController",
+            name: nc.name_any(),
+            namespace: ns.to_string(),
+            owner_kind: KIND,
+        })
+    }
+}
+
+/// Server-side applies the NumaflowController: same name, the rollout's controller spec, a
+/// controller owner reference; nothing else.
+async fn apply_controller(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    spec: &NumaflowControllerSpec,
+) -> Result<NumaflowController, Error> {
+    let ctx = &nctx.ctx;
+    ctx.ensure_leader()?;
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let owner = r
+        .controller_owner_ref(&())
+        .ok_or_else(|| Error::InvalidSpec("NumaflowControllerRollout has no uid yet".into()))?;
+    let body = serde_json::json!({
+        "apiVersion": NumaflowController::api_version(&()),
+        "kind": NumaflowController::kind(&()),
+        "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner]},
+        "spec": spec,
+    });
+    let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
+    let written = api
+        .patch(
+            &name,
+            &PatchParams::apply(crate::children::FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .ctx(|| format!("applying NumaflowController {name}"))?;
+    // Later passes may see the cache before it catches up with this write.
+    status::remember(ctx, &written);
+    Ok(written)
+}
+
+/// The rollouts that still need the Numaflow controller, or `None` when there are none. Read
+/// live: a stale cache must never let the controller go while they remain.
+async fn remaining_rollouts(nctx: &NcCtx, ns: &str) -> Result<Option<String>, Error> {
+    let client = &nctx.ctx.client;
+    let lp = ListParams::default();
+    let prs: Vec<String> = Api::<PipelineRollout>::namespaced(client.clone(), ns)
+        .list_metadata(&lp)
+        .await
+        .ctx(|| "listing PipelineRollouts".into())?
+        .items
+        .iter()
+        .map(|o| o.name_any())
+        .collect();
+    let isbrs: Vec<String> = Api::<ISBServiceRollout>::namespaced(client.clone(), ns)
+        .list_metadata(&lp)
+        .await
+        .ctx(|| "listing ISBServiceRollouts".into())?
+        .items
+        .iter()
+        .map(|o| o.name_any())
+        .collect();
+    let describe = |kind: &str, names: &[String]| {
+        const SHOWN: usize = 5;
+        let mut s = format!("{kind}s {}", names[..names.len().min(SHOWN)].join(", "));
+        if names.len() > SHOWN {
+            s.push_str(&format!(" and {} more", names.len() - SHOWN));
+        }
+        s
+    };
+    let parts: Vec<String> = [("PipelineRollout", &prs), ("ISBServiceRollout", &isbrs)]
+        .into_iter()
+        .filter(|(_, names)| !names.is_empty())
+        .map(|(kind, names)| describe(kind, names))
+        .collect();
+    Ok((!parts.is_empty()).then(|| parts.join(" and ")))
+}
+
+/// Deletion once nothing needs the Numaflow controller: delete the NumaflowController (its
+/// objects follow by garbage collection) and remove the finalizer.
+async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Error> {
+    let ctx = &nctx.ctx;
+    let started = Instant::now();
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    publish(
+        nctx,
+        r,
+        EventType::Normal,
+        event_reason::DELETING,
+        format!(
+            "Deleting NumaflowController {name}: no PipelineRollouts or ISBServiceRollouts remain"
+        ),
+    )
+    .await;
+    let uid = r.uid().unwrap_or_default();
+    if let Some(nc) = nctx.controllers.get(&ObjectRef::new(&name).within(&ns))
+        && nc.owner_references().iter().any(|o| o.uid == uid)
+        && nc.meta().deletion_timestamp.is_none()
+    {
+        ctx.ensure_leader()?;
+        let dp = DeleteParams {
+            preconditions: nc.uid().map(|u| Preconditions {
+                uid: Some(u),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match Api::<NumaflowController>::namespaced(ctx.client.clone(), &ns)
+            .delete(&name, &dp)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e).ctx(|| format!("deleting NumaflowController {name}")),
+        }
+    }
+    finalizer::remove(ctx, r).await?;
+    ctx.forget(&uid);
+    ctx.metrics.forget(KIND, &ns, &name);
+    forget_running(nctx, &ns, &name);
+    ctx.metrics
+        .child_change(CONTROLLER, "delete", started.elapsed().as_secs_f64());
+    info!("NumaflowController deleted, finalizer removed");
+    Ok(Action::await_change())
+}
+
+/// `numaflow_controller_rollout_health` and `numaflow_controller_rollouts_running`.
+fn record_metrics(
+    nctx: &NcCtx,
+    r: &NumaflowControllerRollout,
+    st: &NumaflowControllerRolloutStatus,
+) {
+    let m = &nctx.ctx.metrics;
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let labels: Labels = vec![
+        ("namespace", ns.clone()),
+        ("numaflowcontroller", name.clone()),
+        ("phase", st.status.phase.as_str().to_string()),
+    ];
+    m.set_health(KIND, &ns, &name, labels);
+    let version = r.spec.controller.version.clone();
+    let running = |v: String| -> Labels {
+        vec![
+            ("name", name.clone()),
+            ("namespace", ns.clone()),
+            ("version", v),
+        ]
+    };
+    let old = nctx
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((ns.clone(), name.clone()), version.clone());
+    if let Some(old) = old.filter(|o| *o != version) {
+        m.numaflow_controller_rollouts_running.remove(&running(old));
+    }
+    m.numaflow_controller_rollouts_running
+        .get_or_create(&running(version))
+        .set(1);
+}
+
+fn forget_running(nctx: &NcCtx, ns: &str, name: &str) {
+    let old = nctx
+        .running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(ns.to_string(), name.to_string()));
+    if let Some(v) = old {
+        nctx.ctx
+            .metrics
+            .numaflow_controller_rollouts_running
+            .remove(&vec![
+                ("name", name.to_string()),
+                ("namespace", ns.to_string()),
+                ("version", v),
+            ]);
+    }
+}
+
+async fn publish(
+    nctx: &NcCtx,
+    r: &NumaflowControllerRollout,
+    t: EventType,
+    reason: &str,
+    note: String,
+) {
+    nctx.ctx
+        .events
+        .publish(
+            source::NUMAFLOW_CONTROLLER_ROLLOUT,
+            &r.object_ref(&()),
+            t,
+            reason,
+            note,
+        )
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_applies_directly_for_now() {
+        let live = NumaflowControllerSpec {
+            version: "1.7.5".into(),
+            instance_id: None,
+        };
+        let desired = NumaflowControllerSpec {
+            version: "1.8.1".into(),
+            instance_id: None,
+        };
+        for s in [
+            UserStrategy::NoStrategy,
+            UserStrategy::PauseAndDrain,
+            UserStrategy::Progressive,
+        ] {
+            assert_eq!(decide_update(s, &live, &desired), UpdateDecision::ApplyNow);
+        }
+    }
+}

@@ -1,0 +1,581 @@
+//! NumaflowControllerRollout and NumaflowController against a real API server and the Numaflow
+//! simulator, with the fixture definitions (scenarios.md A.3 under no-strategy, B.7): install,
+//! upgrade, unknown version, instance IDs, pruning, self-heal, and deletion that waits for the
+//! namespace's rollouts.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::Phase;
+use numaplane_api::{NumaflowController, NumaflowControllerRollout, PipelineRollout};
+use serde_json::{Value, json};
+use std::fmt::Debug;
+use std::time::Duration;
+use support::{Harness, TEST_CONFIG, condition, eventually};
+
+const NAME: &str = "numaflow-controller";
+const TRACKING: &str = "numaplane.numaproj.io/tracking-id";
+
+/// The test config plus the shipped `includedResources` (what a NumaflowController prunes).
+fn config() -> String {
+    format!(
+        "{TEST_CONFIG}includedResources: \"group=apps,kind=Deployment;group=,kind=ConfigMap;group=,kind=ServiceAccount;group=,kind=Secret;group=,kind=Service;group=rbac.authorization.k8s.io,kind=RoleBinding;group=rbac.authorization.k8s.io,kind=Role\"\n"
+    )
+}
+
+/// A fixture definitions ConfigMap, as JSON, moved to the test namespace.
+fn definitions(version: &str) -> Value {
+    let path = format!(
+        "{}/../../testdata/numaflow-controller-definitions/controller_def_{version}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cm: ConfigMap =
+        serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("parse");
+    let mut v = serde_json::to_value(cm).expect("json");
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    v
+}
+
+async fn load_definitions(h: &Harness, version: &str) {
+    h.apply::<ConfigMap>(definitions(version)).await;
+}
+
+fn rollout(version: &str, instance_id: Option<&str>) -> Value {
+    let mut controller = json!({"version": version});
+    if let Some(id) = instance_id {
+        controller["instanceID"] = id.into();
+    }
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "NumaflowControllerRollout",
+        "metadata": {"name": NAME},
+        "spec": {"controller": controller}
+    })
+}
+
+/// Deployed, its generation observed, and its controller healthy.
+fn healthy(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControllerRollout> {
+    let r = r?;
+    let st = r.status.as_ref()?;
+    (st.status.phase == Phase::Deployed
+        && st.status.observed_generation == r.metadata.generation?
+        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then(|| r.clone())
+}
+
+fn image(d: &Deployment) -> String {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+async fn set_version(h: &Harness, version: &str) {
+    h.merge::<NumaflowControllerRollout>(
+        NAME,
+        json!({"spec": {"controller": {"version": version}}}),
+    )
+    .await;
+}
+
+/// Names of the objects of a kind carrying the tracking label of `nc`, with their owners.
+async fn tracked<K>(h: &Harness, nc: &str) -> Vec<(String, Vec<String>)>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + serde::de::DeserializeOwned,
+{
+    let mut out: Vec<(String, Vec<String>)> = h
+        .api::<K>()
+        .list(&ListParams::default().labels(&format!("{TRACKING}={nc}")))
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o.name_any(),
+                o.owner_references().iter().map(|r| r.uid.clone()).collect(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn event_reasons(h: &Harness, kind: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn install_upgrade_and_unknown_version() {
+    let h = Harness::start_with_config("nc-upgrade", &config()).await;
+    load_definitions(&h, "1.8.1").await;
+    load_definitions(&h, "1.7.5").await;
+
+    // Install 1.8.1.
+    h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
+        .await;
+    let r = h.until("rollout deployed and healthy", NAME, healthy).await;
+    let st = &r.status.as_ref().expect("status").status;
+    assert_eq!(
+        condition(&st.conditions, "ChildResourceDeployed").map(|c| c.0),
+        Some("True".into())
+    );
+    assert_eq!(
+        condition(&st.conditions, "PausingPipelines"),
+        Some(("False".into(), "NoPause".into(), "no need for pause".into()))
+    );
+    assert!(
+        r.finalizers()
+            .contains(&"numaplane.numaproj.io/numaplane-controller".to_string())
+    );
+    let d: Deployment = h
+        .api()
+        .get("numaflow-controller")
+        .await
+        .expect("deployment");
+    assert_eq!(image(&d), "quay.io/numaproj/numaflow:v1.8.1");
+
+    // The NumaflowController: same name, the rollout's spec, owned by it; healthy itself.
+    let nc: NumaflowController = h.api().get(NAME).await.expect("NumaflowController");
+    assert_eq!(nc.spec.version, "1.8.1");
+    assert_eq!(nc.spec.instance_id, None);
+    let owner = &nc.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller, Some(&owner.uid)),
+        ("NumaflowControllerRollout", Some(true), r.uid().as_ref())
+    );
+    let nc_st = &nc.status.as_ref().expect("nc status").status;
+    assert_eq!(nc_st.phase, Phase::Deployed);
+    assert_eq!(
+        condition(&nc_st.conditions, "ChildResourcesHealthy").map(|c| c.0),
+        Some("True".into())
+    );
+
+    // Every rendered object is labelled and owned by the NumaflowController.
+    let nc_uid = nc.uid().expect("uid");
+    let counts = [
+        tracked::<ServiceAccount>(&h, NAME).await,
+        tracked::<Role>(&h, NAME).await,
+        tracked::<RoleBinding>(&h, NAME).await,
+        tracked::<ConfigMap>(&h, NAME).await,
+        tracked::<Secret>(&h, NAME).await,
+        tracked::<Service>(&h, NAME).await,
+        tracked::<Deployment>(&h, NAME).await,
+    ];
+    assert_eq!(
+        counts.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![3, 4, 4, 6, 2, 2, 3]
+    );
+    assert!(
+        counts
+            .iter()
+            .flatten()
+            .all(|(_, owners)| owners == &vec![nc_uid.clone()]),
+        "{counts:?}"
+    );
+    let nfcr_events = event_reasons(&h, "NumaflowControllerRollout").await;
+    assert!(
+        nfcr_events.contains(&"ReconcilationSuccessful".to_string()),
+        "{nfcr_events:?}"
+    );
+    let nc_events = event_reasons(&h, "NumaflowController").await;
+    assert!(
+        nc_events.contains(&"ReconcileSuccess".to_string()),
+        "{nc_events:?}"
+    );
+
+    // Quiet when nothing changes: no writes to the rollout or its controller.
+    let (r_rv, nc_rv) = (r.resource_version(), nc.resource_version());
+    h.stays::<NumaflowControllerRollout, _>(
+        "no rollout writes while idle",
+        NAME,
+        Duration::from_secs(3),
+        |o| o.is_some_and(|o| o.resource_version() == r_rv),
+    )
+    .await;
+    let nc_now: NumaflowController = h.api().get(NAME).await.expect("nc");
+    assert_eq!(
+        nc_now.resource_version(),
+        nc_rv,
+        "no NumaflowController writes while idle"
+    );
+
+    // Upgrade to 1.7.5: applied directly under no-strategy.
+    set_version(&h, "1.7.5").await;
+    h.until::<Deployment, _, _>("image v1.7.5", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.7.5").then_some(())
+    })
+    .await;
+    h.until("healthy on 1.7.5", NAME, healthy).await;
+    let nc: NumaflowController = h.api().get(NAME).await.expect("nc");
+    assert_eq!(nc.spec.version, "1.7.5");
+
+    // An unknown version: nothing applied, the running controller untouched, reported unhealthy.
+    set_version(&h, "99.99.99").await;
+    let r = h
+        .until::<NumaflowControllerRollout, _, _>("unhealthy with reason Failed", NAME, |r| {
+            let r = r?;
+            let st = &r.status.as_ref()?.status;
+            let (s, reason, _) = condition(&st.conditions, "ChildResourcesHealthy")?;
+            (st.observed_generation == r.metadata.generation? && s == "False" && reason == "Failed")
+                .then(|| r.clone())
+        })
+        .await;
+    let st = &r.status.as_ref().expect("status").status;
+    assert_eq!(st.phase, Phase::Deployed, "the rollout did its part");
+    let msg = condition(&st.conditions, "ChildResourcesHealthy")
+        .expect("condition")
+        .2;
+    assert!(
+        msg.contains("99.99.99") && msg.contains(&h.ns) && msg.contains("numaplane-system"),
+        "{msg}"
+    );
+    let nc: NumaflowController = h.api().get(NAME).await.expect("nc");
+    let nc_st = &nc.status.as_ref().expect("nc status").status;
+    assert_eq!(nc_st.phase, Phase::Failed);
+    assert!(nc_st.message.contains("99.99.99"), "{}", nc_st.message);
+    assert_eq!(
+        condition(&nc_st.conditions, "ChildResourcesHealthy").map(|c| (c.0, c.1)),
+        Some(("False".into(), "Failed".into()))
+    );
+    h.stays::<Deployment, _>(
+        "Deployment unchanged",
+        "numaflow-controller",
+        Duration::from_secs(3),
+        |d| d.is_some_and(|d| image(d) == "quay.io/numaproj/numaflow:v1.7.5"),
+    )
+    .await;
+    assert!(
+        event_reasons(&h, "NumaflowController")
+            .await
+            .contains(&"ReconcileFailed".to_string())
+    );
+
+    // Back to a known version.
+    set_version(&h, "1.8.1").await;
+    h.until::<Deployment, _, _>("image v1.8.1 again", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+    })
+    .await;
+    h.until("healthy on 1.8.1 again", NAME, healthy).await;
+}
+
+#[tokio::test]
+async fn instance_id_and_late_definitions() {
+    let h = Harness::start_with_config("nc-instance", &config()).await;
+
+    // No definition yet: failed, naming the version; it takes effect once it appears.
+    h.apply::<NumaflowControllerRollout>(rollout("1.6.0", Some("abc")))
+        .await;
+    h.until::<NumaflowController, _, _>("NumaflowController failed", NAME, |nc| {
+        let st = &nc?.status.as_ref()?.status;
+        (st.phase == Phase::Failed && st.message.contains("1.6.0")).then_some(())
+    })
+    .await;
+    load_definitions(&h, "1.6.0").await;
+    h.until("healthy once the definition exists", NAME, healthy)
+        .await;
+
+    // Names carry the suffix, the config the ID.
+    let d: Deployment = h
+        .api()
+        .get("numaflow-controller-abc")
+        .await
+        .expect("suffixed deployment");
+    assert_eq!(image(&d), "quay.io/numaproj/numaflow:v1.6.0");
+    assert_eq!(d.labels()["app.kubernetes.io/instance"], "abc");
+    assert!(
+        h.api::<Deployment>()
+            .get_opt("numaflow-controller")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let cfg: ConfigMap = h
+        .api()
+        .get("numaflow-controller-config-abc")
+        .await
+        .expect("suffixed config");
+    let text = cfg
+        .data
+        .as_ref()
+        .and_then(|d| d.get("controller-config.yaml"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("instance: \"abc\""), "{text}");
+
+    // A new ID renames everything: the new objects are created, the old ones pruned.
+    h.merge::<NumaflowControllerRollout>(
+        NAME,
+        json!({"spec": {"controller": {"instanceID": "def"}}}),
+    )
+    .await;
+    h.until::<Deployment, _, _>("renamed deployment", "numaflow-controller-def", |d| {
+        d.map(|_| ())
+    })
+    .await;
+    h.until::<Deployment, _, _>("old deployment pruned", "numaflow-controller-abc", |d| {
+        d.is_none().then_some(())
+    })
+    .await;
+    h.until::<ConfigMap, _, _>("old config pruned", "numaflow-controller-config-abc", |c| {
+        c.is_none().then_some(())
+    })
+    .await;
+    h.until("healthy with the new ID", NAME, healthy).await;
+    let names: Vec<String> = tracked::<ServiceAccount>(&h, NAME)
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "numaflow-dex-server-def",
+            "numaflow-sa-def",
+            "numaflow-server-sa-def"
+        ]
+    );
+}
+
+/// Removes the YAML document of `name` from a definitions ConfigMap and applies `edit` to the
+/// rest of the manifest text.
+fn edit_definition(mut cm: Value, drop_name: &str, edit: impl Fn(&str) -> String) -> Value {
+    let text = cm["data"]["controller_definitions.yaml"]
+        .as_str()
+        .expect("definitions")
+        .to_string();
+    let mut outer: Value = serde_saphyr::from_str(&text).expect("outer yaml");
+    let spec = outer["controllerDefinitions"][0]["fullSpec"]
+        .as_str()
+        .expect("fullSpec")
+        .to_string();
+    let docs: Vec<&str> = spec
+        .split("\n---\n")
+        // `metadata.name` sits at two spaces; references to the object are indented deeper.
+        .filter(|d| !d.contains(&format!("\n  name: {drop_name}{{{{ .InstanceSuffix }}}}")))
+        .collect();
+    assert_eq!(
+        docs.len(),
+        spec.split("\n---\n").count() - 1,
+        "exactly one document dropped"
+    );
+    outer["controllerDefinitions"][0]["fullSpec"] = edit(&docs.join("\n---\n")).into();
+    cm["data"]["controller_definitions.yaml"] =
+        serde_json::to_string(&outer).expect("json is yaml").into();
+    cm
+}
+
+#[tokio::test]
+async fn self_heal_prune_and_recreate() {
+    let h = Harness::start_with_config("nc-heal", &config()).await;
+    load_definitions(&h, "1.8.1").await;
+    h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
+        .await;
+    h.until("rollout healthy", NAME, healthy).await;
+
+    // Hand edits of rendered fields are reverted.
+    h.merge::<Deployment>(
+        "numaflow-controller",
+        json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "controller-manager", "image": "quay.io/numaproj/numaflow:v0.0.1"}
+        ]}}}}),
+    )
+    .await;
+    h.until::<Deployment, _, _>("image edit reverted", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+    })
+    .await;
+    h.merge::<ConfigMap>(
+        "numaflow-cmd-params-config",
+        json!({"data": {"namespaced": "false"}}),
+    )
+    .await;
+    h.until::<ConfigMap, _, _>("config edit reverted", "numaflow-cmd-params-config", |c| {
+        (c?.data.as_ref()?.get("namespaced")? == "true").then_some(())
+    })
+    .await;
+
+    // A rendered object deleted by hand comes back.
+    h.api::<ServiceAccount>()
+        .delete("numaflow-sa", &DeleteParams::default())
+        .await
+        .expect("delete service account");
+    h.until::<ServiceAccount, _, _>("service account recreated", "numaflow-sa", |s| {
+        s.map(|_| ())
+    })
+    .await;
+
+    // An object with our label but not owned by the NumaflowController is never pruned.
+    h.apply::<ConfigMap>(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "not-ours", "labels": {TRACKING: NAME}},
+        "data": {"a": "b"}
+    }))
+    .await;
+
+    // Edit the definition: drop one ConfigMap and change the Deployment's (immutable) selector.
+    let old_uid = h
+        .api::<Deployment>()
+        .get("numaflow-controller")
+        .await
+        .expect("deployment")
+        .uid();
+    let edited = edit_definition(
+        definitions("1.8.1"),
+        "numaflow-server-metrics-proxy-config",
+        |spec| {
+            let selector = "  selector:\n    matchLabels:\n      app.kubernetes.io/component: controller-manager\n";
+            let template = "  template:\n    metadata:\n      labels:\n        app.kubernetes.io/component: controller-manager\n";
+            assert_eq!(
+                (
+                    spec.matches(selector).count(),
+                    spec.matches(template).count()
+                ),
+                (1, 1)
+            );
+            spec.replace(selector, &format!("{selector}      extra: selector\n"))
+                .replace(template, &format!("{template}        extra: selector\n"))
+        },
+    );
+    let cms: Api<ConfigMap> = h.api();
+    cms.patch(
+        "numaflow-controller-definitions-1.8.1",
+        &PatchParams::apply("test-user").force(),
+        &Patch::Apply(&edited),
+    )
+    .await
+    .expect("edit definitions");
+    h.until::<ConfigMap, _, _>(
+        "dropped object pruned",
+        "numaflow-server-metrics-proxy-config",
+        |c| c.is_none().then_some(()),
+    )
+    .await;
+    let d = h
+        .until::<Deployment, _, _>(
+            "deployment recreated with the new selector",
+            "numaflow-controller",
+            |d| {
+                let d = d?;
+                let sel = d.spec.as_ref()?.selector.match_labels.as_ref()?;
+                (d.uid() != old_uid && sel.get("extra").map(String::as_str) == Some("selector"))
+                    .then(|| d.clone())
+            },
+        )
+        .await;
+    assert_eq!(image(&d), "quay.io/numaproj/numaflow:v1.8.1");
+    h.until("healthy after the edit", NAME, healthy).await;
+    assert!(
+        cms.get_opt("not-ours").await.expect("get").is_some(),
+        "an object we don't own survives pruning"
+    );
+}
+
+#[tokio::test]
+async fn deletion_waits_for_pipeline_rollouts() {
+    let h = Harness::start_with_config("nc-delete", &config()).await;
+    load_definitions(&h, "1.8.1").await;
+    h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
+        .await;
+    h.until("rollout healthy", NAME, healthy).await;
+    h.apply::<PipelineRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "pr"},
+        "spec": {"pipeline": {"spec": {
+            "interStepBufferServiceName": "isb",
+            "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
+            "edges": [{"from": "in", "to": "out"}]
+        }}}
+    }))
+    .await;
+
+    // Deleting waits while the PipelineRollout exists; the Numaflow controller keeps running.
+    h.api::<NumaflowControllerRollout>()
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .expect("delete rollout");
+    h.until::<NumaflowControllerRollout, _, _>("deletion reported as waiting", NAME, |r| {
+        let r = r?;
+        (r.meta().deletion_timestamp.is_some()
+            && r.status
+                .as_ref()?
+                .status
+                .message
+                .contains("PipelineRollouts pr"))
+        .then_some(())
+    })
+    .await;
+    h.stays::<NumaflowControllerRollout, _>(
+        "rollout kept while a PipelineRollout exists",
+        NAME,
+        Duration::from_secs(6),
+        |r| r.is_some(),
+    )
+    .await;
+    assert!(
+        h.api::<Deployment>()
+            .get_opt("numaflow-controller")
+            .await
+            .expect("get")
+            .is_some_and(|d| d.meta().deletion_timestamp.is_none())
+    );
+    assert!(
+        h.api::<NumaflowController>()
+            .get_opt(NAME)
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert!(
+        event_reasons(&h, "NumaflowControllerRollout")
+            .await
+            .contains(&"Deleting".to_string())
+    );
+
+    // Once the PipelineRollout is gone, everything goes.
+    h.api::<PipelineRollout>()
+        .delete("pr", &DeleteParams::default())
+        .await
+        .expect("delete pipeline rollout");
+    h.until::<NumaflowControllerRollout, _, _>("rollout gone", NAME, |r| r.is_none().then_some(()))
+        .await;
+    h.until::<NumaflowController, _, _>("NumaflowController gone", NAME, |nc| {
+        nc.is_none().then_some(())
+    })
+    .await;
+    h.until::<Deployment, _, _>("Deployment gone", "numaflow-controller", |d| {
+        d.is_none().then_some(())
+    })
+    .await;
+    eventually("rendered objects garbage-collected", || async {
+        tracked::<ConfigMap>(&h, NAME)
+            .await
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
