@@ -451,21 +451,31 @@ mod tests {
         assert!(!m.encode().contains(r#"pipeline="p""#));
     }
 
+    /// The value of the series of `name` carrying all `labels` (in any order).
+    fn value(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+            .find(|l| labels.iter().all(|want| l.contains(want)))
+            .and_then(|l| l.rsplit_once(' '))
+            .and_then(|(_, v)| v.parse().ok())
+    }
+
     #[test]
     fn running_gauge_counts_rollouts_per_namespace() {
         let m = Metrics::new();
         m.count("PipelineRollout", "a", "x", true);
         m.count("PipelineRollout", "a", "y", true);
         m.count("PipelineRollout", "a", "y", true);
-        assert!(
-            m.encode()
-                .contains("pipeline_rollouts_running{namespace=\"a\",intuit_alert=\"true\"} 2")
-        );
+        let running = |m: &Metrics| {
+            value(
+                &m.encode(),
+                "pipeline_rollouts_running",
+                &[r#"namespace="a""#, r#"intuit_alert="true""#],
+            )
+        };
+        assert_eq!(running(&m), Some(2.0));
         m.forget("PipelineRollout", "a", "x");
-        assert!(
-            m.encode()
-                .contains("pipeline_rollouts_running{namespace=\"a\",intuit_alert=\"true\"} 1")
-        );
+        assert_eq!(running(&m), Some(1.0));
     }
 
     #[test]
@@ -474,14 +484,28 @@ mod tests {
         m.reconciled("pipeline-rollout-controller", 0.01, Some("InvalidSpec"));
         m.kube_request("PATCH", "pipelines", 200);
         let text = m.encode();
-        for name in [
-            "pipeline_rollout_syncs_total",
-            "pipeline_rollout_sync_errors_total",
-            "numaplane_kube_request_total",
-            "numaplane_reconcile_errors_total{controller=\"pipeline-rollout-controller\",reason=\"InvalidSpec\"",
-            "numaplane_kube_requests_total{verb=\"PATCH\",resource=\"pipelines\",code=\"200\"",
-        ] {
-            assert!(text.contains(name), "{name} missing in\n{text}");
+        let cases: [(&str, &[&str]); 5] = [
+            ("pipeline_rollout_syncs_total", &[]),
+            ("pipeline_rollout_sync_errors_total", &[]),
+            ("numaplane_kube_request_total", &[]),
+            (
+                "numaplane_reconcile_errors_total",
+                &[
+                    r#"controller="pipeline-rollout-controller""#,
+                    r#"reason="InvalidSpec""#,
+                ],
+            ),
+            (
+                "numaplane_kube_requests_total",
+                &[
+                    r#"verb="PATCH""#,
+                    r#"resource="pipelines""#,
+                    r#"code="200""#,
+                ],
+            ),
+        ];
+        for (name, labels) in cases {
+            assert_eq!(value(&text, name, labels), Some(1.0), "{name} in\n{text}");
         }
     }
 }
