@@ -9,20 +9,20 @@ pub mod pipeline;
 
 use crate::children::{self, ChildObject, DesiredChild};
 use crate::context::{Ctx, RESYNC};
-use crate::error::{Error, KubeContext};
+use crate::error::Error;
 use crate::events::EventSink;
+use crate::finalizer;
 use crate::riders;
 use crate::status::{self, RolloutStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
-use numaplane_api::keys::{self, FINALIZER, labels, upgrade_state};
+use numaplane_api::keys::{self, labels, upgrade_state};
 use numaplane_core::health::Health;
 use numaplane_core::riders::RiderSpec;
 use numaplane_core::template::{self, TemplateVars};
@@ -175,8 +175,8 @@ pub fn error_policy<R: Rollout>(_obj: Arc<R>, err: &Error, _ctx: Arc<Ctx>) -> Ac
 
 /// One pass for a live (not deleting) rollout. Failures are written to status here.
 async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
-    if !obj.finalizers().iter().any(|f| f == FINALIZER) {
-        add_finalizer(obj, ctx).await?;
+    if !finalizer::has(obj) {
+        finalizer::add(ctx, obj).await?;
     }
     let before = obj.status_of().cloned().unwrap_or_default();
     let mut st = before.clone();
@@ -513,7 +513,7 @@ async fn garbage_collect<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Resu
 
 /// Deletion: remove every child, then the finalizer.
 async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
-    if !obj.finalizers().iter().any(|f| f == FINALIZER) {
+    if !finalizer::has(obj) {
         return Ok(Action::await_change());
     }
     let ns = obj.namespace().unwrap_or_default();
@@ -528,65 +528,13 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
         }
         return Ok(Action::requeue(DELETION_RECHECK));
     }
-    remove_finalizer(obj, ctx).await?;
+    finalizer::remove(ctx, obj).await?;
     if let Some(uid) = obj.uid() {
         ctx.forget(&uid);
     }
     ctx.metrics.forget(children::kind_str::<R>(), &ns, &name);
     info!("children deleted, finalizer removed");
     Ok(Action::await_change())
-}
-
-async fn add_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
-    ctx.ensure_leader()?;
-    let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    // JSON patch with a `test` on the current list: never clobber a concurrent edit.
-    let patch = if obj.finalizers().is_empty() {
-        serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
-        ])
-    } else {
-        serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": obj.finalizers()},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}
-        ])
-    };
-    let patch: json_patch::Patch = serde_json::from_value(patch)
-        .map_err(|e| Error::InvalidSpec(format!("finalizer patch: {e}")))?;
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::<()>::Json(patch),
-    )
-    .await
-    .ctx(|| "adding finalizer".into())?;
-    Ok(())
-}
-
-async fn remove_finalizer<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<(), Error> {
-    ctx.ensure_leader()?;
-    let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let Some(idx) = obj.finalizers().iter().position(|f| f == FINALIZER) else {
-        return Ok(());
-    };
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{idx}"), "value": FINALIZER},
-        {"op": "remove", "path": format!("/metadata/finalizers/{idx}")}
-    ]))
-    .map_err(|e| Error::InvalidSpec(format!("finalizer patch: {e}")))?;
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if crate::error::is_not_found(&e) => Ok(()),
-        Err(e) => Err(e).ctx(|| "removing finalizer".into()),
-    }
 }
 
 pub(crate) fn object_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
