@@ -18,6 +18,7 @@ pub mod config;
 pub mod health;
 mod json;
 pub mod naming;
+pub mod ppnd;
 pub mod riders;
 pub mod template;
 pub mod usde;

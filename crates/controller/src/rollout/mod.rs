@@ -92,6 +92,20 @@ pub trait Rollout:
         let _ = (live, desired);
     }
 
+    /// How a difference between the live and the desired child is carried over: applied
+    /// directly by default; a kind with a strategy may instead take a step of it (writing what
+    /// it needs itself) and leave the rollout pending.
+    fn carry_update(
+        &self,
+        ctx: &Ctx,
+        st: &mut Self::Status,
+        live: &Self::Child,
+        desired: DesiredChild,
+    ) -> impl Future<Output = Result<Carry<Self::Child>, Error>> + Send {
+        let _ = (ctx, st, live);
+        async { Ok(Carry::Apply(Box::new(desired))) }
+    }
+
     /// Work to do right before an update is applied (e.g. slow resume of vertices).
     fn before_update(
         &self,
@@ -257,6 +271,14 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
     ctx.metrics.count(kind, &ns, &name, true);
 }
 
+/// What [`Rollout::carry_update`] decided.
+pub enum Carry<C> {
+    /// Apply this child now (as a direct update).
+    Apply(Box<DesiredChild>),
+    /// A step was taken; the child is as returned and the rollout waits (message says for what).
+    Prepared { child: C, pending: Option<String> },
+}
+
 enum Pass {
     Done { changed: bool, created: bool },
     Waiting(String),
@@ -283,6 +305,7 @@ async fn drive<R: Rollout>(
     let promoted = find_promoted::<R>(ctx, &ns, &name);
     let mut changed = false;
     let mut created_child = false;
+    let mut pending_message: Option<String> = None;
     let child: R::Child = match promoted {
         None => {
             // A live list right before creating: a stale cache must never give a rollout two
@@ -311,12 +334,22 @@ async fn drive<R: Rollout>(
             let mut desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
             obj.adapt_to_live(&live, &mut desired);
             if generation_changed || children::needs_apply(&live, &desired) {
-                if children::needs_apply(&live, &desired) {
-                    obj.before_update(ctx, &live, &desired).await?;
-                    changed = true;
-                    info!(child = %child_name, "updating child");
+                match obj.carry_update(ctx, st, &live, desired).await? {
+                    Carry::Apply(desired) => {
+                        let desired = *desired;
+                        if children::needs_apply(&live, &desired) {
+                            obj.before_update(ctx, &live, &desired).await?;
+                            changed = true;
+                            info!(child = %child_name, "updating child");
+                        }
+                        children::apply::<R::Child>(ctx, &live, &desired).await?
+                    }
+                    Carry::Prepared { child, pending } => {
+                        changed = true;
+                        pending_message = pending;
+                        child
+                    }
                 }
-                children::apply::<R::Child>(ctx, &live, &desired).await?
             } else {
                 live
             }
@@ -349,7 +382,10 @@ async fn drive<R: Rollout>(
     obj.ensure_companions(ctx, &child).await?;
     garbage_collect::<R>(ctx, &ns, &name).await?;
 
-    status::mark_deployed(st.common_mut(), generation, now);
+    match &pending_message {
+        Some(m) => status::mark_pending(st.common_mut(), m),
+        None => status::mark_deployed(st.common_mut(), generation, now),
+    }
     let health = R::health(ctx, &child);
     status::set_health(st.common_mut(), &health, generation, now);
     R::observe_child(st, &child, generation, now);

@@ -1,13 +1,14 @@
 //! PipelineRollout: resolves the InterStepBufferService its pipeline uses, labels the child with
 //! it, and resumes vertices slowly after a user pause unless `fastResume` is set.
 
-use super::Rollout;
+use super::{Carry, Rollout};
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
 use crate::events::source;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
@@ -26,6 +27,175 @@ pub struct IsbTarget {
     pub rollout: String,
     /// Its current InterStepBufferService child.
     pub child: String,
+}
+
+/// Slow resume: vertices restart from `scale.min` and scale up gradually.
+async fn clear_vertex_replicas(ctx: &Ctx, desired: &DesiredChild) -> Result<(), Error> {
+    ctx.ensure_leader()?;
+    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &desired.namespace);
+    for v in vertex_names(&desired.spec) {
+        let name = format!("{}-{v}", desired.name);
+        let patch = serde_json::json!({"spec": {"replicas": null}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e).ctx(|| format!("clearing replicas of Vertex {name}")),
+        }
+    }
+    info!(child = %desired.name, "slow resume: vertex replicas cleared");
+    Ok(())
+}
+
+/// Carries a change under the `pause-and-drain` strategy (api.md §14): a change of a data-loss
+/// field pauses the pipeline, waits until it has drained and paused, applies the change while
+/// paused, then resumes. The strategy in progress is kept in `status.upgradeInProgress`, so a
+/// restarted controller carries on where it stopped; each step is decided by
+/// [`numaplane_core::ppnd::step`] from the live pipeline.
+async fn pause_and_drain(
+    rollout: &PipelineRollout,
+    ctx: &Ctx,
+    st: &mut PipelineRolloutStatus,
+    live: &Pipeline,
+    desired: DesiredChild,
+) -> Result<Carry<Pipeline>, Error> {
+    use numaplane_api::common::UpgradeStrategy;
+    use numaplane_core::ppnd::{PpndInput, PpndStep};
+    let ns = desired.namespace.clone();
+    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    let user = ctx.settings.user_strategy(&ns);
+    if !in_progress && user != numaplane_core::config::UserStrategy::PauseAndDrain {
+        return Ok(Carry::Apply(Box::new(desired)));
+    }
+    let usde = ctx.settings.usde();
+    let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
+        user_strategy: user,
+        config: usde.as_ref().and_then(|u| u.for_kind("pipeline")),
+        desired_spec: &desired.spec,
+        live_spec: &live.spec,
+        desired_labels: &desired.labels,
+        live_labels: live.labels(),
+        desired_annotations: &desired.annotations,
+        live_annotations: live.annotations(),
+        riders: &[],
+    });
+    if !in_progress && decision.strategy != UpgradeStrategy::PipelinePauseAndDrain {
+        return Ok(Carry::Apply(Box::new(desired)));
+    }
+    let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
+    if !in_progress {
+        info!(child = %desired.name, ?fields, "pause-and-drain: change needs the pipeline paused");
+        st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+    }
+    let allow_data_loss = rollout
+        .annotations()
+        .get(numaplane_api::keys::annotations::ALLOW_DATA_LOSS)
+        .is_some_and(|v| v == "true");
+    let step = numaplane_core::ppnd::step(&PpndInput {
+        desired_spec: &desired.spec,
+        live_spec: &live.spec,
+        live_status: live.status.as_ref(),
+        desired_annotations: &desired.annotations,
+        live_annotations: live.annotations(),
+        allow_data_loss,
+    });
+    let child_ref = super::object_ref(live);
+    match step {
+        PpndStep::Done => {
+            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+            Ok(Carry::Apply(Box::new(desired)))
+        }
+        PpndStep::Resume => {
+            let fast = rollout
+                .spec
+                .strategy
+                .as_ref()
+                .and_then(|s| s.ppnd.as_ref())
+                .and_then(|p| p.fast_resume)
+                .unwrap_or(false);
+            if !fast {
+                clear_vertex_replicas(ctx, &desired).await?;
+            }
+            let child = crate::children::apply(ctx, live, &desired).await?;
+            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+            ctx.events
+                .publish(
+                    source::PIPELINE_ROLLOUT,
+                    &child_ref,
+                    EventType::Normal,
+                    event_reason::PIPELINE_RESUME,
+                    format!("pipeline {} resumed after its update", desired.name),
+                )
+                .await;
+            info!(child = %desired.name, "pause-and-drain: updated and resumed");
+            Ok(Carry::Prepared {
+                child,
+                pending: None,
+            })
+        }
+        PpndStep::ApplyPaused => {
+            let paused = DesiredChild {
+                spec: numaplane_core::ppnd::paused(&desired.spec),
+                ..desired.clone()
+            };
+            let child = crate::children::apply(ctx, live, &paused).await?;
+            ctx.events
+                .publish(
+                    source::PIPELINE_ROLLOUT,
+                    &super::object_ref(rollout),
+                    EventType::Normal,
+                    event_reason::PIPELINE_UPDATE,
+                    format!("pipeline {} updated while paused", desired.name),
+                )
+                .await;
+            Ok(Carry::Prepared {
+                child,
+                pending: Some(format!(
+                    "pause-and-drain: pipeline {} updated while paused; resuming",
+                    desired.name
+                )),
+            })
+        }
+        PpndStep::Pause => {
+            let pausing = DesiredChild {
+                spec: numaplane_core::ppnd::paused(&live.spec),
+                ..desired.clone()
+            };
+            let child = crate::children::apply(ctx, live, &pausing).await?;
+            ctx.events
+                .publish(
+                    source::PIPELINE_ROLLOUT,
+                    &child_ref,
+                    EventType::Normal,
+                    event_reason::PIPELINE_PAUSE,
+                    format!(
+                        "pausing pipeline {} to apply {}",
+                        desired.name,
+                        fields.join(", ")
+                    ),
+                )
+                .await;
+            Ok(Carry::Prepared {
+                child,
+                pending: Some(format!(
+                    "pause-and-drain: pausing pipeline {} before applying a change of {}",
+                    desired.name,
+                    fields.join(", ")
+                )),
+            })
+        }
+        PpndStep::WaitPaused { phase } => Ok(Carry::Prepared {
+            child: live.clone(),
+            pending: Some(format!(
+                "pause-and-drain: waiting for pipeline {} to drain and pause (phase {phase}) before \
+                 applying the update; annotate the rollout {}=\"true\" to apply it without waiting",
+                desired.name,
+                numaplane_api::keys::annotations::ALLOW_DATA_LOSS
+            )),
+        }),
+    }
 }
 
 /// Name of the ISBServiceRollout a pipeline spec refers to (empty means `default`).
@@ -187,24 +357,17 @@ impl Rollout for PipelineRollout {
         if fast || !resuming {
             return Ok(());
         }
-        // Slow resume: vertices restart from scale.min and scale up gradually.
-        ctx.ensure_leader()?;
-        let ns = desired.namespace.as_str();
-        let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), ns);
-        for v in vertex_names(&desired.spec) {
-            let name = format!("{}-{v}", desired.name);
-            let patch = serde_json::json!({"spec": {"replicas": null}});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e).ctx(|| format!("clearing replicas of Vertex {name}")),
-            }
-        }
-        info!(child = %desired.name, "slow resume: vertex replicas cleared");
-        Ok(())
+        clear_vertex_replicas(ctx, desired).await
+    }
+
+    async fn carry_update(
+        &self,
+        ctx: &Ctx,
+        st: &mut PipelineRolloutStatus,
+        live: &Pipeline,
+        desired: DesiredChild,
+    ) -> Result<Carry<Pipeline>, Error> {
+        pause_and_drain(self, ctx, st, live, desired).await
     }
 
     fn health(_ctx: &Ctx, child: &Pipeline) -> Health {

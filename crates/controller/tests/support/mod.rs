@@ -127,6 +127,16 @@ impl Harness {
     }
 
     pub async fn start_with_config(prefix: &str, config: &str) -> Harness {
+        Self::start_full(prefix, config, false).await
+    }
+
+    /// An operator whose own namespace is the test namespace, with the shipped USDE ConfigMap
+    /// (`config/manager/usde-config.yaml`) installed there.
+    pub async fn start_with_usde(prefix: &str, config: &str) -> Harness {
+        Self::start_full(prefix, config, true).await
+    }
+
+    async fn start_full(prefix: &str, config: &str, own_namespace: bool) -> Harness {
         let env = TestEnv::shared().await;
         let client = env.client();
         install_rbac(&client).await;
@@ -134,6 +144,17 @@ impl Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let config_file = dir.path().join("config.yaml");
         std::fs::write(&config_file, config).expect("write config");
+        if own_namespace {
+            let mut usde: k8s_openapi::api::core::v1::ConfigMap = serde_saphyr::from_str(
+                &std::fs::read_to_string(repo("config/manager/usde-config.yaml")).expect("usde"),
+            )
+            .expect("parse usde-config.yaml");
+            usde.metadata.namespace = Some(ns.clone());
+            Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns)
+                .create(&Default::default(), &usde)
+                .await
+                .expect("create USDE ConfigMap");
+        }
         let sim = Simulator::start_in_namespace(client.clone(), &ns)
             .await
             .expect("start simulator");
@@ -141,7 +162,11 @@ impl Harness {
             env.operator_client(),
             OperatorOptions {
                 config_file: config_file.clone(),
-                operator_namespace: "numaplane-system".into(),
+                operator_namespace: if own_namespace {
+                    ns.clone()
+                } else {
+                    "numaplane-system".into()
+                },
                 workers: 4,
                 instance: Some(format!("test-{ns}")),
                 watch_namespace: Some(ns.clone()),

@@ -1,0 +1,187 @@
+//! Pause-and-drain for one pipeline (pipeline-rollout.md §5, api.md §14): what to do next to
+//! carry a risky change to a running pipeline without losing data. Pure: the controller observes
+//! the live pipeline, asks [`step`], and acts.
+//!
+//! The sequence is: ask the pipeline to pause → wait until it is Paused (Numaflow drains it
+//! first) → apply the new spec, still paused → resume with the user's desired phase. A pipeline
+//! that is Failed, or whose rollout allows data loss, is not waited on.
+
+use crate::usde::pipeline_needs_update_for_ppnd;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The next action of a pause-and-drain update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PpndStep {
+    /// The pipeline has the desired spec and phase: nothing left to do.
+    Done,
+    /// Set `lifecycle.desiredPhase: Paused` on the live pipeline (nothing else changes yet).
+    Pause,
+    /// The pipeline was asked to pause and is not Paused yet (its phase is given).
+    WaitPaused { phase: String },
+    /// Apply the desired spec with `lifecycle.desiredPhase: Paused`.
+    ApplyPaused,
+    /// The new spec is in place while paused: apply the desired phase (resume).
+    Resume,
+}
+
+/// What [`step`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct PpndInput<'a> {
+    pub desired_spec: &'a Value,
+    pub live_spec: &'a Value,
+    pub live_status: Option<&'a Value>,
+    pub desired_annotations: &'a BTreeMap<String, String>,
+    pub live_annotations: &'a BTreeMap<String, String>,
+    /// The rollout is annotated `numaplane.numaproj.io/allow-data-loss: "true"`.
+    pub allow_data_loss: bool,
+}
+
+fn desired_phase(spec: &Value) -> &str {
+    spec.pointer("/lifecycle/desiredPhase")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("Running")
+}
+
+/// `spec` with `lifecycle.desiredPhase: Paused`.
+pub fn paused(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    if let Some(map) = spec.as_object_mut() {
+        let lifecycle = map
+            .entry("lifecycle")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(l) = lifecycle.as_object_mut() {
+            l.insert("desiredPhase".into(), Value::String("Paused".into()));
+        }
+    }
+    spec
+}
+
+pub fn step(input: &PpndInput<'_>) -> PpndStep {
+    let needs_update = pipeline_needs_update_for_ppnd(
+        input.desired_spec,
+        input.live_spec,
+        input.desired_annotations,
+        input.live_annotations,
+    );
+    if !needs_update {
+        return if desired_phase(input.desired_spec) == desired_phase(input.live_spec) {
+            PpndStep::Done
+        } else {
+            PpndStep::Resume
+        };
+    }
+    let phase = input
+        .live_status
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    // A Failed pipeline never pauses (Numaflow skips the pause path): don't wait on it.
+    if phase == "Paused" || phase == "Failed" || input.allow_data_loss {
+        PpndStep::ApplyPaused
+    } else if desired_phase(input.live_spec) == "Paused" {
+        PpndStep::WaitPaused {
+            phase: phase.to_string(),
+        }
+    } else {
+        PpndStep::Pause
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(desired: Value, live: Value, status: Value, allow: bool) -> PpndStep {
+        let none = BTreeMap::new();
+        step(&PpndInput {
+            desired_spec: &desired,
+            live_spec: &live,
+            live_status: Some(&status),
+            desired_annotations: &none,
+            live_annotations: &none,
+            allow_data_loss: allow,
+        })
+    }
+
+    fn spec(image: &str) -> Value {
+        json!({"vertices": [{"name": "cat", "udf": {"container": {"image": image}}}]})
+    }
+
+    #[test]
+    fn a_running_pipeline_is_paused_first() {
+        assert_eq!(
+            run(spec("b"), spec("a"), json!({"phase": "Running"}), false),
+            PpndStep::Pause
+        );
+    }
+
+    #[test]
+    fn it_waits_while_pausing() {
+        assert_eq!(
+            run(
+                spec("b"),
+                paused(&spec("a")),
+                json!({"phase": "Pausing"}),
+                false
+            ),
+            PpndStep::WaitPaused {
+                phase: "Pausing".into()
+            }
+        );
+    }
+
+    #[test]
+    fn paused_failed_or_allowed_pipelines_get_the_update_while_paused() {
+        for (status, allow) in [
+            (json!({"phase": "Paused"}), false),
+            (json!({"phase": "Failed"}), false),
+            (json!({"phase": "Pausing"}), true),
+            (json!({"phase": "Running"}), true),
+        ] {
+            assert_eq!(
+                run(spec("b"), paused(&spec("a")), status.clone(), allow),
+                PpndStep::ApplyPaused,
+                "{status} allow={allow}"
+            );
+        }
+    }
+
+    #[test]
+    fn after_the_update_it_resumes_then_is_done() {
+        assert_eq!(
+            run(
+                spec("b"),
+                paused(&spec("b")),
+                json!({"phase": "Paused"}),
+                false
+            ),
+            PpndStep::Resume
+        );
+        assert_eq!(
+            run(spec("b"), spec("b"), json!({"phase": "Running"}), false),
+            PpndStep::Done
+        );
+        // A user who wants it paused keeps it paused: done once the spec is in place.
+        assert_eq!(
+            run(
+                paused(&spec("b")),
+                paused(&spec("b")),
+                json!({"phase": "Paused"}),
+                false
+            ),
+            PpndStep::Done
+        );
+    }
+
+    #[test]
+    fn paused_sets_only_the_desired_phase() {
+        let s = json!({"lifecycle": {"pauseGracePeriodSeconds": 60}, "x": 1});
+        assert_eq!(
+            paused(&s),
+            json!({"lifecycle": {"pauseGracePeriodSeconds": 60, "desiredPhase": "Paused"}, "x": 1})
+        );
+    }
+}
