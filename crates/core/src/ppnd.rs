@@ -185,3 +185,55 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn phase() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just(""),
+            Just("Running"),
+            Just("Pausing"),
+            Just("Paused"),
+            Just("Failed"),
+            Just("Deleting")
+        ]
+    }
+
+    proptest! {
+        /// A risky update never reaches a running pipeline: the new spec is only applied to a
+        /// pipeline that is Paused or Failed, unless the rollout allows data loss.
+        #[test]
+        fn updates_only_reach_paused_pipelines(
+            old in "[a-c]", new in "[a-c]", live_phase in phase(), asked_to_pause: bool,
+            allow: bool,
+        ) {
+            let desired = json!({"vertices": [{"name": "v", "udf": {"container": {"image": new}}}]});
+            let mut live = json!({"vertices": [{"name": "v", "udf": {"container": {"image": old}}}]});
+            if asked_to_pause {
+                live = paused(&live);
+            }
+            let none = BTreeMap::new();
+            let s = step(&PpndInput {
+                desired_spec: &desired,
+                live_spec: &live,
+                live_status: Some(&json!({"phase": live_phase})),
+                desired_annotations: &none,
+                live_annotations: &none,
+                allow_data_loss: allow,
+            });
+            if s == PpndStep::ApplyPaused {
+                prop_assert!(allow || live_phase == "Paused" || live_phase == "Failed");
+            }
+            if old == new {
+                // Nothing to update: never a pause.
+                prop_assert!(s == PpndStep::Done || s == PpndStep::Resume, "{s:?}");
+            } else {
+                prop_assert!(s != PpndStep::Done && s != PpndStep::Resume, "{s:?}");
+            }
+        }
+    }
+}
