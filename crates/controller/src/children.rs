@@ -4,7 +4,7 @@
 
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_not_found};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
@@ -12,6 +12,7 @@ use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_core::usde::json_eq;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -87,7 +88,7 @@ impl DesiredChild {
 /// Whether the live child differs from what the rollout wants: spec (numbers compared by
 /// value), a wanted label or annotation missing or different, or our owner reference missing.
 pub fn needs_apply<K: ChildObject>(live: &K, desired: &DesiredChild) -> bool {
-    !json_equal(live.spec(), &desired.spec)
+    !json_eq(live.spec(), &desired.spec)
         || !is_subset(&desired.labels, live.labels())
         || !is_subset(&desired.annotations, live.annotations())
         || !live
@@ -98,25 +99,6 @@ pub fn needs_apply<K: ChildObject>(live: &K, desired: &DesiredChild) -> bool {
 
 fn is_subset(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
     want.iter().all(|(k, v)| have.get(k) == Some(v))
-}
-
-/// JSON equality where `1` equals `1.0` (the API server may re-encode numbers).
-pub fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
-            (Some(i), Some(j)) => i == j,
-            _ => x.as_f64() == y.as_f64(),
-        },
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
-        }
-        _ => a == b,
-    }
 }
 
 fn api<K: ChildObject>(ctx: &Ctx, ns: &str) -> Api<K> {
@@ -169,7 +151,7 @@ pub async fn apply<K: ChildObject>(
         )
         .await
         .ctx(|| format!("applying {} {}", K::kind(&()), desired.name))?;
-    if json_equal(applied.spec(), &desired.spec) {
+    if json_eq(applied.spec(), &desired.spec) {
         return Ok(applied);
     }
     // Fields another manager added stay after an apply: replace the spec wholesale, guarded
@@ -258,26 +240,4 @@ pub fn plain_owner_ref<K: ChildObject>(child: &K) -> Option<OwnerReference> {
         controller: None,
         block_owner_deletion: None,
     })
-}
-
-/// For tests and callers that only have metadata.
-pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn numbers_compare_by_value() {
-        assert!(json_equal(
-            &json!({"a": [1, {"b": 2.0}]}),
-            &json!({"a": [1.0, {"b": 2}]})
-        ));
-        assert!(!json_equal(&json!({"a": 1}), &json!({"a": 1, "b": null})));
-        assert!(!json_equal(&json!([1, 2]), &json!([2, 1])));
-        assert!(!json_equal(&json!({"a": "1"}), &json!({"a": 1})));
-    }
 }
