@@ -7,8 +7,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use numaplane_api::ISBServiceRollout;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +21,8 @@ pub struct Stores {
     pub monovertices: Store<MonoVertex>,
     pub isbsvcs: Store<InterStepBufferService>,
     pub isb_rollouts: Store<ISBServiceRollout>,
+    /// NumaflowControllerRollouts: their pause requests apply to every pipeline of their namespace.
+    pub nc_rollouts: Store<NumaflowControllerRollout>,
     pub statefulsets: Store<StatefulSet>,
     pub pdbs: Store<PodDisruptionBudget>,
 }

@@ -13,6 +13,7 @@ pub mod finalizer;
 pub mod logging;
 pub mod metrics;
 pub mod numaflow_controller;
+pub mod pause_requests;
 pub mod riders;
 pub mod rollout;
 pub mod runtime;

@@ -17,7 +17,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
-use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
+use numaplane_api::{
+    ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
+};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::path::PathBuf;
@@ -98,12 +100,17 @@ impl Operator {
             reflector::store_shared::<InterStepBufferService>(SUBSCRIBER_BUFFER);
         let (isb_rollouts, isb_rollouts_w) =
             reflector::store_shared::<ISBServiceRollout>(SUBSCRIBER_BUFFER);
+        let (nc_rollouts, nc_rollouts_w) =
+            reflector::store_shared::<NumaflowControllerRollout>(SUBSCRIBER_BUFFER);
         let (statefulsets, statefulsets_w) =
             reflector::store_shared::<StatefulSet>(SUBSCRIBER_BUFFER);
         let (pdbs, pdbs_w) = reflector::store_shared::<PodDisruptionBudget>(SUBSCRIBER_BUFFER);
 
+        let pipelines_for_ncr = subscribe(&pipelines_w)?;
         let subs = Subscriptions {
             pipelines: subscribe(&pipelines_w)?,
+            pipelines_for_isbr: subscribe(&pipelines_w)?,
+            nc_rollouts_for_pr: subscribe(&nc_rollouts_w)?,
             monovertices: subscribe(&monovertices_w)?,
             isbsvcs_for_isbr: subscribe(&isbsvcs_w)?,
             isbsvcs_for_pr: subscribe(&isbsvcs_w)?,
@@ -154,6 +161,15 @@ impl Operator {
             &mut tasks,
             &cancel,
             scoped(&client, &opts.watch_namespace),
+            watcher::Config::default(),
+            nc_rollouts_w,
+            deletions.clone(),
+            opts.metrics.clone(),
+        );
+        spawn_watch(
+            &mut tasks,
+            &cancel,
+            scoped(&client, &opts.watch_namespace),
             watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
             statefulsets_w,
             deletions.clone(),
@@ -174,6 +190,7 @@ impl Operator {
             monovertices,
             isbsvcs,
             isb_rollouts,
+            nc_rollouts,
             statefulsets,
             pdbs,
         };
@@ -181,6 +198,7 @@ impl Operator {
         stores.monovertices.wait_until_ready().await?;
         stores.isbsvcs.wait_until_ready().await?;
         stores.isb_rollouts.wait_until_ready().await?;
+        stores.nc_rollouts.wait_until_ready().await?;
         stores.statefulsets.wait_until_ready().await?;
         stores.pdbs.wait_until_ready().await?;
         info!("caches synced");
@@ -263,6 +281,7 @@ impl Operator {
                 watch_namespace: &opts.watch_namespace,
                 cfg: &cfg,
                 gained: &gained_tx,
+                pipelines: pipelines_for_ncr,
             },
         )
         .await?;
@@ -295,6 +314,8 @@ impl Drop for Operator {
 
 struct Subscriptions {
     pipelines: reflector::ReflectHandle<Pipeline>,
+    pipelines_for_isbr: reflector::ReflectHandle<Pipeline>,
+    nc_rollouts_for_pr: reflector::ReflectHandle<NumaflowControllerRollout>,
     monovertices: reflector::ReflectHandle<MonoVertex>,
     isbsvcs_for_isbr: reflector::ReflectHandle<InterStepBufferService>,
     isbsvcs_for_pr: reflector::ReflectHandle<InterStepBufferService>,
@@ -411,6 +432,7 @@ fn spawn_cache_gauges(
                 + s.monovertices.state().len()
                 + s.isbsvcs.state().len()
                 + s.isb_rollouts.state().len()
+                + s.nc_rollouts.state().len()
                 + s.statefulsets.state().len()
                 + s.pdbs.state().len();
             ctx.metrics.kube_resource_monitored.set(n as i64);
@@ -478,7 +500,7 @@ fn spawn_controllers(
     )
     .with_config(cfg.clone());
     let pr_store = prs.store();
-    let (by_isbsvc, by_isbr) = (pr_store.clone(), pr_store.clone());
+    let (by_isbsvc, by_isbr, by_ncr) = (pr_store.clone(), pr_store.clone(), pr_store.clone());
     let prs = prs
         .owns_shared_stream(subs.pipelines)
         .watches_shared_stream(subs.isbsvcs_for_pr, move |isb| {
@@ -496,6 +518,16 @@ fn spawn_controllers(
                 &isbr.namespace().unwrap_or_default(),
                 &isbr.name_any(),
             )
+        })
+        // A NumaflowControllerRollout's pause request concerns every pipeline of its namespace.
+        .watches_shared_stream(subs.nc_rollouts_for_pr, move |ncr| {
+            let ns = ncr.namespace().unwrap_or_default();
+            by_ncr
+                .state()
+                .iter()
+                .filter(|pr| pr.namespace().as_deref() == Some(ns.as_str()))
+                .map(|pr| ObjectRef::from_obj(&**pr))
+                .collect::<Vec<_>>()
         })
         .reconcile_on(config_triggers(&ctx.settings, pr_store))
         .reconcile_on(deletion_triggers(deletions, &["Pipeline"]));
@@ -519,6 +551,12 @@ fn spawn_controllers(
     let isbsvc_store = ctx.stores.isbsvcs.clone();
     let isbrs = isbrs
         .owns_shared_stream(subs.isbsvcs_for_isbr)
+        // Pipelines on it: a pause request waits until they are paused.
+        .watches_shared_stream(subs.pipelines_for_isbr, |p| {
+            p.labels()
+                .get(labels::ISBSVC_NAME)
+                .map(|r| ObjectRef::new(r).within(&p.namespace().unwrap_or_default()))
+        })
         .watches_shared_stream(subs.statefulsets, move |sts| {
             let ns = sts.namespace().unwrap_or_default();
             let isb = sts

@@ -143,7 +143,7 @@ async fn a_pipeline_that_cannot_drain_waits_until_data_loss_is_allowed() {
             let st = pr?.status.as_ref()?;
             (st.status
                 .message
-                .contains("waiting for pipeline pr-0 to drain and pause"))
+                .contains("waiting for pipeline pr-0 to drain and pause (phase Pausing)"))
             .then(|| st.status.message.clone())
         })
         .await;

@@ -14,14 +14,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use numaplane_api::keys::{condition, event_reason, message, reason};
+use numaplane_api::common::{Phase, UpgradeStrategy};
+use numaplane_api::keys::{condition, event_reason, reason};
 use numaplane_api::{
     ISBServiceRollout, NumaflowController, NumaflowControllerRollout,
     NumaflowControllerRolloutStatus, NumaflowControllerSpec, PipelineRollout,
 };
 use numaplane_core::conditions::set_condition;
 use numaplane_core::config::UserStrategy;
-use numaplane_core::health::HealthStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{Instrument, info, info_span};
@@ -36,22 +36,68 @@ const DELETION_RECHECK: Duration = Duration::from_secs(5);
 pub enum UpdateDecision {
     /// Update the NumaflowController now.
     ApplyNow,
+    /// Ask every pipeline of the namespace to pause first (pause-and-drain).
+    PauseFirst,
 }
 
-/// The seam for upgrade strategies. A change of `spec.version` is a data-loss change
-/// (`numaflowcontroller.dataLoss: [spec.version]` in the shipped USDE config): under
-/// `pause-and-drain` the reference first asks every pipeline of the namespace to pause and
-/// updates the NumaflowController once they are paused or cannot pause; that is added here
-/// with the pause-and-drain strategy (a "pause first" decision, persisted in
-/// `status.upgradeInProgress`). Under `no-strategy`, and under `progressive` (not implemented
-/// for the Numaflow controller, as in the reference), every change applies directly.
+/// The upgrade-strategy decision. A change of a `numaflowcontroller` USDE field (shipped:
+/// `dataLoss: [spec.version]`) under `pause-and-drain` first asks every pipeline of the
+/// namespace to pause and updates the NumaflowController once they are paused or cannot pause
+/// (persisted in `status.upgradeInProgress`). Under `no-strategy`, and under `progressive` (not
+/// implemented for the Numaflow controller, as in the reference), every change applies directly.
 pub fn decide_update(
     strategy: UserStrategy,
+    config: Option<&numaplane_core::config::UsdeKindConfig>,
     live: &NumaflowControllerSpec,
     desired: &NumaflowControllerSpec,
 ) -> UpdateDecision {
-    let _ = (strategy, live, desired);
-    UpdateDecision::ApplyNow
+    let (Ok(live), Ok(desired)) = (serde_json::to_value(live), serde_json::to_value(desired))
+    else {
+        return UpdateDecision::ApplyNow;
+    };
+    let none = Default::default();
+    let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
+        user_strategy: strategy,
+        config,
+        desired_spec: &desired,
+        live_spec: &live,
+        desired_labels: &none,
+        live_labels: &none,
+        desired_annotations: &none,
+        live_annotations: &none,
+        riders: &[],
+    });
+    let decision = numaplane_core::usde::effective_for_kind(
+        numaplane_core::usde::ChildKind::NumaflowController,
+        decision,
+    );
+    if decision.strategy == UpgradeStrategy::PipelinePauseAndDrain {
+        UpdateDecision::PauseFirst
+    } else {
+        UpdateDecision::ApplyNow
+    }
+}
+
+/// Whether the NumaflowController has rolled out its spec: generation observed, not Pending,
+/// its Deployment not progressing. A Failed one counts (as in the reference), so a failed
+/// upgrade does not keep the pipelines paused forever.
+fn controller_reconciled(nc: &NumaflowController) -> Result<(), String> {
+    let generation = nc.metadata.generation.unwrap_or_default();
+    let st = nc.status.clone().unwrap_or_default().status;
+    if st.observed_generation < generation {
+        return Err(format!(
+            "observedGeneration {} < generation {generation}",
+            st.observed_generation
+        ));
+    }
+    if st.phase == Phase::Pending || st.phase == Phase::Unset {
+        return Err(format!("phase {}", st.phase.as_str()));
+    }
+    let reported = mirror_controller(nc);
+    if reported.reason == reason::PROGRESSING {
+        return Err(reported.message);
+    }
+    Ok(())
 }
 
 pub async fn reconcile(
@@ -158,6 +204,9 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
             st.status.message = msg;
             Action::requeue(DELETION_RECHECK)
         }
+        None if st.status.upgrade_in_progress != UpgradeStrategy::NoOp => {
+            Action::requeue(crate::rollout::IN_PROGRESS_RECHECK)
+        }
         None => Action::requeue(crate::context::RESYNC),
     };
     record_metrics(nctx, r, &st);
@@ -185,6 +234,8 @@ async fn ensure_controller(
         .controllers
         .get(&ObjectRef::new(&name).within(&ns))
         .map(|nc| status::fresher(ctx, nc));
+    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    let mut pending: Option<String> = None;
     let (nc, phase) = match cached {
         Some(nc) if nc.meta().deletion_timestamp.is_some() => {
             // Its deletion wakes us; then it is recreated.
@@ -196,13 +247,29 @@ async fn ensure_controller(
         }
         Some(nc) => {
             check_owned(&nc, &uid, &ns)?;
-            if nc.spec == desired {
+            if in_progress {
+                let (nc, phase, msg) = pause_step(r, nctx, &nc, &desired, st).await?;
+                pending = msg;
+                (nc, phase)
+            } else if nc.spec == desired {
                 ((*nc).clone(), None)
             } else {
-                match decide_update(ctx.settings.user_strategy(&ns), &nc.spec, &desired) {
+                let usde = ctx.settings.usde();
+                let config = usde.as_ref().and_then(|u| u.for_kind("numaflowcontroller"));
+                match decide_update(ctx.settings.user_strategy(&ns), config, &nc.spec, &desired) {
                     UpdateDecision::ApplyNow => {
                         info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
                         (apply_controller(r, nctx, &desired).await?, Some("update"))
+                    }
+                    UpdateDecision::PauseFirst => {
+                        info!(from = %nc.spec.version, to = %desired.version,
+                            "pause-and-drain: requesting a pause of the namespace's pipelines");
+                        st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+                        pending = Some(format!(
+                            "pause-and-drain: requesting a pause of the pipelines of namespace {ns} before updating the Numaflow controller from {} to {}",
+                            nc.spec.version, desired.version
+                        ));
+                        ((*nc).clone(), None)
                     }
                 }
             }
@@ -221,7 +288,10 @@ async fn ensure_controller(
             (apply_controller(r, nctx, &desired).await?, Some("create"))
         }
     };
-    status::mark_deployed(&mut st.status, generation, now);
+    match &pending {
+        Some(m) => status::mark_pending(&mut st.status, m),
+        None => status::mark_deployed(&mut st.status, generation, now),
+    }
     let reported = mirror_controller(&nc);
     set_condition(
         &mut st.status.conditions,
@@ -232,17 +302,68 @@ async fn ensure_controller(
         generation,
         now.clone(),
     );
-    // No pause is ever requested until the pause-and-drain strategy exists (see decide_update).
-    set_condition(
-        &mut st.status.conditions,
-        condition::PAUSING_PIPELINES,
-        HealthStatus::False,
-        reason::NO_PAUSE,
-        message::NO_PAUSE_NEEDED,
+    crate::pause_requests::report(
+        &mut st.status,
+        &mut st.pause_request_status,
         generation,
-        now.clone(),
+        now,
     );
     Ok(phase)
+}
+
+/// One step of a pause-and-drain update in progress: wait until the namespace's pipelines are
+/// paused (or won't pause), update the NumaflowController (Event `PipelinesPaused`), wait until
+/// it is reconciled, release the request. Returns the NumaflowController, the duration phase
+/// when it was written, and what the rollout waits for.
+async fn pause_step(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    nc: &NumaflowController,
+    desired: &NumaflowControllerSpec,
+    st: &mut NumaflowControllerRolloutStatus,
+) -> Result<(NumaflowController, Option<&'static str>, Option<String>), Error> {
+    let ns = r.namespace().unwrap_or_default();
+    let name = r.name_any();
+    if nc.spec != *desired {
+        let waiting = crate::pause_requests::pipelines_not_paused(&nctx.ctx, &ns, None).await?;
+        if !waiting.is_empty() {
+            let msg = format!(
+                "pause-and-drain: waiting for pipelines {} to pause before updating the Numaflow controller to {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
+                waiting.join(", "),
+                desired.version,
+                numaplane_api::keys::annotations::ALLOW_DATA_LOSS
+            );
+            return Ok((nc.clone(), None, Some(msg)));
+        }
+        info!(from = %nc.spec.version, to = %desired.version,
+            "pause-and-drain: pipelines paused, updating NumaflowController");
+        let written = apply_controller(r, nctx, desired).await?;
+        publish(
+            nctx,
+            r,
+            EventType::Normal,
+            event_reason::PIPELINES_PAUSED,
+            format!(
+                "pipelines of namespace {ns} paused; updating NumaflowController {name} to {}",
+                desired.version
+            ),
+        )
+        .await;
+        let msg = format!(
+            "pause-and-drain: NumaflowController {name} updated to {}; waiting for it to be reconciled before resuming the pipelines",
+            desired.version
+        );
+        return Ok((written, Some("update"), Some(msg)));
+    }
+    if let Err(why) = controller_reconciled(nc) {
+        let msg = format!(
+            "pause-and-drain: waiting for NumaflowController {name} to be reconciled before resuming the pipelines: {why}"
+        );
+        return Ok((nc.clone(), None, Some(msg)));
+    }
+    info!("pause-and-drain: NumaflowController reconciled, pause released");
+    st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+    Ok((nc.clone(), None, None))
 }
 
 fn check_owned(nc: &NumaflowController, uid: &str, ns: &str) -> Result<(), Error> {
@@ -457,7 +578,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_strategy_applies_directly_for_now() {
+    fn a_version_change_pauses_first_only_under_pause_and_drain() {
         let live = NumaflowControllerSpec {
             version: "1.7.5".into(),
             instance_id: None,
@@ -466,12 +587,34 @@ mod tests {
             version: "1.8.1".into(),
             instance_id: None,
         };
-        for s in [
-            UserStrategy::NoStrategy,
-            UserStrategy::PauseAndDrain,
-            UserStrategy::Progressive,
-        ] {
-            assert_eq!(decide_update(s, &live, &desired), UpdateDecision::ApplyNow);
+        let cfg = numaplane_core::config::UsdeKindConfig {
+            data_loss: vec![numaplane_core::config::SpecField {
+                path: "spec.version".into(),
+                include_subfields: false,
+            }],
+            ..Default::default()
+        };
+        for s in [UserStrategy::NoStrategy, UserStrategy::Progressive] {
+            assert_eq!(
+                decide_update(s, Some(&cfg), &live, &desired),
+                UpdateDecision::ApplyNow
+            );
         }
+        assert_eq!(
+            decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &desired),
+            UpdateDecision::PauseFirst
+        );
+        assert_eq!(
+            decide_update(UserStrategy::PauseAndDrain, None, &live, &desired),
+            UpdateDecision::ApplyNow
+        );
+        let instance = NumaflowControllerSpec {
+            instance_id: Some("a".into()),
+            ..live.clone()
+        };
+        assert_eq!(
+            decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &instance),
+            UpdateDecision::ApplyNow
+        );
     }
 }

@@ -37,6 +37,9 @@ pub struct Wiring<'a> {
     pub cfg: &'a ControllerConfig,
     /// Fires when this replica becomes leader.
     pub gained: &'a broadcast::Sender<()>,
+    /// Pipelines: a NumaflowControllerRollout's pause request waits until those of its
+    /// namespace are paused.
+    pub pipelines: ReflectHandle<numaplane_api::numaflow::Pipeline>,
 }
 
 type Wake<K> = mpsc::UnboundedSender<ObjectRef<K>>;
@@ -261,8 +264,18 @@ pub async fn start(
     )
     .with_config(w.cfg.clone());
     let nfcr_store = nfcrs.store();
+    let by_pipeline = nfcr_store.clone();
     let nfcrs = nfcrs
         .owns_shared_stream(ncs_for_rollouts)
+        .watches_shared_stream(w.pipelines, move |p| {
+            let ns = p.namespace().unwrap_or_default();
+            by_pipeline
+                .state()
+                .iter()
+                .filter(|r| r.namespace().as_deref() == Some(ns.as_str()))
+                .map(|r| ObjectRef::from_obj(&**r))
+                .collect::<Vec<_>>()
+        })
         .reconcile_on(channel_stream(rollout_deleted_rx))
         .reconcile_on(config_triggers(&ctx.settings, nfcr_store))
         .reconcile_all_on(leadership_gained(w.gained));

@@ -1,17 +1,19 @@
 //! ISBServiceRollout: one PodDisruptionBudget per InterStepBufferService, and health that
 //! includes the JetStream StatefulSet's rollout.
 
-use super::Rollout;
-use crate::children::FIELD_MANAGER;
+use super::{Carry, Rollout};
+use crate::children::{DesiredChild, FIELD_MANAGER};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext};
 use crate::events::source;
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
+use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{event_reason, labels};
 use numaplane_api::numaflow::InterStepBufferService;
 use numaplane_api::{ISBServiceRollout, ISBServiceRolloutStatus};
@@ -60,6 +62,118 @@ fn pdb_current(pdb: &PodDisruptionBudget, isbsvc: &str) -> bool {
                 && m.get(labels::NUMAFLOW_ISBSVC_NAME).map(String::as_str) == Some(isbsvc)
         });
     max_one && selects && spec.min_available.is_none()
+}
+
+/// The JetStream StatefulSet Numaflow runs an InterStepBufferService in, as JSON.
+fn statefulset_of(ctx: &Ctx, child: &InterStepBufferService) -> Option<Value> {
+    let ns = child.namespace();
+    let sts_name = format!("isbsvc-{}-js", child.name_any());
+    ctx.stores
+        .statefulsets
+        .state()
+        .into_iter()
+        .find(|s| s.namespace() == ns && s.name_any() == sts_name)
+        .and_then(|s| serde_json::to_value(&*s).ok())
+}
+
+/// Carries a change under the `pause-and-drain` strategy (api.md §14, progressive.md §8.4): a
+/// change of a data-loss or recreate field of the `interstepbufferservice` USDE lists first
+/// requests a pause of the pipelines on this ISB service (`status.upgradeInProgress`, read by
+/// the PipelineRollouts), waits until each is Paused or won't pause, updates the
+/// InterStepBufferService in place (also for recreate fields, for now), waits until Numaflow has
+/// rolled it out, then releases the request.
+async fn pause_and_update(
+    rollout: &ISBServiceRollout,
+    ctx: &Ctx,
+    st: &mut ISBServiceRolloutStatus,
+    live: &InterStepBufferService,
+    desired: DesiredChild,
+) -> Result<Carry<InterStepBufferService>, Error> {
+    let ns = desired.namespace.clone();
+    let name = rollout.name_any();
+    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    let user = ctx.settings.user_strategy(&ns);
+    if !in_progress {
+        if user != numaplane_core::config::UserStrategy::PauseAndDrain {
+            return Ok(Carry::Apply(Box::new(desired)));
+        }
+        let usde = ctx.settings.usde();
+        let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
+            user_strategy: user,
+            config: usde
+                .as_ref()
+                .and_then(|u| u.for_kind("interstepbufferservice")),
+            desired_spec: &desired.spec,
+            live_spec: &live.spec,
+            desired_labels: &desired.labels,
+            live_labels: live.labels(),
+            desired_annotations: &desired.annotations,
+            live_annotations: live.annotations(),
+            riders: &[],
+        });
+        if decision.strategy != UpgradeStrategy::PipelinePauseAndDrain {
+            return Ok(Carry::Apply(Box::new(desired)));
+        }
+        let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
+        info!(child = %desired.name, ?fields, recreate = decision.recreate,
+            "pause-and-drain: requesting a pause of the pipelines before the update");
+        st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+        return Ok(Carry::Prepared {
+            child: live.clone(),
+            pending: Some(format!(
+                "pause-and-drain: requesting a pause of the pipelines using ISBServiceRollout {name} before applying a change of {}",
+                fields.join(", ")
+            )),
+        });
+    }
+    if crate::children::needs_apply(live, &desired) {
+        let waiting = crate::pause_requests::pipelines_not_paused(ctx, &ns, Some(&name)).await?;
+        if !waiting.is_empty() {
+            return Ok(Carry::Prepared {
+                child: live.clone(),
+                pending: Some(format!(
+                    "pause-and-drain: waiting for pipelines {} to pause before updating InterStepBufferService {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
+                    waiting.join(", "),
+                    desired.name,
+                    numaplane_api::keys::annotations::ALLOW_DATA_LOSS
+                )),
+            });
+        }
+        let child = crate::children::apply(ctx, live, &desired).await?;
+        info!(child = %desired.name, "pause-and-drain: pipelines paused, InterStepBufferService updated");
+        ctx.events
+            .publish(
+                source::ISBSVC_ROLLOUT,
+                &super::object_ref(rollout),
+                EventType::Normal,
+                event_reason::PIPELINES_PAUSED,
+                format!(
+                    "pipelines using ISBServiceRollout {name} paused; updating InterStepBufferService {}",
+                    desired.name
+                ),
+            )
+            .await;
+        return Ok(Carry::Prepared {
+            child,
+            pending: Some(format!(
+                "pause-and-drain: InterStepBufferService {} updated; waiting for it to be reconciled before resuming the pipelines",
+                desired.name
+            )),
+        });
+    }
+    let sts = statefulset_of(ctx, live);
+    if let Err(why) = health::isbsvc_reconciled(&live.to_json(), sts.as_ref()) {
+        return Ok(Carry::Prepared {
+            child: live.clone(),
+            pending: Some(format!(
+                "pause-and-drain: waiting for InterStepBufferService {} to be reconciled before resuming the pipelines: {why}",
+                desired.name
+            )),
+        });
+    }
+    info!(child = %desired.name, "pause-and-drain: InterStepBufferService reconciled, pause released");
+    st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+    Ok(Carry::Apply(Box::new(desired)))
 }
 
 impl Rollout for ISBServiceRollout {
@@ -142,16 +256,32 @@ impl Rollout for ISBServiceRollout {
         Ok(())
     }
 
+    async fn carry_update(
+        &self,
+        ctx: &Ctx,
+        st: &mut ISBServiceRolloutStatus,
+        live: &InterStepBufferService,
+        desired: DesiredChild,
+    ) -> Result<Carry<InterStepBufferService>, Error> {
+        pause_and_update(self, ctx, st, live, desired).await
+    }
+
     fn health(ctx: &Ctx, child: &InterStepBufferService) -> Health {
-        let ns = child.namespace();
-        let sts_name = format!("isbsvc-{}-js", child.name_any());
-        let sts: Option<std::sync::Arc<StatefulSet>> = ctx
-            .stores
-            .statefulsets
-            .state()
-            .into_iter()
-            .find(|s| s.namespace() == ns && s.name_any() == sts_name);
-        let sts_json = sts.and_then(|s| serde_json::to_value(&*s).ok());
-        health::isbsvc_health(&child.to_json(), sts_json.as_ref())
+        let sts = statefulset_of(ctx, child);
+        health::isbsvc_health(&child.to_json(), sts.as_ref())
+    }
+
+    fn observe_child(
+        st: &mut ISBServiceRolloutStatus,
+        _child: &InterStepBufferService,
+        generation: i64,
+        now: &Time,
+    ) {
+        crate::pause_requests::report(
+            &mut st.status,
+            &mut st.pause_request_status,
+            generation,
+            now,
+        );
     }
 }

@@ -37,6 +37,10 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 /// How long to wait before re-checking while children are being deleted.
 const DELETION_RECHECK: Duration = Duration::from_secs(2);
+/// Re-check period while an upgrade strategy is in progress (the reference's default requeue):
+/// a safety net behind the watch triggers, e.g. for an allow-data-loss annotation added to
+/// another rollout.
+pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
 
 /// What a kind must provide to run the shared loop.
 pub trait Rollout:
@@ -216,7 +220,11 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             } else {
                 debug!("in sync, nothing to do");
             }
-            Action::requeue(RESYNC)
+            if st.common().upgrade_in_progress == Default::default() {
+                Action::requeue(RESYNC)
+            } else {
+                Action::requeue(IN_PROGRESS_RECHECK)
+            }
         }
         Ok(Pass::Waiting(message)) => {
             status::mark_pending(st.common_mut(), &message);
@@ -333,7 +341,9 @@ async fn drive<R: Rollout>(
             let child_name = live.name_any();
             let mut desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
             obj.adapt_to_live(&live, &mut desired);
-            if generation_changed || children::needs_apply(&live, &desired) {
+            // A strategy in progress takes its next step even when nothing differs.
+            let in_progress = st.common().upgrade_in_progress != Default::default();
+            if generation_changed || in_progress || children::needs_apply(&live, &desired) {
                 match obj.carry_update(ctx, st, &live, desired).await? {
                     Carry::Apply(desired) => {
                         let desired = *desired;
@@ -345,7 +355,7 @@ async fn drive<R: Rollout>(
                         children::apply::<R::Child>(ctx, &live, &desired).await?
                     }
                     Carry::Prepared { child, pending } => {
-                        changed = true;
+                        changed |= child.resource_version() != live.resource_version();
                         pending_message = pending;
                         child
                     }

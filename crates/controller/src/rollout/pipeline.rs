@@ -27,6 +27,94 @@ pub struct IsbTarget {
     pub rollout: String,
     /// Its current InterStepBufferService child.
     pub child: String,
+    /// The rollouts requesting a pause of this pipeline (its ISBServiceRollout, the
+    /// NumaflowControllerRollout of the namespace), empty when none.
+    pub pause_requests: Vec<String>,
+}
+
+fn allows_data_loss(rollout: &PipelineRollout) -> bool {
+    rollout
+        .annotations()
+        .get(numaplane_api::keys::annotations::ALLOW_DATA_LOSS)
+        .is_some_and(|v| v == "true")
+}
+
+/// `desired` with the user's own `lifecycle.desiredPhase` (from `user`) instead of a forced one.
+fn unforced(desired: &Value, user: &Value) -> Value {
+    let mut s = desired.clone();
+    match user.pointer("/lifecycle/desiredPhase") {
+        Some(p) => {
+            if let Some(l) = s.get_mut("lifecycle").and_then(Value::as_object_mut) {
+                l.insert("desiredPhase".into(), p.clone());
+            }
+        }
+        None => {
+            let emptied = match s.get_mut("lifecycle").and_then(Value::as_object_mut) {
+                Some(l) => {
+                    l.remove("desiredPhase");
+                    l.is_empty()
+                }
+                None => false,
+            };
+            if emptied
+                && user.get("lifecycle").is_none()
+                && let Some(m) = s.as_object_mut()
+            {
+                m.remove("lifecycle");
+            }
+        }
+    }
+    s
+}
+
+/// Keeps the pipeline paused while an ISBServiceRollout or NumaflowControllerRollout requests it
+/// (api.md §14): the live spec with `desiredPhase: Paused`, or, once Paused, the desired spec
+/// still paused. Marked `PipelinePauseAndDrain` in `status.upgradeInProgress`, so the pipeline
+/// is resumed (`strategy.ppnd.fastResume`) by [`pause_and_drain`] once the request ends.
+async fn paused_on_request(
+    ctx: &Ctx,
+    st: &mut PipelineRolloutStatus,
+    live: &Pipeline,
+    desired: DesiredChild,
+    by: &[String],
+) -> Result<Carry<Pipeline>, Error> {
+    use numaplane_api::common::UpgradeStrategy;
+    st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+    let target = if live_phase(live.status()) == "Paused" {
+        desired
+    } else {
+        DesiredChild {
+            spec: numaplane_core::ppnd::paused(&live.spec),
+            ..desired
+        }
+    };
+    let by = by.join(", ");
+    let child = if crate::children::needs_apply(live, &target) {
+        let pausing = desired_phase(&live.spec) != "Paused";
+        let child = crate::children::apply(ctx, live, &target).await?;
+        if pausing {
+            info!(child = %target.name, %by, "pausing pipeline on request");
+            ctx.events
+                .publish(
+                    source::PIPELINE_ROLLOUT,
+                    &super::object_ref(live),
+                    EventType::Normal,
+                    event_reason::PIPELINE_PAUSE,
+                    format!("pausing pipeline {}: pause requested by {by}", target.name),
+                )
+                .await;
+        }
+        child
+    } else {
+        live.clone()
+    };
+    Ok(Carry::Prepared {
+        child,
+        pending: Some(format!(
+            "pause-and-drain: pipeline {} kept paused: pause requested by {by}",
+            target.name
+        )),
+    })
 }
 
 /// Slow resume: vertices restart from `scale.min` and scale up gradually.
@@ -64,6 +152,20 @@ async fn pause_and_drain(
     use numaplane_api::common::UpgradeStrategy;
     use numaplane_core::ppnd::{PpndInput, PpndStep};
     let ns = desired.namespace.clone();
+    let allow_data_loss = allows_data_loss(rollout);
+    let mut desired = desired;
+    let requests = crate::pause_requests::requests_for_pipeline(
+        &ctx.stores,
+        &ns,
+        &isb_rollout_name(&rollout.spec.pipeline.spec),
+    );
+    if !requests.is_empty() && !allow_data_loss {
+        if live_phase(live.status()) != "Failed" {
+            return paused_on_request(ctx, st, live, desired, &requests).await;
+        }
+        // A Failed pipeline won't pause: not kept paused for the request.
+        desired.spec = unforced(&desired.spec, &rollout.spec.pipeline.spec);
+    }
     let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
     let user = ctx.settings.user_strategy(&ns);
     if !in_progress && user != numaplane_core::config::UserStrategy::PauseAndDrain {
@@ -89,10 +191,6 @@ async fn pause_and_drain(
         info!(child = %desired.name, ?fields, "pause-and-drain: change needs the pipeline paused");
         st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
     }
-    let allow_data_loss = rollout
-        .annotations()
-        .get(numaplane_api::keys::annotations::ALLOW_DATA_LOSS)
-        .is_some_and(|v| v == "true");
     let step = numaplane_core::ppnd::step(&PpndInput {
         desired_spec: &desired.spec,
         live_spec: &live.spec,
@@ -316,8 +414,14 @@ impl Rollout for PipelineRollout {
         if !exists {
             return Err(Error::MissingIsbServiceRollout(rollout));
         }
+        let pause_requests =
+            crate::pause_requests::requests_for_pipeline(&ctx.stores, &ns, &rollout);
         Ok(match current_isbsvc(&ctx.stores.isbsvcs, &ns, &rollout) {
-            Some(child) => Ok(IsbTarget { rollout, child }),
+            Some(child) => Ok(IsbTarget {
+                rollout,
+                child,
+                pause_requests,
+            }),
             None => Err(format!(
                 "waiting for ISBServiceRollout {rollout} to create its InterStepBufferService"
             )),
@@ -336,6 +440,11 @@ impl Rollout for PipelineRollout {
                 "interStepBufferServiceName".into(),
                 Value::String(isb.child.clone()),
             );
+        }
+        // While a pause is requested, new pipelines start paused and running ones are paused
+        // (see `paused_on_request`); allow-data-loss opts out.
+        if !isb.pause_requests.is_empty() && !allows_data_loss(self) {
+            desired.spec = numaplane_core::ppnd::paused(&desired.spec);
         }
     }
 

@@ -1,0 +1,403 @@
+//! Pause requests under pause-and-drain (scenarios.md A.1–A.3 with `pause-and-drain`): an ISB
+//! service version change pauses the pipelines using it first, updates the isbsvc, then resumes
+//! them; a change outside the USDE lists never pauses; a Failed pipeline is not waited on; a
+//! Numaflow controller version change pauses the namespace's pipelines first.
+
+mod support;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::common::{Phase, UpgradeStrategy};
+use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
+use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout, PipelineRollout};
+use numaplane_testenv::simulator::PipelineBehaviour;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::{Harness, condition};
+
+const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
+
+fn isb_rollout(jetstream: Value) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "default"},
+        "spec": {"interStepBufferService": {"spec": {"jetstream": jetstream}}}
+    })
+}
+
+fn pipeline_rollout(name: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": name},
+        "spec": {"pipeline": {"spec": {
+            "lifecycle": {"pauseGracePeriodSeconds": 30},
+            "vertices": [
+                {"name": "in", "scale": {"min": 1, "max": 1}, "source": {"generator": {"rpu": 5}}},
+                {"name": "cat", "scale": {"min": 1, "max": 1},
+                 "udf": {"container": {"image": "quay.io/numaio/numaflow-go/map-cat:stable"}}},
+                {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+            ],
+            "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]
+        }}}
+    })
+}
+
+fn phase(p: &Pipeline) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s["phase"].as_str())
+        .unwrap_or_default()
+}
+
+fn running_as_specified(p: Option<&Pipeline>) -> Option<()> {
+    let p = p?;
+    (phase(p) == "Running" && p.spec.pointer("/lifecycle/desiredPhase").is_none()).then_some(())
+}
+
+fn pr_settled(pr: Option<&PipelineRollout>) -> Option<()> {
+    let st = pr?.status.as_ref()?;
+    (st.status.phase == Phase::Deployed
+        && st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.status.observed_generation == pr?.metadata.generation.unwrap_or(-1)
+        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then_some(())
+}
+
+fn isbr_settled(r: Option<&ISBServiceRollout>) -> Option<ISBServiceRollout> {
+    let r = r?;
+    let st = r.status.as_ref()?;
+    (st.status.phase == Phase::Deployed
+        && st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.status.observed_generation == r.metadata.generation.unwrap_or(-1)
+        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then(|| r.clone())
+}
+
+fn pausing(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> Option<String> {
+    condition(conds, "PausingPipelines").map(|c| c.0)
+}
+
+fn js_version(i: &InterStepBufferService) -> &str {
+    i.spec["jetstream"]["version"].as_str().unwrap_or_default()
+}
+
+/// Every version of object `name` of kind `K` seen from now on (a watch misses no write, unlike
+/// polling: a pipeline may be Paused for less than a poll interval).
+fn record<K>(h: &Harness, name: &str) -> Arc<Mutex<Vec<K>>>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (out, api) = (seen.clone(), h.api::<K>());
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff().applied_objects());
+        while let Some(ev) = stream.next().await {
+            if let Ok(obj) = ev {
+                out.lock().expect("lock").push(obj);
+            }
+        }
+    });
+    seen
+}
+
+fn rv<K: kube::Resource>(k: &K) -> u64 {
+    k.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// The resourceVersion at which the pipeline was first seen Paused and drained.
+fn paused_drained_at(seen: &Mutex<Vec<Pipeline>>) -> Option<u64> {
+    seen.lock()
+        .expect("lock")
+        .iter()
+        .find(|p| {
+            phase(p) == "Paused"
+                && p.status.as_ref().map(|s| &s["drainedOnPause"]) == Some(&json!(true))
+        })
+        .map(rv)
+}
+
+async fn event_reasons(h: &Harness, kind: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn isb_service_version_change_pauses_its_pipelines_first() {
+    let h = Harness::start_with_usde("pause-isb", PPND).await;
+    h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.17"})))
+        .await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pa")).await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pf")).await;
+    h.until("pa deployed", "pa", pr_settled).await;
+    h.until("pf deployed", "pf", pr_settled).await;
+    h.until("isb deployed", "default", isbr_settled).await;
+
+    // pf fails: a Failed pipeline never pauses, so it is not waited on.
+    h.sim
+        .set_pipeline_behaviour(&h.ns, "pf-0", PipelineBehaviour::FailAfter(Duration::ZERO));
+    h.until::<Pipeline, _, _>("pf failed", "pf-0", |p| {
+        (phase(p?) == "Failed").then_some(())
+    })
+    .await;
+
+    // Outside the USDE lists: applied directly, nothing paused.
+    h.apply::<ISBServiceRollout>(isb_rollout(json!({
+        "version": "2.10.17",
+        "containerTemplate": {"resources": {"limits": {"cpu": "1"}}}
+    })))
+    .await;
+    h.until::<InterStepBufferService, _, _>("resources applied directly", "default-0", |i| {
+        (i?.spec
+            .pointer("/jetstream/containerTemplate/resources/limits/cpu")
+            == Some(&json!("1")))
+        .then_some(())
+    })
+    .await;
+    h.stays::<ISBServiceRollout, _>(
+        "no pause requested for a resources change",
+        "default",
+        Duration::from_secs(2),
+        |r| {
+            r.and_then(|r| r.status.as_ref()).is_some_and(|st| {
+                st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+                    && pausing(&st.status.conditions).as_deref() == Some("False")
+            })
+        },
+    )
+    .await;
+    h.until("pa still running", "pa-0", running_as_specified)
+        .await;
+
+    // A version change is a data-loss change: the pipelines pause first.
+    h.sim.set_pipeline_behaviour(
+        &h.ns,
+        "pa-0",
+        PipelineBehaviour::SlowDrain(Duration::from_secs(3)),
+    );
+    let pa_seen = record::<Pipeline>(&h, "pa-0");
+    let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.apply::<ISBServiceRollout>(isb_rollout(json!({
+        "version": "2.10.11",
+        "containerTemplate": {"resources": {"limits": {"cpu": "1"}}}
+    })))
+    .await;
+    let st = h
+        .until::<ISBServiceRollout, _, _>("pause requested, waiting for pa-0", "default", |r| {
+            let st = r?.status.as_ref()?;
+            (st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain
+                && pausing(&st.status.conditions).as_deref() == Some("True")
+                && st.status.phase == Phase::Pending
+                && st.status.message.contains("pa-0"))
+            .then(|| st.clone())
+        })
+        .await;
+    let msg = &st.status.message;
+    assert!(
+        !msg.contains("pf-0"),
+        "a Failed pipeline is not waited on: {msg}"
+    );
+    assert_eq!(
+        condition(&st.status.conditions, "PausingPipelines"),
+        Some((
+            "True".into(),
+            "Pause".into(),
+            "pause needed for update".into()
+        ))
+    );
+    assert!(
+        st.pause_request_status
+            .as_ref()
+            .is_some_and(|p| p.last_pause_begin_time.is_some())
+    );
+
+    h.until::<InterStepBufferService, _, _>("isbsvc updated", "default-0", |i| {
+        (js_version(i?) == "2.10.11").then_some(())
+    })
+    .await;
+    h.until("pa running again", "pa-0", running_as_specified)
+        .await;
+    let paused_at = paused_drained_at(&pa_seen).expect("pa-0 was Paused with drainedOnPause");
+    let updated_at = isbsvc_seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|i| js_version(i) == "2.10.11")
+        .map(rv)
+        .expect("isbsvc update seen");
+    assert!(
+        paused_at < updated_at,
+        "the pipeline paused (rv {paused_at}) before the isbsvc was updated (rv {updated_at})"
+    );
+    let r = h.until("isb settled", "default", isbr_settled).await;
+    let st = r.status.expect("status");
+    assert_eq!(
+        condition(&st.status.conditions, "PausingPipelines"),
+        Some(("False".into(), "NoPause".into(), "no need for pause".into()))
+    );
+    assert!(
+        st.pause_request_status
+            .as_ref()
+            .is_some_and(|p| p.last_pause_end_time.is_some()),
+        "{:?}",
+        st.pause_request_status
+    );
+    h.until("pa settled", "pa", pr_settled).await;
+    h.until::<PipelineRollout, _, _>("pf not in a strategy", "pf", |pr| {
+        (pr?.status.as_ref()?.status.upgrade_in_progress == UpgradeStrategy::NoOp).then_some(())
+    })
+    .await;
+    assert!(
+        event_reasons(&h, "ISBServiceRollout")
+            .await
+            .contains(&"PipelinesPaused".to_string())
+    );
+}
+
+/// A fixture definitions ConfigMap, as JSON, moved to the test namespace.
+fn definitions(version: &str) -> Value {
+    let path = format!(
+        "{}/../../testdata/numaflow-controller-definitions/controller_def_{version}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cm: ConfigMap =
+        serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("parse");
+    let mut v = serde_json::to_value(cm).expect("json");
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    v
+}
+
+fn nc_rollout(version: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "NumaflowControllerRollout",
+        "metadata": {"name": "numaflow-controller"},
+        "spec": {"controller": {"version": version}}
+    })
+}
+
+fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControllerRollout> {
+    let r = r?;
+    let st = r.status.as_ref()?;
+    (st.status.phase == Phase::Deployed
+        && st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.status.observed_generation == r.metadata.generation?
+        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then(|| r.clone())
+}
+
+fn image(d: &Deployment) -> String {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn numaflow_controller_version_change_pauses_the_namespace_first() {
+    let h = Harness::start_with_usde("pause-nc", PPND).await;
+    h.apply::<ConfigMap>(definitions("1.8.1")).await;
+    h.apply::<ConfigMap>(definitions("1.7.5")).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.until("controller deployed", "numaflow-controller", ncr_settled)
+        .await;
+    h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.17"})))
+        .await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pn")).await;
+    h.until("pn deployed", "pn", pr_settled).await;
+
+    h.sim.set_pipeline_behaviour(
+        &h.ns,
+        "pn-0",
+        PipelineBehaviour::SlowDrain(Duration::from_secs(3)),
+    );
+    let pn_seen = record::<Pipeline>(&h, "pn-0");
+    let deployment_seen = record::<Deployment>(&h, "numaflow-controller");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.until::<NumaflowControllerRollout, _, _>(
+        "pause requested, waiting for pn-0",
+        "numaflow-controller",
+        |r| {
+            let st = r?.status.as_ref()?;
+            (st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain
+                && pausing(&st.status.conditions).as_deref() == Some("True")
+                && st.status.message.contains("pn-0"))
+            .then_some(())
+        },
+    )
+    .await;
+    h.until::<Deployment, _, _>("controller image updated", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.7.5").then_some(())
+    })
+    .await;
+    h.until("pn running again", "pn-0", running_as_specified)
+        .await;
+    let paused_at = paused_drained_at(&pn_seen).expect("pn-0 was Paused with drainedOnPause");
+    let updated_at = deployment_seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|d| image(d) == "quay.io/numaproj/numaflow:v1.7.5")
+        .map(rv)
+        .expect("Deployment update seen");
+    assert!(
+        paused_at < updated_at,
+        "the pipeline paused (rv {paused_at}) before the Deployment was updated (rv {updated_at})"
+    );
+    let r = h
+        .until(
+            "controller rollout settled",
+            "numaflow-controller",
+            ncr_settled,
+        )
+        .await;
+    let st = r.status.expect("status");
+    assert_eq!(pausing(&st.status.conditions).as_deref(), Some("False"));
+    assert!(
+        st.pause_request_status
+            .as_ref()
+            .is_some_and(|p| p.last_pause_begin_time.is_some() && p.last_pause_end_time.is_some()),
+        "{:?}",
+        st.pause_request_status
+    );
+    h.until("pn settled", "pn", pr_settled).await;
+    assert!(
+        event_reasons(&h, "NumaflowControllerRollout")
+            .await
+            .contains(&"PipelinesPaused".to_string())
+    );
+}
