@@ -121,69 +121,24 @@ impl Operator {
         };
 
         let children = watcher::Config::default().labels(labels::PARENT_ROLLOUT_NAME);
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
-            children.clone(),
-            pipelines_w,
-            deletions.clone(),
-            opts.metrics.clone(),
-        );
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
-            children.clone(),
-            monovertices_w,
-            deletions.clone(),
-            opts.metrics.clone(),
-        );
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
-            children.clone(),
-            isbsvcs_w,
-            deletions.clone(),
-            opts.metrics.clone(),
-        );
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
-            watcher::Config::default(),
-            isb_rollouts_w,
-            deletions.clone(),
-            opts.metrics.clone(),
-        );
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
-            watcher::Config::default(),
-            nc_rollouts_w,
-            deletions.clone(),
-            opts.metrics.clone(),
-        );
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
+        let mut watches = Watches {
+            tasks: &mut tasks,
+            cancel: &cancel,
+            client: &client,
+            namespace: &opts.watch_namespace,
+            deletions: &deletions,
+            metrics: &opts.metrics,
+        };
+        watches.spawn(children.clone(), pipelines_w);
+        watches.spawn(children.clone(), monovertices_w);
+        watches.spawn(children.clone(), isbsvcs_w);
+        watches.spawn(watcher::Config::default(), isb_rollouts_w);
+        watches.spawn(watcher::Config::default(), nc_rollouts_w);
+        watches.spawn(
             watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
             statefulsets_w,
-            deletions.clone(),
-            opts.metrics.clone(),
         );
-        spawn_watch(
-            &mut tasks,
-            &cancel,
-            scoped(&client, &opts.watch_namespace),
-            children,
-            pdbs_w,
-            deletions.clone(),
-            opts.metrics.clone(),
-        );
+        watches.spawn(children, pdbs_w);
 
         let stores = Stores {
             pipelines,
@@ -346,30 +301,51 @@ pub struct Deleted {
     pub parent: String,
 }
 
-fn spawn_watch<K>(
-    tasks: &mut JoinSet<()>,
-    cancel: &CancellationToken,
-    api: Api<K>,
-    cfg: watcher::Config,
-    writer: reflector::store::Writer<K>,
-    deletions: broadcast::Sender<Deleted>,
-    metrics: Arc<Metrics>,
-) where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let on_delete = move |obj: &K| {
-        if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
-            let _ = deletions.send(Deleted {
-                kind: K::kind(&()).into_owned(),
-                namespace: obj.namespace().unwrap_or_default(),
-                parent: parent.clone(),
-            });
-        }
-    };
-    spawn_watch_with(tasks, cancel, api, cfg, writer, metrics, on_delete);
+/// Starts the shared watches of one operator, all in the same scope, announcing deletions of
+/// labelled children and counting watch errors.
+struct Watches<'a> {
+    tasks: &'a mut JoinSet<()>,
+    cancel: &'a CancellationToken,
+    client: &'a Client,
+    namespace: &'a Option<String>,
+    deletions: &'a broadcast::Sender<Deleted>,
+    metrics: &'a Arc<Metrics>,
 }
 
-/// [`spawn_watch`] with another reaction to deletions (which shared streams don't pass on).
+impl Watches<'_> {
+    fn spawn<K>(&mut self, cfg: watcher::Config, writer: reflector::store::Writer<K>)
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let deletions = self.deletions.clone();
+        let on_delete = move |obj: &K| {
+            if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
+                let _ = deletions.send(Deleted {
+                    kind: K::kind(&()).into_owned(),
+                    namespace: obj.namespace().unwrap_or_default(),
+                    parent: parent.clone(),
+                });
+            }
+        };
+        spawn_watch_with(
+            self.tasks,
+            self.cancel,
+            scoped(self.client, self.namespace),
+            cfg,
+            writer,
+            self.metrics.clone(),
+            on_delete,
+        );
+    }
+}
+
+/// A shared watch feeding `writer`, with a given reaction to deletions (which shared streams don't pass on).
 pub(crate) fn spawn_watch_with<K>(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
