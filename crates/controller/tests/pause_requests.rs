@@ -8,31 +8,25 @@
 
 mod support;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::ListParams;
 use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
 use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout, PipelineRollout};
 use numaplane_testenv::simulator::PipelineBehaviour;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::fixtures::{
+    definitions, event_reasons, image, nc_rollout, paused_drained_at, phase, record, rv,
+};
 use support::{Harness, condition};
 
-const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
-
 fn isb_rollout(jetstream: Value) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "ISBServiceRollout",
-        "metadata": {"name": "default"},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": jetstream}}}
-    })
+    support::fixtures::isb_rollout("default", jetstream)
 }
+
+const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
 
 fn pipeline_rollout(name: &str) -> Value {
     pipeline_rollout_with_grace(name, 30)
@@ -54,13 +48,6 @@ fn pipeline_rollout_with_grace(name: &str, grace_seconds: u64) -> Value {
             "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]
         }}}
     })
-}
-
-fn phase(p: &Pipeline) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s["phase"].as_str())
-        .unwrap_or_default()
 }
 
 fn running_as_specified(p: Option<&Pipeline>) -> Option<()> {
@@ -93,65 +80,6 @@ fn pausing(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) 
 
 fn js_version(i: &InterStepBufferService) -> &str {
     i.spec["jetstream"]["version"].as_str().unwrap_or_default()
-}
-
-/// Every version of object `name` of kind `K` seen from now on (a watch misses no write, unlike
-/// polling: a pipeline may be Paused for less than a poll interval).
-fn record<K>(h: &Harness, name: &str) -> Arc<Mutex<Vec<K>>>
-where
-    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let (out, api) = (seen.clone(), h.api::<K>());
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff().applied_objects());
-        while let Some(ev) = stream.next().await {
-            if let Ok(obj) = ev {
-                out.lock().expect("lock").push(obj);
-            }
-        }
-    });
-    seen
-}
-
-fn rv<K: kube::Resource>(k: &K) -> u64 {
-    k.meta()
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
-/// The resourceVersion at which the pipeline was first seen Paused and drained.
-fn paused_drained_at(seen: &Mutex<Vec<Pipeline>>) -> Option<u64> {
-    seen.lock()
-        .expect("lock")
-        .iter()
-        .find(|p| {
-            phase(p) == "Paused"
-                && p.status.as_ref().map(|s| &s["drainedOnPause"]) == Some(&json!(true))
-        })
-        .map(rv)
-}
-
-async fn event_reasons(h: &Harness, kind: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns);
-    events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind))
-        .filter_map(|e| e.reason)
-        .collect()
 }
 
 #[tokio::test]
@@ -287,31 +215,6 @@ async fn isb_service_version_change_pauses_its_pipelines_first() {
     );
 }
 
-/// A fixture definitions ConfigMap, as JSON, moved to the test namespace.
-fn definitions(version: &str) -> Value {
-    let path = format!(
-        "{}/../../testdata/numaflow-controller-definitions/controller_def_{version}.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cm: ConfigMap =
-        serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("parse");
-    let mut v = serde_json::to_value(cm).expect("json");
-    v["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("namespace");
-    v
-}
-
-fn nc_rollout(version: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "NumaflowControllerRollout",
-        "metadata": {"name": "numaflow-controller"},
-        "spec": {"controller": {"version": version}}
-    })
-}
-
 fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControllerRollout> {
     let r = r?;
     let st = r.status.as_ref()?;
@@ -320,15 +223,6 @@ fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControll
         && st.status.observed_generation == r.metadata.generation?
         && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
         .then(|| r.clone())
-}
-
-fn image(d: &Deployment) -> String {
-    d.spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default()
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod fixtures;
+
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
