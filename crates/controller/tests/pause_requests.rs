@@ -303,6 +303,14 @@ async fn numaflow_controller_version_change_pauses_the_namespace_first() {
     );
 }
 
+/// The value of gauge `metric` for the object named `name`.
+fn gauge(text: &str, metric: &str, name: &str) -> Option<f64> {
+    support::samples(text, metric)
+        .into_iter()
+        .find(|(labels, _)| labels.contains(&format!("name=\"{name}\"")))
+        .map(|(_, v)| v)
+}
+
 fn desired_phase(p: &Pipeline) -> Option<&str> {
     p.spec
         .pointer("/lifecycle/desiredPhase")
@@ -392,6 +400,13 @@ async fn restart_while_paused_resumes_only_after_the_update() {
     })
     .await;
 
+    // The pause gauges: the ISB service's request and pa's system pause are reported.
+    let text = h.metrics.encode();
+    let isb_gauge = gauge(&text, "numaflow_isbservice_paused_seconds", "default");
+    assert!(isb_gauge.is_some(), "ISB request gauge reported:\n{text}");
+    let pa_paused = gauge(&text, "numaflow_pipeline_system_paused_seconds", "pa");
+    assert!(pa_paused.is_some(), "pa's system pause reported:\n{text}");
+
     // allow-data-loss on pb lets the update through; everything resumes after it.
     h.merge::<PipelineRollout>(
         "pb",
@@ -409,6 +424,17 @@ async fn restart_while_paused_resumes_only_after_the_update() {
     h.until("pa settled", "pa", pr_settled).await;
     h.until("pc settled", "pc", pr_settled).await;
 
+    // Released: the ISB gauge keeps the request's length (several seconds), pa's gauges are 0.
+    let text = h.metrics.encode();
+    let held = gauge(&text, "numaflow_isbservice_paused_seconds", "default").unwrap_or(0.0);
+    assert!(
+        held >= 2.0,
+        "the request lasted at least the 2+3 s held above: {held}"
+    );
+    assert_eq!(
+        gauge(&text, "numaflow_pipeline_system_paused_seconds", "pa"),
+        Some(0.0)
+    );
     let updated_at = isbsvc_seen
         .lock()
         .expect("lock")

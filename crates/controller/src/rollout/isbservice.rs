@@ -355,6 +355,21 @@ impl Rollout for ISBServiceRollout {
         health::isbsvc_health(&child.to_json(), sts.as_ref())
     }
 
+    fn observe_metrics(&self, ctx: &Ctx, st: &ISBServiceRolloutStatus, now: &Time) {
+        let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+        let secs = crate::pause_requests::request_seconds(
+            st.pause_request_status.as_ref(),
+            requesting,
+            now,
+        );
+        ctx.metrics.pause_seconds(
+            crate::metrics::PauseGauge::IsbService,
+            &self.namespace().unwrap_or_default(),
+            &self.name_any(),
+            secs,
+        );
+    }
+
     fn observe_child(
         st: &mut ISBServiceRolloutStatus,
         _child: &InterStepBufferService,

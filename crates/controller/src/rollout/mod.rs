@@ -155,6 +155,11 @@ pub trait Rollout:
     /// Health of the promoted child (`ChildResourcesHealthy`).
     fn health(ctx: &Ctx, child: &Self::Child) -> Health;
 
+    /// Kind-specific gauges from the status about to be written (pause durations).
+    fn observe_metrics(&self, ctx: &Ctx, st: &Self::Status, now: &Time) {
+        let _ = (ctx, st, now);
+    }
+
     /// Kind-specific status: pause condition and times, pod selector…
     fn observe_child(status: &mut Self::Status, child: &Self::Child, generation: i64, now: &Time) {
         let _ = (status, child, generation, now);
@@ -264,11 +269,13 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             )
             .await;
             record_health::<R>(ctx, obj, st.common());
+            obj.observe_metrics(ctx, &st, &now);
             status::write_if_changed(obj, ctx, &before, &st).await?;
             return Err(e);
         }
     };
     record_health::<R>(ctx, obj, st.common());
+    obj.observe_metrics(ctx, &st, &now);
     status::write_if_changed(obj, ctx, &before, &st).await?;
     Ok(action)
 }

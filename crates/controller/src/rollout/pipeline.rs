@@ -529,6 +529,19 @@ impl Rollout for PipelineRollout {
         health::pipeline_health(&child.to_json())
     }
 
+    fn observe_metrics(&self, ctx: &Ctx, st: &PipelineRolloutStatus, now: &Time) {
+        use crate::metrics::PauseGauge;
+        let system = st.status.upgrade_in_progress
+            == numaplane_api::common::UpgradeStrategy::PipelinePauseAndDrain;
+        let (pausing, paused) =
+            crate::pause_requests::pipeline_pause_seconds(st.pause_status.as_ref(), system, now);
+        let (ns, name) = (self.namespace().unwrap_or_default(), self.name_any());
+        ctx.metrics
+            .pause_seconds(PauseGauge::PipelineSystemPausing, &ns, &name, pausing);
+        ctx.metrics
+            .pause_seconds(PauseGauge::PipelineSystemPaused, &ns, &name, paused);
+    }
+
     fn observe_child(
         st: &mut PipelineRolloutStatus,
         child: &Pipeline,

@@ -29,6 +29,8 @@ pub struct Harness {
     /// `None` while stopped (see [`Harness::restart_operator`]).
     pub operator: Option<Operator>,
     pub config_file: PathBuf,
+    /// The operator's metrics registry (kept across restarts).
+    pub metrics: std::sync::Arc<numaplane::metrics::Metrics>,
     own_namespace: bool,
     _dir: tempfile::TempDir,
 }
@@ -169,6 +171,7 @@ impl Harness {
             sim,
             operator: None,
             config_file,
+            metrics: Default::default(),
             own_namespace,
             _dir: dir,
         };
@@ -189,7 +192,7 @@ impl Harness {
                 workers: 4,
                 instance: Some(format!("test-{}", self.ns)),
                 watch_namespace: Some(self.ns.clone()),
-                metrics: Default::default(),
+                metrics: self.metrics.clone(),
                 leadership: None,
             },
         )
