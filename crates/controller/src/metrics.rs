@@ -427,6 +427,25 @@ impl Metrics {
             .observe(secs);
     }
 
+    /// The outcome of recycling a pipeline (`progressive_pipeline_drains`).
+    pub fn pipeline_drain(
+        &self,
+        ns: &str,
+        rollout: &str,
+        pipeline: &str,
+        result: numaplane_core::recycle::DrainResult,
+    ) {
+        self.progressive_pipeline_drains
+            .get_or_create(&vec![
+                ("namespace", ns.to_string()),
+                ("pipelineRollout", rollout.to_string()),
+                ("pipeline", pipeline.to_string()),
+                ("drainComplete", result.complete().to_string()),
+                ("drainResult", result.as_str().to_string()),
+            ])
+            .inc();
+    }
+
     /// A pause gauge of the reference, with its label order.
     pub fn pause_seconds(&self, gauge: PauseGauge, ns: &str, name: &str, secs: f64) {
         let (family, labels): (_, Labels) = match gauge {

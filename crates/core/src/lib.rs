@@ -19,6 +19,7 @@ pub mod health;
 mod json;
 pub mod naming;
 pub mod ppnd;
+pub mod recycle;
 pub mod riders;
 pub mod template;
 pub mod usde;

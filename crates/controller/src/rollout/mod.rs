@@ -6,6 +6,7 @@
 pub mod isbservice;
 pub mod monovertex;
 pub mod pipeline;
+pub mod recycle;
 
 use crate::children::{self, ChildObject, DesiredChild};
 use crate::context::{Ctx, RESYNC};
@@ -16,6 +17,7 @@ use crate::riders;
 use crate::status::{self, RolloutStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -142,6 +144,39 @@ pub trait Rollout:
         async { Ok(None) }
     }
 
+    /// One step of getting rid of a `recyclable` child; returns when to look again if nothing
+    /// wakes the rollout first. By default children whose reason needs no draining (and every
+    /// MonoVertex) are deleted once [`Rollout::recyclable_in_use`] allows; pipelines drain.
+    fn recycle(
+        &self,
+        ctx: &Ctx,
+        child: &Self::Child,
+    ) -> impl Future<Output = Result<Option<Timestamp>, Error>> + Send {
+        async move {
+            let reason = child
+                .labels()
+                .get(labels::UPGRADE_STATE_REASON)
+                .map(String::as_str);
+            let immediate = Self::Child::kind(&()) == "MonoVertex"
+                || matches!(
+                    reason,
+                    Some(keys::upgrade_state_reason::DELETE_RECREATE)
+                        | Some(keys::upgrade_state_reason::PURGE)
+                );
+            if !immediate {
+                return Ok(None);
+            }
+            if let Some(why) = Self::recyclable_in_use(ctx, child).await? {
+                debug!(child = %child.name_any(), %why, "recyclable child kept for now");
+                return Ok(None);
+            }
+            info!(child = %child.name_any(), ?reason, "deleting recyclable child");
+            let ns = child.namespace().unwrap_or_default();
+            children::delete::<Self::Child>(ctx, &ns, &child.name_any(), child.uid()).await?;
+            Ok(None)
+        }
+    }
+
     /// Why a recyclable child that needs no draining must stay for now (e.g. an ISB service
     /// still used by pipelines); `None` lets it be deleted.
     fn recyclable_in_use(
@@ -227,8 +262,9 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let generation = obj.meta().generation.unwrap_or_default();
     let now = status::now();
     let started = std::time::Instant::now();
-    let outcome = drive(obj, ctx, &mut st, generation, &now).await;
-    let action = match outcome {
+    let mut wake = None;
+    let outcome = drive(obj, ctx, &mut st, generation, &now, &mut wake).await;
+    let delay = match outcome {
         Ok(Pass::Done { changed, created }) => {
             st.common_mut().observed_generation = generation;
             if changed {
@@ -247,15 +283,15 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
                 debug!("in sync, nothing to do");
             }
             if st.common().upgrade_in_progress == Default::default() {
-                Action::requeue(RESYNC)
+                RESYNC
             } else {
-                Action::requeue(IN_PROGRESS_RECHECK)
+                IN_PROGRESS_RECHECK
             }
         }
         Ok(Pass::Waiting(message)) => {
             status::mark_pending(st.common_mut(), &message);
             st.common_mut().observed_generation = generation;
-            Action::requeue(RESYNC)
+            RESYNC
         }
         Err(e) => {
             status::mark_failed(st.common_mut(), &e, &now);
@@ -277,7 +313,12 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     record_health::<R>(ctx, obj, st.common());
     obj.observe_metrics(ctx, &st, &now);
     status::write_if_changed(obj, ctx, &before, &st).await?;
-    Ok(action)
+    // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
+    let until_wake = wake.map(|w: Timestamp| {
+        Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
+            + Duration::from_millis(100)
+    });
+    Ok(Action::requeue(until_wake.map_or(delay, |w| w.min(delay))))
 }
 
 /// The one-hot health series of a rollout, and its count in its namespace.
@@ -326,6 +367,7 @@ async fn drive<R: Rollout>(
     st: &mut R::Status,
     generation: i64,
     now: &Time,
+    wake: &mut Option<Timestamp>,
 ) -> Result<Pass, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
@@ -334,7 +376,7 @@ async fn drive<R: Rollout>(
     if let Some(retired) = obj.retire_children(ctx).await? {
         return Ok(Pass::Waiting(retired));
     }
-    garbage_collect::<R>(ctx, &ns, &name).await?;
+    *wake = garbage_collect(obj, ctx, &ns, &name).await?;
     let resolved = match obj.resolve(ctx).await? {
         Ok(r) => r,
         Err(waiting) => return Ok(Pass::Waiting(waiting)),
@@ -434,7 +476,6 @@ async fn drive<R: Rollout>(
     *st.riders_mut() = numaplane_core::riders::rider_status(&desired_riders);
 
     obj.ensure_companions(ctx, &child).await?;
-    garbage_collect::<R>(ctx, &ns, &name).await?;
 
     match &pending_message {
         Some(m) => status::mark_pending(st.common_mut(), m),
@@ -450,7 +491,7 @@ async fn drive<R: Rollout>(
 }
 
 /// The newest child labelled `upgrade-state=promoted`.
-fn find_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
+pub(crate) fn find_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
     let store = R::children(&ctx.stores);
     store
         .state()
@@ -590,11 +631,16 @@ fn recreating<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<String> 
         .map(|c| c.name_any())
 }
 
-/// Deletes children marked recyclable for a reason that needs no draining, once nothing uses
-/// them. Draining recyclable pipelines is the recycling controller's job (a later strategy);
-/// here nothing else is deleted.
-async fn garbage_collect<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Result<(), Error> {
+/// Takes one recycling step for each of the rollout's `recyclable` children; returns the
+/// earliest time one of them must be looked at again.
+async fn garbage_collect<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    ns: &str,
+    rollout: &str,
+) -> Result<Option<Timestamp>, Error> {
     let store = R::children(&ctx.stores);
+    let mut wake: Option<Timestamp> = None;
     for c in store.state() {
         let l = c.labels();
         if c.meta().namespace.as_deref() != Some(ns)
@@ -604,23 +650,11 @@ async fn garbage_collect<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Resu
         {
             continue;
         }
-        let reason = l.get(labels::UPGRADE_STATE_REASON).map(String::as_str);
-        let immediate = R::Child::kind(&()) == "MonoVertex"
-            || matches!(
-                reason,
-                Some(keys::upgrade_state_reason::DELETE_RECREATE)
-                    | Some(keys::upgrade_state_reason::PURGE)
-            );
-        if immediate {
-            if let Some(why) = R::recyclable_in_use(ctx, &c).await? {
-                debug!(child = %c.name_any(), %why, "recyclable child kept for now");
-                continue;
-            }
-            info!(child = %c.name_any(), ?reason, "deleting recyclable child");
-            children::delete::<R::Child>(ctx, ns, &c.name_any(), c.uid()).await?;
+        if let Some(t) = obj.recycle(ctx, &c).await? {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
         }
     }
-    Ok(())
+    Ok(wake)
 }
 
 /// Deletion: remove every child, then the finalizer.

@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
-use numaplane_api::keys::{condition, event_reason, labels, upgrade_state};
+use numaplane_api::keys::{annotations, condition, event_reason, labels, upgrade_state};
 use numaplane_api::numaflow::{InterStepBufferService, Pipeline, Vertex};
 use numaplane_api::{PipelineRollout, PipelineRolloutStatus};
 use numaplane_core::health::{self, Health, HealthStatus};
@@ -492,6 +492,35 @@ impl Rollout for PipelineRollout {
         if !isb.pause_requests.is_empty() && !allows_data_loss(self) {
             desired.spec = numaplane_core::ppnd::paused(&desired.spec);
         }
+        // A pipeline that can take in data must drain before it is deleted (only our own
+        // children are marked, unlike the reference's whole namespace).
+        if numaplane_core::recycle::can_ingest(&desired.spec) {
+            desired
+                .annotations
+                .insert(annotations::REQUIRES_DRAIN.into(), "true".into());
+        }
+    }
+
+    /// Once a pipeline could take in data it keeps needing a drain, also while paused.
+    fn adapt_to_live(&self, live: &Pipeline, desired: &mut DesiredChild) {
+        if live
+            .annotations()
+            .get(annotations::REQUIRES_DRAIN)
+            .map(String::as_str)
+            == Some("true")
+        {
+            desired
+                .annotations
+                .insert(annotations::REQUIRES_DRAIN.into(), "true".into());
+        }
+    }
+
+    async fn recycle(
+        &self,
+        ctx: &Ctx,
+        child: &Pipeline,
+    ) -> Result<Option<k8s_openapi::jiff::Timestamp>, Error> {
+        super::recycle::recycle(self, ctx, child).await
     }
 
     async fn before_update(

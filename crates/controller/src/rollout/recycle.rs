@@ -1,0 +1,312 @@
+//! Carries out [`numaplane_core::recycle::step`] for a PipelineRollout's recyclable pipelines:
+//! drain, force drain, scale to zero, expire or delete, with the reference's Events and the
+//! `progressive_pipeline_drains` metric. Every step's state lives in the pipeline's annotations
+//! and spec, so a restarted controller continues it.
+
+use crate::children::{self, FIELD_MANAGER};
+use crate::context::Ctx;
+use crate::error::{Error, KubeContext};
+use crate::events::source;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use numaplane_api::PipelineRollout;
+use numaplane_api::keys::{annotations, labels, upgrade_state};
+use numaplane_api::numaflow::Pipeline;
+use numaplane_core::recycle::{self, DrainResult, Promoted, RecycleConfig, RecycleInput, Step};
+use numaplane_core::template::{self, TemplateVars};
+use serde_json::{Value, json};
+use tracing::{debug, info};
+
+fn now_rfc3339() -> String {
+    crate::status::now()
+        .0
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// A pipeline spec without what a scale-down or a pause changes, for "is this the rollout's
+/// definition" comparisons (§6.7 ignores scale; a paused promoted spec is still the spec).
+fn comparable(spec: &Value) -> Value {
+    let mut s = spec.clone();
+    if let Some(vs) = s.get_mut("vertices").and_then(Value::as_array_mut) {
+        for v in vs {
+            if let Some(m) = v.as_object_mut() {
+                m.remove("scale");
+            }
+        }
+    }
+    if let Some(l) = s.get_mut("lifecycle").and_then(Value::as_object_mut) {
+        l.remove("desiredPhase");
+    }
+    s
+}
+
+/// The rollout's pipeline spec as it would be for child `name` on ISB service `isbsvc`.
+fn rollout_spec_for(
+    rollout: &PipelineRollout,
+    name: &str,
+    isbsvc: Option<&str>,
+) -> Result<Value, Error> {
+    let ns = rollout.namespace().unwrap_or_default();
+    let mut spec = template::render_json(
+        &rollout.spec.pipeline.spec,
+        &TemplateVars::pipeline(name, &ns),
+    )?;
+    if let (Some(isb), Some(m)) = (isbsvc, spec.as_object_mut()) {
+        m.insert("interStepBufferServiceName".into(), isb.into());
+    }
+    Ok(spec)
+}
+
+async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Result<(), Error> {
+    ctx.ensure_leader()?;
+    let api: Api<Pipeline> =
+        Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
+    api.patch(
+        &p.name_any(),
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        },
+        &Patch::Merge(&patch),
+    )
+    .await
+    .ctx(|| format!("{what} of pipeline {}", p.name_any()))?;
+    Ok(())
+}
+
+/// Sets `min=max=n` (not disabled) on the named vertices, each guarded by its name at its index.
+async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Error> {
+    ctx.ensure_leader()?;
+    let vertices = crate::rollout::pipeline::vertex_names(&p.spec);
+    let mut ops = Vec::new();
+    for (name, n) in want {
+        let Some(i) = vertices.iter().position(|v| v == name) else {
+            continue;
+        };
+        ops.push(json!({"op": "test", "path": format!("/spec/vertices/{i}/name"), "value": name}));
+        ops.push(
+            json!({"op": "add", "path": format!("/spec/vertices/{i}/scale"),
+            "value": {"min": n, "max": n, "disabled": false}}),
+        );
+    }
+    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+        .map_err(|e| Error::InvalidSpec(format!("scale patch: {e}")))?;
+    let api: Api<Pipeline> =
+        Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
+    api.patch(
+        &p.name_any(),
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        },
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .ctx(|| format!("scaling pipeline {}", p.name_any()))?;
+    Ok(())
+}
+
+async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: DrainResult) {
+    let ns = p.namespace().unwrap_or_default();
+    ctx.metrics
+        .pipeline_drain(&ns, &rollout.name_any(), &p.name_any(), result);
+    let note = match result {
+        DrainResult::StandardDrain => "drained with its own spec; deleting",
+        DrainResult::ForceDrain => "drained with the promoted spec; deleting",
+        DrainResult::DrainNotRequired => "no drain needed; deleting",
+        DrainResult::DrainIncomplete => "could not drain before maxRecyclableDurationMinutes",
+    };
+    let t = if result.is_warning() {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    ctx.events
+        .publish(
+            source::PIPELINE_ROLLOUT,
+            &p.object_ref(&()),
+            t,
+            result.as_str(),
+            format!("pipeline {}: {note}", p.name_any()),
+        )
+        .await;
+}
+
+/// One recycling step for recyclable pipeline `p` of `rollout`; returns when to look again if
+/// nothing else wakes the rollout first.
+pub async fn recycle(
+    rollout: &PipelineRollout,
+    ctx: &Ctx,
+    p: &Pipeline,
+) -> Result<Option<Timestamp>, Error> {
+    let ns = rollout.namespace().unwrap_or_default();
+    let name = rollout.name_any();
+    let cfg = ctx.settings.controller();
+    let isbsvc = crate::rollout::pipeline::current_isbsvc(
+        &ctx.stores.isbsvcs,
+        &ns,
+        &crate::rollout::pipeline::isb_rollout_name(&rollout.spec.pipeline.spec),
+    );
+    let rollout_spec = rollout_spec_for(rollout, &p.name_any(), None)?;
+    let promoted = crate::rollout::find_promoted::<PipelineRollout>(ctx, &ns, &name);
+    let promoted_target = match &promoted {
+        Some(pr) => Some(rollout_spec_for(
+            rollout,
+            &pr.name_any(),
+            isbsvc.as_deref(),
+        )?),
+        None => None,
+    };
+    let candidate = promoted
+        .as_ref()
+        .zip(promoted_target.as_ref())
+        .map(|(pr, target)| Promoted {
+            name: pr.metadata.name.as_deref().unwrap_or_default(),
+            spec: &pr.spec,
+            matches_rollout: numaplane_core::usde::json_eq(
+                &comparable(&pr.spec),
+                &comparable(target),
+            ),
+        });
+    let strategy = rollout.spec.strategy.as_ref();
+    let historical = rollout
+        .status
+        .as_ref()
+        .and_then(|s| s.progressive_status.as_ref())
+        .and_then(|s| s.historical_pod_count.clone())
+        .unwrap_or_default();
+    let whole = p.to_json();
+    let step = recycle::step(&RecycleInput {
+        pipeline: &whole,
+        rollout_spec: &rollout_spec,
+        force_promote: strategy
+            .and_then(|s| s.progressive.as_ref())
+            .and_then(|p| p.force_promote)
+            .unwrap_or(false),
+        historical_pod_count: &historical,
+        promoted: candidate,
+        config: RecycleConfig {
+            max_recyclable: cfg.max_recyclable_duration,
+            force_drain_failure_wait: cfg.force_drain_failure_wait,
+            keep_undrained: cfg.keep_undrained_pipelines,
+            scale_factor: strategy
+                .and_then(|s| s.recycle_strategy.as_ref())
+                .and_then(|r| r.scale_factor)
+                .unwrap_or(cfg.recycle_scale_factor),
+        },
+        now: crate::status::now().0,
+    });
+    let child = p.name_any();
+    match step {
+        Step::Delete(result) => {
+            info!(%child, result = result.as_str(), "deleting recyclable pipeline");
+            report(ctx, rollout, p, result).await;
+            children::delete::<Pipeline>(ctx, &ns, &child, p.uid()).await?;
+        }
+        Step::KeepExpired => {
+            info!(%child, "recyclable pipeline expired undrained; kept scaled to zero");
+            scale(ctx, p, &recycle::zero_scales(&p.spec)).await?;
+            merge_patch(
+                ctx,
+                p,
+                json!({"metadata": {"labels": {labels::UPGRADE_STATE: upgrade_state::RECYCLABLE_EXPIRED}}}),
+                "labelling recyclable-expired",
+            )
+            .await?;
+            report(ctx, rollout, p, DrainResult::DrainIncomplete).await;
+        }
+        Step::ScaleToZero(why) => {
+            info!(%child, %why, "scaling recyclable pipeline to zero");
+            scale(ctx, p, &recycle::zero_scales(&p.spec)).await?;
+        }
+        Step::Scale(want) => {
+            info!(%child, ?want, "scaling recyclable pipeline for draining");
+            scale(ctx, p, &want).await?;
+        }
+        Step::Pause { grace_seconds } => {
+            info!(%child, grace_seconds, "pausing recyclable pipeline to drain it");
+            merge_patch(
+                ctx,
+                p,
+                json!({"spec": {"lifecycle": {"desiredPhase": "Paused",
+                    "pauseGracePeriodSeconds": grace_seconds}}}),
+                "pausing",
+            )
+            .await?;
+        }
+        Step::MarkFailureStart => {
+            info!(%child, "recyclable pipeline failed while draining");
+            merge_patch(
+                ctx,
+                p,
+                json!({"metadata": {"annotations": {
+                    annotations::DRAIN_FAILURE_START_TIME: now_rfc3339()}}}),
+                "recording the drain failure",
+            )
+            .await?;
+            return Ok(Some(recycle::plus(
+                crate::status::now().0,
+                cfg.force_drain_failure_wait,
+            )));
+        }
+        Step::ForceDrain { promoted, spec } => {
+            info!(%child, %promoted, "force-draining with the promoted spec");
+            let started = recycle::appended(
+                p.annotations()
+                    .get(annotations::FORCE_DRAIN_SPECS_STARTED)
+                    .map(String::as_str),
+                &promoted,
+                true,
+            );
+            merge_patch(
+                ctx,
+                p,
+                json!({
+                    "metadata": {"annotations": {
+                        annotations::FORCE_DRAIN_SPECS_STARTED: started,
+                        annotations::DRAIN_FAILURE_START_TIME: null,
+                    }},
+                    "spec": spec,
+                }),
+                "applying the promoted spec",
+            )
+            .await?;
+        }
+        Step::ForceDrainDone {
+            promoted,
+            drained,
+            dedup,
+        } => {
+            let completed = recycle::appended(
+                p.annotations()
+                    .get(annotations::FORCE_DRAIN_SPECS_COMPLETED)
+                    .map(String::as_str),
+                &promoted,
+                dedup,
+            );
+            merge_patch(
+                ctx,
+                p,
+                json!({"metadata": {"annotations": {
+                    annotations::FORCE_DRAIN_SPECS_COMPLETED: completed}}}),
+                "recording the force drain",
+            )
+            .await?;
+            if drained {
+                info!(%child, %promoted, "force-drained; deleting");
+                report(ctx, rollout, p, DrainResult::ForceDrain).await;
+                children::delete::<Pipeline>(ctx, &ns, &child, p.uid()).await?;
+            } else {
+                info!(%child, %promoted, "force drain with this spec did not drain");
+            }
+        }
+        Step::Wait { why, until } => {
+            debug!(%child, %why, ?until, "recyclable pipeline waiting");
+            return Ok(until);
+        }
+    }
+    Ok(None)
+}

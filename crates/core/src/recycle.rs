@@ -1,0 +1,448 @@
+//! Recycling of replaced pipelines (pipeline-rollout.md §7, api.md §13 "Recycling Pipelines"):
+//! one pure step per pass deciding whether a `recyclable` pipeline is deleted, drained with its
+//! own spec, force-drained with the promoted spec, scaled to zero, or waited on. Everything the
+//! step needs is in the pipeline (labels, annotations, spec, status) and the rollout, so a
+//! restarted controller continues where it stopped.
+
+use crate::child::{ChildView, SpecView};
+use k8s_openapi::jiff::{self as jiff, Timestamp};
+use numaplane_api::keys::{annotations, upgrade_state_reason};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Outcome reported in the `progressive_pipeline_drains` metric and the Event reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainResult {
+    StandardDrain,
+    ForceDrain,
+    DrainNotRequired,
+    DrainIncomplete,
+}
+
+impl DrainResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StandardDrain => "StandardDrain",
+            Self::ForceDrain => "ForceDrain",
+            Self::DrainNotRequired => "DrainNotRequired",
+            Self::DrainIncomplete => "DrainIncomplete",
+        }
+    }
+
+    /// Whether the pipeline drained (the metric's `drainComplete` label).
+    pub fn complete(self) -> bool {
+        matches!(self, Self::StandardDrain | Self::ForceDrain)
+    }
+
+    /// Normal Event for a drain, Warning when data may be left behind or none was needed.
+    pub fn is_warning(self) -> bool {
+        !self.complete()
+    }
+}
+
+/// How a recycle reason is handled (§7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Delete at once (`delete-recreate`, `purge`, no or unknown reason).
+    Immediate,
+    /// Drain before deleting; `try_original` drains with the pipeline's own spec first.
+    Drain { try_original: bool },
+}
+
+pub fn policy(reason: Option<&str>) -> Policy {
+    match reason {
+        Some(
+            upgrade_state_reason::PROGRESSIVE_SUCCESS
+            | upgrade_state_reason::PROGRESSIVE_REPLACED
+            | upgrade_state_reason::DISCONTINUE_PROGRESSIVE,
+        ) => Policy::Drain { try_original: true },
+        Some(upgrade_state_reason::PROGRESSIVE_REPLACED_FAILED) => Policy::Drain {
+            try_original: false,
+        },
+        _ => Policy::Immediate,
+    }
+}
+
+/// Whether a pipeline spec lets data in (§7.9): desired phase Running (the default) and some
+/// source vertex without an explicit `scale.max: 0`. No source at all counts as scaled to zero.
+pub fn can_ingest(spec: &Value) -> bool {
+    let view = SpecView(spec);
+    let running = matches!(view.desired_phase(), "" | "Running");
+    running
+        && view
+            .vertices()
+            .iter()
+            .any(|v| v.is_source && v.scale.max != Some(0))
+}
+
+/// The comma-terminated name lists of the force-drain annotations (`a,b,`).
+pub fn names_in(list: Option<&str>) -> Vec<&str> {
+    list.unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// `list` with `name` appended (`dedup`: unless already there), in the annotation's format.
+pub fn appended(list: Option<&str>, name: &str, dedup: bool) -> String {
+    let mut names: Vec<&str> = names_in(list);
+    if !(dedup && names.contains(&name)) {
+        names.push(name);
+    }
+    names.iter().map(|n| format!("{n},")).collect()
+}
+
+/// Configuration the step reads (`pipeline.*` of the controller config).
+#[derive(Debug, Clone, Copy)]
+pub struct RecycleConfig {
+    pub max_recyclable: Duration,
+    pub force_drain_failure_wait: Duration,
+    pub keep_undrained: bool,
+    /// `strategy.recycleStrategy.scaleFactor` of the rollout, else `pipeline.recycleScaleFactor`.
+    pub scale_factor: i32,
+}
+
+/// The promoted pipeline a failed or undrainable pipeline may borrow its spec from.
+#[derive(Debug, Clone, Copy)]
+pub struct Promoted<'a> {
+    pub name: &'a str,
+    pub spec: &'a Value,
+    /// Its spec matches the rollout's current definition (ignoring scale).
+    pub matches_rollout: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RecycleInput<'a> {
+    /// The recyclable pipeline, whole (`metadata`, `spec`, `status`).
+    pub pipeline: &'a Value,
+    /// The rollout's pipeline spec, templated for this pipeline.
+    pub rollout_spec: &'a Value,
+    /// `spec.strategy.progressive.forcePromote` of the rollout.
+    pub force_promote: bool,
+    /// Pod counts per vertex of the last promoted pipeline before its scale-down.
+    pub historical_pod_count: &'a BTreeMap<String, i64>,
+    pub promoted: Option<Promoted<'a>>,
+    pub config: RecycleConfig,
+    pub now: Timestamp,
+}
+
+/// What to do with the recyclable pipeline this pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Delete it, reporting the outcome.
+    Delete(DrainResult),
+    /// Expired but kept (`keepUndrainedPipelines`): label `recyclable-expired`, every vertex at
+    /// `min=max=0`; reported as `DrainIncomplete`.
+    KeepExpired,
+    /// Every vertex to `min=max=0`, then wait (no data can or should flow).
+    ScaleToZero(String),
+    /// Set these vertex scales (`min=max`, not disabled) before pausing.
+    Scale(Vec<(String, i64)>),
+    /// Pause with this grace period (`desiredPhase: Paused`).
+    Pause { grace_seconds: i64 },
+    /// Record `drain-failure-start-time` = now: the pipeline is Failed while draining.
+    MarkFailureStart,
+    /// Merge-patch `spec` over the pipeline, add `promoted` to `force-drain-specs-started`,
+    /// clear `drain-failure-start-time`.
+    ForceDrain { promoted: String, spec: Value },
+    /// Add `promoted` to `force-drain-specs-completed` (`dedup` as the reference); delete with
+    /// `ForceDrain` when `drained`.
+    ForceDrainDone {
+        promoted: String,
+        drained: bool,
+        dedup: bool,
+    },
+    /// Nothing to do until something changes or `until` passes.
+    Wait {
+        why: String,
+        until: Option<Timestamp>,
+    },
+}
+
+fn parse_time(s: &str) -> Option<Timestamp> {
+    s.parse::<Timestamp>().ok()
+}
+
+/// `t + d`, saturating.
+pub fn plus(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// The per-vertex scales of a drain (§7.6): sources 0; others `ceil(historical × f%)` (at least
+/// 1), else the rollout's `scale.min`, else the pipeline's own `scale.min` (1 when unset).
+pub fn drain_scales(
+    pipeline_spec: &Value,
+    rollout_spec: &Value,
+    historical: &BTreeMap<String, i64>,
+    factor: i32,
+) -> Vec<(String, i64)> {
+    let rollout_vertices = SpecView(rollout_spec).vertices();
+    let factor = i64::from(factor.clamp(1, 100));
+    SpecView(pipeline_spec)
+        .vertices()
+        .iter()
+        .map(|v| {
+            let n = if v.is_source {
+                0
+            } else if let Some(count) = historical.get(v.name) {
+                ((count * factor + 99) / 100).max(1)
+            } else if let Some(rv) = rollout_vertices.iter().find(|r| r.name == v.name) {
+                rv.scale.min.unwrap_or(1)
+            } else {
+                v.scale.min.unwrap_or(1)
+            };
+            (v.name.to_string(), n)
+        })
+        .collect()
+}
+
+/// `pauseGracePeriodSeconds` while draining: the rollout's (default 30) stretched by 100/f.
+pub fn drain_grace_seconds(rollout_spec: &Value, factor: i32) -> i64 {
+    let p = rollout_spec
+        .pointer("/lifecycle/pauseGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(30);
+    let f = i64::from(factor.clamp(1, 100));
+    (p * 100 + f - 1) / f
+}
+
+/// Whether each vertex already has `min == max == n` as wanted.
+fn scaled_as(spec: &Value, want: &[(String, i64)]) -> bool {
+    let vertices = SpecView(spec).vertices();
+    want.iter().all(|(name, n)| {
+        vertices.iter().find(|v| v.name == name).is_some_and(|v| {
+            v.scale.min == Some(*n) && v.scale.max == Some(*n) && !v.scale.disabled
+        })
+    })
+}
+
+/// Every vertex at zero.
+pub fn zero_scales(spec: &Value) -> Vec<(String, i64)> {
+    SpecView(spec)
+        .vertices()
+        .iter()
+        .map(|v| (v.name.to_string(), 0))
+        .collect()
+}
+
+/// The promoted spec a pipeline is force-drained with (§7.5): sources at 0, this pipeline's own
+/// ISB service, running.
+pub fn forced_spec(promoted_spec: &Value, own_isbsvc: Option<&str>) -> Value {
+    let mut spec = promoted_spec.clone();
+    if let Some(vs) = spec.get_mut("vertices").and_then(Value::as_array_mut) {
+        for v in vs {
+            if v.get("source").is_some_and(|s| !s.is_null()) {
+                v["scale"] = json!({"min": 0, "max": 0, "disabled": false});
+            }
+        }
+    }
+    if let Some(m) = spec.as_object_mut() {
+        match own_isbsvc {
+            Some(isb) => {
+                m.insert("interStepBufferServiceName".into(), isb.into());
+            }
+            None => {
+                m.remove("interStepBufferServiceName");
+            }
+        }
+    }
+    if !spec.get("lifecycle").is_some_and(Value::is_object) {
+        spec["lifecycle"] = json!({});
+    }
+    spec["lifecycle"]["desiredPhase"] = "Running".into();
+    spec
+}
+
+/// What the drain of the pipeline as it is now needs next, or how it ended.
+enum Drain {
+    Step(Step),
+    Paused { drained: bool },
+    Failed,
+}
+
+fn drain(p: &ChildView<'_>, input: &RecycleInput<'_>) -> Drain {
+    let spec = p.spec();
+    if !spec.wants_paused() {
+        let want = drain_scales(
+            spec.0,
+            input.rollout_spec,
+            input.historical_pod_count,
+            input.config.scale_factor,
+        );
+        if !scaled_as(spec.0, &want) {
+            return Drain::Step(Step::Scale(want));
+        }
+        if p.generation_pending() {
+            return Drain::Step(Step::Wait {
+                why: format!(
+                    "waiting for Numaflow to scale pipeline {} down for draining",
+                    p.name()
+                ),
+                until: None,
+            });
+        }
+        return Drain::Step(Step::Pause {
+            grace_seconds: drain_grace_seconds(input.rollout_spec, input.config.scale_factor),
+        });
+    }
+    match p.phase() {
+        "Paused" => Drain::Paused {
+            drained: p.drained_on_pause(),
+        },
+        "Failed" => Drain::Failed,
+        phase => Drain::Step(Step::Wait {
+            why: format!("draining pipeline {} (phase {phase})", p.name()),
+            until: None,
+        }),
+    }
+}
+
+/// One pass of recycling for a pipeline labelled `recyclable`.
+pub fn step(input: &RecycleInput<'_>) -> Step {
+    let p = ChildView(input.pipeline);
+    let reason = p.label(numaplane_api::keys::labels::UPGRADE_STATE_REASON);
+    let Policy::Drain { try_original } = policy(reason) else {
+        return Step::Delete(DrainResult::DrainNotRequired);
+    };
+    // §7.2, in order.
+    if p.annotation(annotations::MARKED_FOR_DELETION) == Some("true") || input.force_promote {
+        return Step::Delete(DrainResult::DrainNotRequired);
+    }
+    if p.annotation(annotations::REQUIRES_DRAIN) != Some("true") {
+        return Step::Delete(DrainResult::DrainNotRequired);
+    }
+    // Missing counts as expired (as the reference); unreadable never deletes anything.
+    let expires_at = match p.annotation(annotations::RECYCLABLE_START_TIME) {
+        None => None,
+        Some(raw) => match parse_time(raw) {
+            Some(t) => Some(plus(t, input.config.max_recyclable)),
+            None => {
+                return Step::Wait {
+                    why: format!(
+                        "annotation {} is not an RFC 3339 time: {raw:?}",
+                        annotations::RECYCLABLE_START_TIME
+                    ),
+                    until: None,
+                };
+            }
+        },
+    };
+    if expires_at.is_none_or(|e| input.now >= e) {
+        return if input.config.keep_undrained {
+            Step::KeepExpired
+        } else {
+            Step::Delete(DrainResult::DrainIncomplete)
+        };
+    }
+    let with_expiry = |s: Step| match s {
+        Step::Wait { why, until } => Step::Wait {
+            why,
+            until: match (until, expires_at) {
+                (Some(u), Some(e)) => Some(u.min(e)),
+                (u, e) => u.or(e),
+            },
+        },
+        other => other,
+    };
+    // §7.3: the rollout itself wants no data flowing.
+    if !can_ingest(input.rollout_spec) {
+        return if scaled_as(p.spec().0, &zero_scales(p.spec().0)) {
+            with_expiry(Step::Wait {
+                why: "the rollout lets no data in: waiting with the pipeline scaled to zero".into(),
+                until: None,
+            })
+        } else {
+            Step::ScaleToZero("the rollout lets no data in".into())
+        };
+    }
+    let started = p.annotation(annotations::FORCE_DRAIN_SPECS_STARTED);
+    let failure_since = p
+        .annotation(annotations::DRAIN_FAILURE_START_TIME)
+        .and_then(parse_time);
+    let failed_long_enough = |s: Option<Timestamp>| {
+        s.is_some_and(|s| input.now >= plus(s, input.config.force_drain_failure_wait))
+    };
+    // §7.4: drain with its own spec first.
+    if try_original && names_in(started).is_empty() {
+        match drain(&p, input) {
+            Drain::Step(s) => return with_expiry(s),
+            Drain::Paused { drained: true } => return Step::Delete(DrainResult::StandardDrain),
+            Drain::Paused { drained: false } => {}
+            Drain::Failed if failure_since.is_none() => return Step::MarkFailureStart,
+            Drain::Failed if !failed_long_enough(failure_since) => {
+                return with_expiry(Step::Wait {
+                    why: format!("pipeline {} failed while draining", p.name()),
+                    until: failure_since.map(|s| plus(s, input.config.force_drain_failure_wait)),
+                });
+            }
+            Drain::Failed => {}
+        }
+    }
+    // §7.5: force drain with the current promoted spec.
+    let completed = p.annotation(annotations::FORCE_DRAIN_SPECS_COMPLETED);
+    let usable = input
+        .promoted
+        .filter(|pr| pr.matches_rollout && !names_in(completed).contains(&pr.name));
+    let Some(promoted) = usable else {
+        let why = "no healthy promoted spec to force-drain with yet: waiting scaled to zero";
+        return if scaled_as(p.spec().0, &zero_scales(p.spec().0)) {
+            with_expiry(Step::Wait {
+                why: why.into(),
+                until: None,
+            })
+        } else {
+            Step::ScaleToZero(why.into())
+        };
+    };
+    if !names_in(started).contains(&promoted.name) {
+        return Step::ForceDrain {
+            promoted: promoted.name.to_string(),
+            spec: forced_spec(promoted.spec, p.spec().isbsvc_name()),
+        };
+    }
+    let spec = p.spec();
+    if !spec.wants_paused() && p.phase() == "Paused" {
+        return with_expiry(Step::Wait {
+            why: format!(
+                "waiting for pipeline {} to run with the promoted spec",
+                p.name()
+            ),
+            until: None,
+        });
+    }
+    if p.generation_pending() {
+        return with_expiry(Step::Wait {
+            why: format!(
+                "waiting for Numaflow to apply the promoted spec to {}",
+                p.name()
+            ),
+            until: None,
+        });
+    }
+    match drain(&p, input) {
+        Drain::Step(s) => with_expiry(s),
+        Drain::Paused { drained } => Step::ForceDrainDone {
+            promoted: promoted.name.to_string(),
+            drained,
+            dedup: true,
+        },
+        Drain::Failed if failure_since.is_none() => Step::MarkFailureStart,
+        Drain::Failed if failed_long_enough(failure_since) => Step::ForceDrainDone {
+            promoted: promoted.name.to_string(),
+            drained: false,
+            dedup: false,
+        },
+        Drain::Failed => with_expiry(Step::Wait {
+            why: format!("pipeline {} failed while force-draining", p.name()),
+            until: failure_since.map(|s| plus(s, input.config.force_drain_failure_wait)),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;
