@@ -96,6 +96,8 @@ if pause ~= nil and pause.status == "True" then
   hs.status = "Progressing"
   if user_paused(obj) then
     hs.message = describe(pause, "Pausing")
+  elseif status.phase == "Pending" and status.message ~= nil and status.message ~= "" then
+    hs.message = status.message
   else
     hs.message = "Pause-and-drain upgrade: " .. describe(pause, "pausing")
   end
