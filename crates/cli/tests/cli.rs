@@ -1108,3 +1108,21 @@ async fn plan_reports_the_strategy() {
         out.stderr
     );
 }
+
+#[test]
+fn every_command_has_help() {
+    for (cmd, expect) in [
+        ("promote", "force-promote"),
+        ("plan", "pause-and-drain"),
+        ("wait", "promoted"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args([cmd, "--help"])
+            .output()
+            .expect("run --help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{cmd} --help");
+        assert!(text.contains(expect), "{cmd} --help: {text}");
+        assert!(text.contains("Exit codes:"), "{cmd} --help: {text}");
+    }
+}
