@@ -241,3 +241,43 @@ pub fn plain_owner_ref<K: ChildObject>(child: &K) -> Option<OwnerReference> {
         block_owner_deletion: None,
     })
 }
+
+/// Labels a child `upgrade-state=recyclable` with `reason`, stamping when it became so
+/// (`recyclable-start-time`, read by expiry). A merge patch, so the rest of the child stays as
+/// it is; the recycling rules decide when it goes.
+pub async fn mark_recyclable<K: ChildObject>(
+    ctx: &Ctx,
+    child: &K,
+    reason: &str,
+) -> Result<K, Error> {
+    ctx.ensure_leader()?;
+    let ns = child.namespace().unwrap_or_default();
+    let name = child.name_any();
+    let mut patch = serde_json::json!({
+        "metadata": {
+            "labels": {
+                labels::UPGRADE_STATE: numaplane_api::keys::upgrade_state::RECYCLABLE,
+                labels::UPGRADE_STATE_REASON: reason,
+            },
+        }
+    });
+    // Set once: expiry counts from the first time it became recyclable.
+    let started = numaplane_api::keys::annotations::RECYCLABLE_START_TIME;
+    if !child.annotations().contains_key(started) {
+        patch["metadata"]["annotations"] = serde_json::json!({
+            started: crate::status::now().0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        });
+    }
+    tracing::info!(child = %name, reason, "marking child recyclable");
+    api::<K>(ctx, &ns)
+        .patch(
+            &name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+        .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))
+}

@@ -15,6 +15,19 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
 pub type Labels = Vec<(&'static str, String)>;
+
+/// The reference's pause-duration gauges.
+#[derive(Clone, Copy, Debug)]
+pub enum PauseGauge {
+    /// `numaflow_pipeline_system_paused_seconds`: paused by Numaplane (0 for user pauses).
+    PipelineSystemPaused,
+    /// `numaflow_pipeline_system_pausing_seconds`.
+    PipelineSystemPausing,
+    /// `numaflow_isbservice_paused_seconds`: an ISBServiceRollout's pause request.
+    IsbService,
+    /// `numaflow_controller_rollout_paused_seconds`: a NumaflowControllerRollout's request.
+    ControllerRollout,
+}
 type GaugeF = Gauge<f64, AtomicU64>;
 
 /// Prometheus client_golang's default buckets, as the reference's histograms use.
@@ -412,6 +425,29 @@ impl Metrics {
                 ("phase", phase.to_string()),
             ])
             .observe(secs);
+    }
+
+    /// A pause gauge of the reference, with its label order.
+    pub fn pause_seconds(&self, gauge: PauseGauge, ns: &str, name: &str, secs: f64) {
+        let (family, labels): (_, Labels) = match gauge {
+            PauseGauge::PipelineSystemPaused => (
+                &self.pipeline_system_paused_seconds,
+                vec![("namespace", ns.to_string()), ("name", name.to_string())],
+            ),
+            PauseGauge::PipelineSystemPausing => (
+                &self.pipeline_system_pausing_seconds,
+                vec![("namespace", ns.to_string()), ("name", name.to_string())],
+            ),
+            PauseGauge::IsbService => (
+                &self.isbservice_paused_seconds,
+                vec![("name", name.to_string()), ("namespace", ns.to_string())],
+            ),
+            PauseGauge::ControllerRollout => (
+                &self.controller_rollout_paused_seconds,
+                vec![("name", name.to_string()), ("namespace", ns.to_string())],
+            ),
+        };
+        family.get_or_create(&labels).set(secs);
     }
 
     /// One Kubernetes API request.

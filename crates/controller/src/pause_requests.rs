@@ -136,3 +136,113 @@ pub fn report(st: &mut Status, prs: &mut Option<PauseStatus>, generation: i64, n
         *prs = None;
     }
 }
+
+fn secs_between(from: &Time, to: &Time) -> f64 {
+    let d = to.0.duration_since(from.0);
+    d.as_secs_f64().max(0.0)
+}
+
+fn after(a: Option<&Time>, b: Option<&Time>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.0 > b.0,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+/// Seconds a rollout has requested pipelines to pause: up to `now` while requesting, the last
+/// request's length once released (the reference sets it once at release), else 0.
+pub fn request_seconds(ps: Option<&PauseStatus>, requesting: bool, now: &Time) -> f64 {
+    let Some(ps) = ps else { return 0.0 };
+    let begin = ps.last_pause_begin_time.as_ref();
+    let end = ps.last_pause_end_time.as_ref();
+    match (begin, requesting) {
+        (Some(b), true) => secs_between(b, now),
+        (Some(b), false) if after(end, Some(b)) => end.map_or(0.0, |e| secs_between(b, e)),
+        _ => 0.0,
+    }
+}
+
+/// `(pausing, paused)` seconds of a pipeline paused by Numaplane (`system`), from its
+/// `pauseStatus`; both 0 for a pause the user asked for, or when it isn't pausing.
+pub fn pipeline_pause_seconds(ps: Option<&PauseStatus>, system: bool, now: &Time) -> (f64, f64) {
+    let Some(ps) = ps.filter(|_| system) else {
+        return (0.0, 0.0);
+    };
+    let begin = ps.last_pause_begin_time.as_ref();
+    if !after(begin, ps.last_pause_end_time.as_ref()) {
+        return (0.0, 0.0);
+    }
+    let changed = ps.last_pause_phase_change_time.as_ref();
+    match (begin, changed) {
+        (Some(_), Some(c)) if after(Some(c), begin) => (0.0, secs_between(c, now)),
+        (Some(b), _) => (secs_between(b, now), 0.0),
+        _ => (0.0, 0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 + secs).expect("time"))
+    }
+
+    fn ps(begin: Option<i64>, change: Option<i64>, end: Option<i64>) -> PauseStatus {
+        PauseStatus {
+            last_pause_begin_time: begin.map(t),
+            last_pause_phase_change_time: change.map(t),
+            last_pause_end_time: end.map(t),
+        }
+    }
+
+    #[test]
+    fn request_seconds_count_while_requesting_then_keep_the_last_length() {
+        assert_eq!(request_seconds(None, true, &t(10)), 0.0);
+        assert_eq!(
+            request_seconds(Some(&ps(Some(0), None, None)), true, &t(10)),
+            10.0
+        );
+        assert_eq!(
+            request_seconds(Some(&ps(Some(0), None, Some(7))), false, &t(10)),
+            7.0
+        );
+        // A new request after an old one counts from its own begin.
+        assert_eq!(
+            request_seconds(Some(&ps(Some(20), None, Some(7))), true, &t(25)),
+            5.0
+        );
+        assert_eq!(
+            request_seconds(Some(&ps(None, None, None)), false, &t(25)),
+            0.0
+        );
+    }
+
+    #[test]
+    fn pipeline_pause_seconds_split_pausing_from_paused() {
+        let now = t(30);
+        assert_eq!(
+            pipeline_pause_seconds(Some(&ps(Some(10), None, None)), true, &now),
+            (20.0, 0.0)
+        );
+        assert_eq!(
+            pipeline_pause_seconds(Some(&ps(Some(10), Some(25), None)), true, &now),
+            (0.0, 5.0)
+        );
+        // Resumed, or paused by the user: nothing to report.
+        assert_eq!(
+            pipeline_pause_seconds(Some(&ps(Some(10), Some(25), Some(28))), true, &now),
+            (0.0, 0.0)
+        );
+        assert_eq!(
+            pipeline_pause_seconds(Some(&ps(Some(10), Some(25), None)), false, &now),
+            (0.0, 0.0)
+        );
+        // A phase change from an earlier pause does not count for a new one.
+        assert_eq!(
+            pipeline_pause_seconds(Some(&ps(Some(26), Some(25), Some(20))), true, &now),
+            (4.0, 0.0)
+        );
+    }
+}

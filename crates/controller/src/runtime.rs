@@ -299,6 +299,8 @@ pub struct Deleted {
     pub kind: String,
     pub namespace: String,
     pub parent: String,
+    /// The ISBServiceRollout a deleted pipeline ran on: a recreate waits for its pipelines.
+    pub isb_rollout: Option<String>,
 }
 
 /// Starts the shared watches of one operator, all in the same scope, announcing deletions of
@@ -330,6 +332,7 @@ impl Watches<'_> {
                     kind: K::kind(&()).into_owned(),
                     namespace: obj.namespace().unwrap_or_default(),
                     parent: parent.clone(),
+                    isb_rollout: obj.labels().get(labels::ISBSVC_NAME).cloned(),
                 });
             }
         };
@@ -560,7 +563,11 @@ fn spawn_controllers(
         .reconcile_on(deletion_triggers(
             deletions,
             &["InterStepBufferService", "PodDisruptionBudget"],
-        ));
+        ))
+        // A recreate deletes the ISB service once its pipelines are gone.
+        .reconcile_on(deletion_triggers_by(deletions, &["Pipeline"], |d| {
+            d.isb_rollout.clone()
+        }));
     run_controller(tasks, cancel, isbrs, ctx, &gained);
 }
 
@@ -572,12 +579,25 @@ fn deletion_triggers<R>(
 where
     R: Resource<DynamicType = ()> + 'static,
 {
+    deletion_triggers_by(deletions, kinds, |d| Some(d.parent.clone()))
+}
+
+/// Rollouts named by `rollout` of deleted objects of `kinds`.
+fn deletion_triggers_by<R>(
+    deletions: &broadcast::Sender<Deleted>,
+    kinds: &'static [&'static str],
+    rollout: fn(&Deleted) -> Option<String>,
+) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
+where
+    R: Resource<DynamicType = ()> + 'static,
+{
     let rx = deletions.subscribe();
     futures::stream::unfold(rx, move |mut rx| async move {
         loop {
             match rx.recv().await {
                 Ok(d) if kinds.contains(&d.kind.as_str()) => {
-                    return Some((ObjectRef::new(&d.parent).within(&d.namespace), rx));
+                    let Some(name) = rollout(&d) else { continue };
+                    return Some((ObjectRef::new(&name).within(&d.namespace), rx));
                 }
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return None,

@@ -1,43 +1,44 @@
 //! Pause requests under pause-and-drain (scenarios.md A.1–A.3 with `pause-and-drain`): an ISB
 //! service version change pauses the pipelines using it first, updates the isbsvc, then resumes
 //! them; a change outside the USDE lists never pauses; a Failed pipeline is not waited on; a
-//! Numaflow controller version change pauses the namespace's pipelines first.
+//! Numaflow controller version change pauses the namespace's pipelines first; a restart while
+//! pipelines are paused resumes them only after the update, and pipelines created meanwhile
+//! start paused; a recreate field deletes and recreates the ISB service and its pipelines
+//! (drained first under pause-and-drain).
 
 mod support;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::ListParams;
 use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
 use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout, PipelineRollout};
 use numaplane_testenv::simulator::PipelineBehaviour;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::fixtures::{
+    definitions, event_reasons, image, nc_rollout, paused_drained_at, phase, record, rv,
+};
 use support::{Harness, condition};
+
+fn isb_rollout(jetstream: Value) -> Value {
+    support::fixtures::isb_rollout("default", jetstream)
+}
 
 const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
 
-fn isb_rollout(jetstream: Value) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "ISBServiceRollout",
-        "metadata": {"name": "default"},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": jetstream}}}
-    })
+fn pipeline_rollout(name: &str) -> Value {
+    pipeline_rollout_with_grace(name, 30)
 }
 
-fn pipeline_rollout(name: &str) -> Value {
+fn pipeline_rollout_with_grace(name: &str, grace_seconds: u64) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "PipelineRollout",
         "metadata": {"name": name},
         "spec": {"pipeline": {"spec": {
-            "lifecycle": {"pauseGracePeriodSeconds": 30},
+            "lifecycle": {"pauseGracePeriodSeconds": grace_seconds},
             "vertices": [
                 {"name": "in", "scale": {"min": 1, "max": 1}, "source": {"generator": {"rpu": 5}}},
                 {"name": "cat", "scale": {"min": 1, "max": 1},
@@ -47,13 +48,6 @@ fn pipeline_rollout(name: &str) -> Value {
             "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]
         }}}
     })
-}
-
-fn phase(p: &Pipeline) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s["phase"].as_str())
-        .unwrap_or_default()
 }
 
 fn running_as_specified(p: Option<&Pipeline>) -> Option<()> {
@@ -86,65 +80,6 @@ fn pausing(conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) 
 
 fn js_version(i: &InterStepBufferService) -> &str {
     i.spec["jetstream"]["version"].as_str().unwrap_or_default()
-}
-
-/// Every version of object `name` of kind `K` seen from now on (a watch misses no write, unlike
-/// polling: a pipeline may be Paused for less than a poll interval).
-fn record<K>(h: &Harness, name: &str) -> Arc<Mutex<Vec<K>>>
-where
-    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let (out, api) = (seen.clone(), h.api::<K>());
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff().applied_objects());
-        while let Some(ev) = stream.next().await {
-            if let Ok(obj) = ev {
-                out.lock().expect("lock").push(obj);
-            }
-        }
-    });
-    seen
-}
-
-fn rv<K: kube::Resource>(k: &K) -> u64 {
-    k.meta()
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
-/// The resourceVersion at which the pipeline was first seen Paused and drained.
-fn paused_drained_at(seen: &Mutex<Vec<Pipeline>>) -> Option<u64> {
-    seen.lock()
-        .expect("lock")
-        .iter()
-        .find(|p| {
-            phase(p) == "Paused"
-                && p.status.as_ref().map(|s| &s["drainedOnPause"]) == Some(&json!(true))
-        })
-        .map(rv)
-}
-
-async fn event_reasons(h: &Harness, kind: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(h.client.clone(), &h.ns);
-    events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind))
-        .filter_map(|e| e.reason)
-        .collect()
 }
 
 #[tokio::test]
@@ -280,31 +215,6 @@ async fn isb_service_version_change_pauses_its_pipelines_first() {
     );
 }
 
-/// A fixture definitions ConfigMap, as JSON, moved to the test namespace.
-fn definitions(version: &str) -> Value {
-    let path = format!(
-        "{}/../../testdata/numaflow-controller-definitions/controller_def_{version}.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cm: ConfigMap =
-        serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("parse");
-    let mut v = serde_json::to_value(cm).expect("json");
-    v["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("namespace");
-    v
-}
-
-fn nc_rollout(version: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "NumaflowControllerRollout",
-        "metadata": {"name": "numaflow-controller"},
-        "spec": {"controller": {"version": version}}
-    })
-}
-
 fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControllerRollout> {
     let r = r?;
     let st = r.status.as_ref()?;
@@ -313,15 +223,6 @@ fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControll
         && st.status.observed_generation == r.metadata.generation?
         && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
         .then(|| r.clone())
-}
-
-fn image(d: &Deployment) -> String {
-    d.spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -400,4 +301,288 @@ async fn numaflow_controller_version_change_pauses_the_namespace_first() {
             .await
             .contains(&"PipelinesPaused".to_string())
     );
+}
+
+/// The value of gauge `metric` for the object named `name`.
+fn gauge(text: &str, metric: &str, name: &str) -> Option<f64> {
+    support::samples(text, metric)
+        .into_iter()
+        .find(|(labels, _)| labels.contains(&format!("name=\"{name}\"")))
+        .map(|(_, v)| v)
+}
+
+fn desired_phase(p: &Pipeline) -> Option<&str> {
+    p.spec
+        .pointer("/lifecycle/desiredPhase")
+        .and_then(Value::as_str)
+}
+
+#[tokio::test]
+async fn restart_while_paused_resumes_only_after_the_update() {
+    let mut h = Harness::start_with_usde("pause-restart", PPND).await;
+    h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.17"})))
+        .await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pa")).await;
+    // pb never drains and its grace period outlasts the test: it holds the request open.
+    h.apply::<PipelineRollout>(pipeline_rollout_with_grace("pb", 600))
+        .await;
+    h.until("pa deployed", "pa", pr_settled).await;
+    h.until("pb deployed", "pb", pr_settled).await;
+    h.until("isb deployed", "default", isbr_settled).await;
+    h.sim
+        .set_pipeline_behaviour(&h.ns, "pb-0", PipelineBehaviour::NeverDrain);
+    let pa_seen = record::<Pipeline>(&h, "pa-0");
+    let pc_seen = record::<Pipeline>(&h, "pc-0");
+    let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.11"})))
+        .await;
+    h.until::<Pipeline, _, _>("pa paused", "pa-0", |p| {
+        (phase(p?) == "Paused").then_some(())
+    })
+    .await;
+    h.until::<ISBServiceRollout, _, _>("waiting for pb-0", "default", |r| {
+        let st = r?.status.as_ref()?;
+        (st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain
+            && st.status.message.contains("pb-0"))
+        .then_some(())
+    })
+    .await;
+
+    // Controller down mid-way; a new PipelineRollout arrives meanwhile.
+    h.stop_operator().await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pc")).await;
+    h.stays::<Pipeline, _>(
+        "pa stays paused while the controller is down",
+        "pa-0",
+        Duration::from_secs(2),
+        |p| p.is_some_and(|p| phase(p) == "Paused"),
+    )
+    .await;
+
+    // A fresh controller knows the request from status alone: pa stays paused, pc starts
+    // paused, the ISB service waits for pb.
+    h.restart_operator().await;
+    h.until::<Pipeline, _, _>("pc created", "pc-0", |p| p.map(|_| ()))
+        .await;
+    let first_pc = pc_seen.lock().expect("lock").first().cloned();
+    let first_pc = match first_pc {
+        Some(p) => p,
+        None => h.api::<Pipeline>().get("pc-0").await.expect("pc-0"),
+    };
+    assert_eq!(
+        desired_phase(&first_pc),
+        Some("Paused"),
+        "a pipeline created during a pause request starts paused: {:?}",
+        first_pc.spec
+    );
+    h.stays::<Pipeline, _>(
+        "pa stays paused after the restart",
+        "pa-0",
+        Duration::from_secs(3),
+        |p| p.is_some_and(|p| phase(p) == "Paused"),
+    )
+    .await;
+    h.stays::<InterStepBufferService, _>(
+        "isbsvc not updated while pb-0 is pausing",
+        "default-0",
+        Duration::from_secs(1),
+        |i| i.is_some_and(|i| js_version(i) == "2.10.17"),
+    )
+    .await;
+    h.until::<ISBServiceRollout, _, _>("still waiting for pb-0", "default", |r| {
+        let st = r?.status.as_ref()?;
+        (st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain
+            && st.status.message.contains("pb-0")
+            && pausing(&st.status.conditions).as_deref() == Some("True"))
+        .then_some(())
+    })
+    .await;
+
+    // The pause gauges: the ISB service's request and pa's system pause are reported.
+    let text = h.metrics.encode();
+    let isb_gauge = gauge(&text, "numaflow_isbservice_paused_seconds", "default");
+    assert!(isb_gauge.is_some(), "ISB request gauge reported:\n{text}");
+    let pa_paused = gauge(&text, "numaflow_pipeline_system_paused_seconds", "pa");
+    assert!(pa_paused.is_some(), "pa's system pause reported:\n{text}");
+
+    // allow-data-loss on pb lets the update through; everything resumes after it.
+    h.merge::<PipelineRollout>(
+        "pb",
+        json!({"metadata": {"annotations": {"numaplane.numaproj.io/allow-data-loss": "true"}}}),
+    )
+    .await;
+    h.until::<InterStepBufferService, _, _>("isbsvc updated", "default-0", |i| {
+        (js_version(i?) == "2.10.11").then_some(())
+    })
+    .await;
+    h.until("isb settled", "default", isbr_settled).await;
+    h.until("pa running again", "pa-0", running_as_specified)
+        .await;
+    h.until("pc running", "pc-0", running_as_specified).await;
+    h.until("pa settled", "pa", pr_settled).await;
+    h.until("pc settled", "pc", pr_settled).await;
+
+    // Released: the ISB gauge keeps the request's length (several seconds), pa's gauges are 0.
+    let text = h.metrics.encode();
+    let held = gauge(&text, "numaflow_isbservice_paused_seconds", "default").unwrap_or(0.0);
+    assert!(
+        held >= 2.0,
+        "the request lasted at least the 2+3 s held above: {held}"
+    );
+    assert_eq!(
+        gauge(&text, "numaflow_pipeline_system_paused_seconds", "pa"),
+        Some(0.0)
+    );
+    let updated_at = isbsvc_seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|i| js_version(i) == "2.10.11")
+        .map(rv)
+        .expect("isbsvc update seen");
+    let seen = pa_seen.lock().expect("lock").clone();
+    let paused_at = seen
+        .iter()
+        .find(|p| phase(p) == "Paused")
+        .map(rv)
+        .expect("pa-0 seen Paused");
+    let resumed_at = seen
+        .iter()
+        .filter(|p| rv(*p) > paused_at)
+        .find(|p| desired_phase(p) != Some("Paused"))
+        .map(rv)
+        .expect("pa-0 seen resumed");
+    assert!(
+        updated_at < resumed_at,
+        "pa-0 resumed (rv {resumed_at}) only after the isbsvc update (rv {updated_at})"
+    );
+}
+
+fn isb_with_volume(size: &str) -> Value {
+    isb_rollout(json!({"version": "2.10.17", "persistence": {"volumeSize": size}}))
+}
+
+fn recyclable_reason(i: &InterStepBufferService) -> Option<(String, String)> {
+    let l = i.metadata.labels.as_ref()?;
+    Some((
+        l.get("numaplane.numaproj.io/upgrade-state")?.clone(),
+        l.get("numaplane.numaproj.io/upgrade-state-reason")?.clone(),
+    ))
+}
+
+/// Scenario A.1 step 9: a recreate field (`persistence.volumeSize`) replaces the ISB service
+/// and its pipelines under new names; under pause-and-drain the pipelines drain first.
+async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str, ppnd: bool) {
+    let h = Harness::start_with_usde(prefix, config).await;
+    h.apply::<ISBServiceRollout>(isb_with_volume("10Mi")).await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pr")).await;
+    h.until("pr deployed", "pr", pr_settled).await;
+    h.until("isb deployed", "default", isbr_settled).await;
+    let pr_seen = record::<Pipeline>(&h, "pr-0");
+    let isb_seen = record::<InterStepBufferService>(&h, "default-0");
+    let isbr_seen = record::<ISBServiceRollout>(&h, "default");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    h.apply::<ISBServiceRollout>(isb_with_volume("20Mi")).await;
+    h.until::<InterStepBufferService, _, _>("new isbsvc", "default-1", |i| {
+        let i = i?;
+        (i.spec.pointer("/jetstream/persistence/volumeSize") == Some(&json!("20Mi"))).then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("new pipeline on the new isbsvc", "pr-1", |p| {
+        (p?.spec["interStepBufferServiceName"] == "default-1").then_some(())
+    })
+    .await;
+    h.until::<InterStepBufferService, _, _>("old isbsvc deleted", "default-0", |i| {
+        i.is_none().then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("old pipeline deleted", "pr-0", |p| {
+        p.is_none().then_some(())
+    })
+    .await;
+    h.until("isb settled", "default", isbr_settled).await;
+    h.until("pr-1 running", "pr-1", running_as_specified).await;
+    h.until("pr settled", "pr", pr_settled).await;
+
+    let marked = isb_seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .find_map(recyclable_reason)
+        .filter(|(state, _)| state == "recyclable");
+    assert_eq!(
+        marked,
+        Some(("recyclable".into(), "delete-recreate".into())),
+        "the old isbsvc was marked recyclable for a recreate"
+    );
+    let pr_versions = pr_seen.lock().expect("lock").clone();
+    let retired = pr_versions.iter().find(|p| {
+        p.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("numaplane.numaproj.io/upgrade-state-reason"))
+            .map(String::as_str)
+            == Some("delete-recreate")
+    });
+    assert!(
+        retired.is_some(),
+        "pr-0 followed its isbsvc (delete-recreate)"
+    );
+    let went_ppnd = isbr_seen.lock().expect("lock").iter().any(|r| {
+        r.status.as_ref().map(|s| &s.status.upgrade_in_progress)
+            == Some(&UpgradeStrategy::PipelinePauseAndDrain)
+    });
+    assert_eq!(went_ppnd, ppnd, "pause-and-drain used iff configured");
+    if ppnd {
+        let drained = paused_drained_at(&pr_seen).expect("pr-0 drained and paused");
+        let retired_at = retired.map(rv).expect("retired");
+        assert!(
+            drained < retired_at,
+            "pr-0 drained (rv {drained}) before it was retired (rv {retired_at})"
+        );
+    }
+    // Exactly one live ISB service and one live pipeline remain.
+    let isbs = h
+        .api::<InterStepBufferService>()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        isbs.items
+            .iter()
+            .map(|i| i.metadata.name.clone())
+            .collect::<Vec<_>>(),
+        vec![Some("default-1".to_string())]
+    );
+    let pipelines = h
+        .api::<Pipeline>()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        pipelines
+            .items
+            .iter()
+            .map(|p| p.metadata.name.clone())
+            .collect::<Vec<_>>(),
+        vec![Some("pr-1".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn recreate_field_under_pause_and_drain_drains_then_replaces() {
+    recreate_replaces_isb_service_and_pipelines("recreate-ppnd", PPND, true).await;
+}
+
+#[tokio::test]
+async fn recreate_field_under_no_strategy_replaces_directly() {
+    recreate_replaces_isb_service_and_pipelines(
+        "recreate-direct",
+        "defaultUpgradeStrategy: no-strategy\n",
+        false,
+    )
+    .await;
 }

@@ -515,6 +515,17 @@ fn record_metrics(
         ("phase", st.status.phase.as_str().to_string()),
     ];
     m.set_health(KIND, &ns, &name, labels);
+    let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    m.pause_seconds(
+        crate::metrics::PauseGauge::ControllerRollout,
+        &ns,
+        &name,
+        crate::pause_requests::request_seconds(
+            st.pause_request_status.as_ref(),
+            requesting,
+            &status::now(),
+        ),
+    );
     let version = r.spec.controller.version.clone();
     let running = |v: String| -> Labels {
         vec![

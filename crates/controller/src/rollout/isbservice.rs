@@ -8,15 +8,16 @@ use crate::error::{Error, KubeContext};
 use crate::events::source;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::common::UpgradeStrategy;
-use numaplane_api::keys::{event_reason, labels};
-use numaplane_api::numaflow::InterStepBufferService;
+use numaplane_api::keys::{event_reason, labels, upgrade_state_reason};
+use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
 use numaplane_api::{ISBServiceRollout, ISBServiceRolloutStatus};
+use numaplane_core::config::UserStrategy;
 use numaplane_core::health::{self, Health};
 use numaplane_core::riders::RiderSpec;
 use numaplane_core::template::TemplateVars;
@@ -76,13 +77,69 @@ fn statefulset_of(ctx: &Ctx, child: &InterStepBufferService) -> Option<Value> {
         .and_then(|s| serde_json::to_value(&*s).ok())
 }
 
-/// Carries a change under the `pause-and-drain` strategy (api.md §14, progressive.md §8.4): a
-/// change of a data-loss or recreate field of the `interstepbufferservice` USDE lists first
-/// requests a pause of the pipelines on this ISB service (`status.upgradeInProgress`, read by
-/// the PipelineRollouts), waits until each is Paused or won't pause, updates the
-/// InterStepBufferService in place (also for recreate fields, for now), waits until Numaflow has
-/// rolled it out, then releases the request.
-async fn pause_and_update(
+/// The USDE decision for carrying `live` to `desired` under `user`.
+fn decide(
+    ctx: &Ctx,
+    user: UserStrategy,
+    live: &InterStepBufferService,
+    desired: &DesiredChild,
+) -> numaplane_core::usde::Decision {
+    let usde = ctx.settings.usde();
+    numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
+        user_strategy: user,
+        config: usde
+            .as_ref()
+            .and_then(|u| u.for_kind("interstepbufferservice")),
+        desired_spec: &desired.spec,
+        live_spec: &live.spec,
+        desired_labels: &desired.labels,
+        live_labels: live.labels(),
+        desired_annotations: &desired.annotations,
+        live_annotations: live.annotations(),
+        riders: &[],
+    })
+}
+
+/// Starts a delete-and-recreate (api.md §11.2, progressive.md §8.3): the InterStepBufferService
+/// is marked `recyclable` (`delete-recreate`); the PipelineRollouts on it retire their pipelines,
+/// it is deleted once none is left, and the next pass creates a new one under a new name.
+async fn recreate(
+    rollout: &ISBServiceRollout,
+    ctx: &Ctx,
+    live: &InterStepBufferService,
+    fields: &[&str],
+) -> Result<Carry<InterStepBufferService>, Error> {
+    let child =
+        crate::children::mark_recyclable(ctx, live, upgrade_state_reason::DELETE_RECREATE).await?;
+    let name = live.name_any();
+    info!(child = %name, ?fields, "recreating InterStepBufferService");
+    ctx.events
+        .publish(
+            source::ISBSVC_ROLLOUT,
+            &super::object_ref(rollout),
+            EventType::Normal,
+            event_reason::DELETING,
+            format!(
+                "recreating InterStepBufferService {name} for a change of {}: its pipelines are deleted first",
+                fields.join(", ")
+            ),
+        )
+        .await;
+    Ok(Carry::Prepared {
+        child,
+        pending: Some(format!(
+            "recreate: InterStepBufferService {name} is deleted once its pipelines are, then replaced"
+        )),
+    })
+}
+
+/// Carries a change of the InterStepBufferService. A change of a `recreate` field deletes and
+/// recreates it (directly under `no-strategy`). Under `pause-and-drain` (api.md §14,
+/// progressive.md §8.4) a change of a data-loss or recreate field first requests a pause of the
+/// pipelines on this ISB service (`status.upgradeInProgress`, read by the PipelineRollouts),
+/// waits until each is Paused or won't pause, updates (or recreates) the InterStepBufferService,
+/// waits until Numaflow has rolled it out, then releases the request.
+async fn carry(
     rollout: &ISBServiceRollout,
     ctx: &Ctx,
     st: &mut ISBServiceRolloutStatus,
@@ -93,40 +150,33 @@ async fn pause_and_update(
     let name = rollout.name_any();
     let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
     let user = ctx.settings.user_strategy(&ns);
+    let needs_apply = crate::children::needs_apply(live, &desired);
     if !in_progress {
-        if user != numaplane_core::config::UserStrategy::PauseAndDrain {
+        if !needs_apply {
             return Ok(Carry::Apply(Box::new(desired)));
         }
-        let usde = ctx.settings.usde();
-        let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
-            user_strategy: user,
-            config: usde
-                .as_ref()
-                .and_then(|u| u.for_kind("interstepbufferservice")),
-            desired_spec: &desired.spec,
-            live_spec: &live.spec,
-            desired_labels: &desired.labels,
-            live_labels: live.labels(),
-            desired_annotations: &desired.annotations,
-            live_annotations: live.annotations(),
-            riders: &[],
-        });
-        if decision.strategy != UpgradeStrategy::PipelinePauseAndDrain {
-            return Ok(Carry::Apply(Box::new(desired)));
-        }
+        let decision = decide(ctx, user, live, &desired);
         let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
-        info!(child = %desired.name, ?fields, recreate = decision.recreate,
-            "pause-and-drain: requesting a pause of the pipelines before the update");
-        st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
-        return Ok(Carry::Prepared {
-            child: live.clone(),
-            pending: Some(format!(
-                "pause-and-drain: requesting a pause of the pipelines using ISBServiceRollout {name} before applying a change of {}",
-                fields.join(", ")
-            )),
-        });
+        return match decision.strategy {
+            UpgradeStrategy::PipelinePauseAndDrain => {
+                info!(child = %desired.name, ?fields, recreate = decision.recreate,
+                    "pause-and-drain: requesting a pause of the pipelines before the update");
+                st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+                Ok(Carry::Prepared {
+                    child: live.clone(),
+                    pending: Some(format!(
+                        "pause-and-drain: requesting a pause of the pipelines using ISBServiceRollout {name} before applying a change of {}",
+                        fields.join(", ")
+                    )),
+                })
+            }
+            UpgradeStrategy::DirectApply if decision.recreate => {
+                recreate(rollout, ctx, live, &fields).await
+            }
+            _ => Ok(Carry::Apply(Box::new(desired))),
+        };
     }
-    if crate::children::needs_apply(live, &desired) {
+    if needs_apply {
         let waiting = crate::pause_requests::pipelines_not_paused(ctx, &ns, Some(&name)).await?;
         if !waiting.is_empty() {
             return Ok(Carry::Prepared {
@@ -139,8 +189,6 @@ async fn pause_and_update(
                 )),
             });
         }
-        let child = crate::children::apply(ctx, live, &desired).await?;
-        info!(child = %desired.name, "pause-and-drain: pipelines paused, InterStepBufferService updated");
         ctx.events
             .publish(
                 source::ISBSVC_ROLLOUT,
@@ -153,6 +201,13 @@ async fn pause_and_update(
                 ),
             )
             .await;
+        let decision = decide(ctx, user, live, &desired);
+        if decision.recreate {
+            let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
+            return recreate(rollout, ctx, live, &fields).await;
+        }
+        let child = crate::children::apply(ctx, live, &desired).await?;
+        info!(child = %desired.name, "pause-and-drain: pipelines paused, InterStepBufferService updated");
         return Ok(Carry::Prepared {
             child,
             pending: Some(format!(
@@ -263,12 +318,56 @@ impl Rollout for ISBServiceRollout {
         live: &InterStepBufferService,
         desired: DesiredChild,
     ) -> Result<Carry<InterStepBufferService>, Error> {
-        pause_and_update(self, ctx, st, live, desired).await
+        carry(self, ctx, st, live, desired).await
+    }
+
+    async fn recyclable_in_use(
+        ctx: &Ctx,
+        child: &InterStepBufferService,
+    ) -> Result<Option<String>, Error> {
+        // Live, not cached: a pipeline the cache hasn't seen yet must not lose its ISB service.
+        let ns = child.namespace().unwrap_or_default();
+        let selector = format!(
+            "{}={},{}",
+            labels::ISBSVC_CHILD_NAME,
+            child.name_any(),
+            labels::PARENT_ROLLOUT_NAME
+        );
+        let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), &ns);
+        let using: Vec<String> = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .ctx(|| {
+                format!(
+                    "listing pipelines on InterStepBufferService {}",
+                    child.name_any()
+                )
+            })?
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        Ok((!using.is_empty()).then(|| format!("used by pipelines {}", using.join(", "))))
     }
 
     fn health(ctx: &Ctx, child: &InterStepBufferService) -> Health {
         let sts = statefulset_of(ctx, child);
         health::isbsvc_health(&child.to_json(), sts.as_ref())
+    }
+
+    fn observe_metrics(&self, ctx: &Ctx, st: &ISBServiceRolloutStatus, now: &Time) {
+        let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+        let secs = crate::pause_requests::request_seconds(
+            st.pause_request_status.as_ref(),
+            requesting,
+            now,
+        );
+        ctx.metrics.pause_seconds(
+            crate::metrics::PauseGauge::IsbService,
+            &self.namespace().unwrap_or_default(),
+            &self.name_any(),
+            secs,
+        );
     }
 
     fn observe_child(

@@ -21,7 +21,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
-use numaplane_api::common::ChildMetadata;
+use numaplane_api::common::{ChildMetadata, UpgradeStrategy};
 use numaplane_api::keys::{self, labels, upgrade_state};
 use numaplane_core::health::Health;
 use numaplane_core::riders::RiderSpec;
@@ -130,8 +130,34 @@ pub trait Rollout:
         async { Ok(()) }
     }
 
+    /// Marks children recyclable because of something outside them (e.g. pipelines whose ISB
+    /// service is being recreated), saying what it did; the pass then ends, so nothing is
+    /// applied to a child from a cache that doesn't know it yet.
+    fn retire_children(
+        &self,
+        ctx: &Ctx,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = ctx;
+        async { Ok(None) }
+    }
+
+    /// Why a recyclable child that needs no draining must stay for now (e.g. an ISB service
+    /// still used by pipelines); `None` lets it be deleted.
+    fn recyclable_in_use(
+        ctx: &Ctx,
+        child: &Self::Child,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = (ctx, child);
+        async { Ok(None) }
+    }
+
     /// Health of the promoted child (`ChildResourcesHealthy`).
     fn health(ctx: &Ctx, child: &Self::Child) -> Health;
+
+    /// Kind-specific gauges from the status about to be written (pause durations).
+    fn observe_metrics(&self, ctx: &Ctx, st: &Self::Status, now: &Time) {
+        let _ = (ctx, st, now);
+    }
 
     /// Kind-specific status: pause condition and times, pod selector…
     fn observe_child(status: &mut Self::Status, child: &Self::Child, generation: i64, now: &Time) {
@@ -242,11 +268,13 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             )
             .await;
             record_health::<R>(ctx, obj, st.common());
+            obj.observe_metrics(ctx, &st, &now);
             status::write_if_changed(obj, ctx, &before, &st).await?;
             return Err(e);
         }
     };
     record_health::<R>(ctx, obj, st.common());
+    obj.observe_metrics(ctx, &st, &now);
     status::write_if_changed(obj, ctx, &before, &st).await?;
     Ok(action)
 }
@@ -302,6 +330,10 @@ async fn drive<R: Rollout>(
     let name = obj.name_any();
     let (metadata, spec) = obj.child_template();
     R::validate(spec)?;
+    if let Some(retired) = obj.retire_children(ctx).await? {
+        return Ok(Pass::Waiting(retired));
+    }
+    garbage_collect::<R>(ctx, &ns, &name).await?;
     let resolved = match obj.resolve(ctx).await? {
         Ok(r) => r,
         Err(waiting) => return Ok(Pass::Waiting(waiting)),
@@ -315,6 +347,14 @@ async fn drive<R: Rollout>(
     let mut pending_message: Option<String> = None;
     let child: R::Child = match promoted {
         None => {
+            // A recreate replaces the child only once the old one is gone (and, for an ISB
+            // service, once its pipelines are).
+            if let Some(old) = recreating::<R>(ctx, &ns, &name) {
+                return Ok(Pass::Waiting(format!(
+                    "recreate: waiting for {} {old} to be deleted before creating its replacement",
+                    children::kind_str::<R::Child>(),
+                )));
+            }
             // A live list right before creating: a stale cache must never give a rollout two
             // promoted children.
             let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
@@ -329,7 +369,11 @@ async fn drive<R: Rollout>(
                 let desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
                 let created = children::create::<R::Child>(ctx, &desired).await?;
                 info!(child = %child_name, "created child");
-                st.common_mut().upgrade_in_progress = Default::default();
+                // A pause-and-drain survives a recreate: the pipelines stay paused until the
+                // new child is reconciled. Anything else starts afresh.
+                if st.common().upgrade_in_progress != UpgradeStrategy::PipelinePauseAndDrain {
+                    st.common_mut().upgrade_in_progress = Default::default();
+                }
                 changed = true;
                 created_child = true;
                 created
@@ -510,8 +554,26 @@ fn desired_child<R: Rollout>(
     Ok(desired)
 }
 
-/// Deletes children marked recyclable for a reason that needs no draining. Draining recyclable
-/// pipelines is the recycling controller's job (a later strategy); here nothing else is deleted.
+/// The child being deleted and recreated (`recyclable`, reason `delete-recreate`), if any.
+fn recreating<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<String> {
+    R::children(&ctx.stores)
+        .state()
+        .into_iter()
+        .find(|c| {
+            let l = c.labels();
+            c.meta().namespace.as_deref() == Some(ns)
+                && l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) == Some(rollout)
+                && l.get(labels::UPGRADE_STATE).map(String::as_str)
+                    == Some(upgrade_state::RECYCLABLE)
+                && l.get(labels::UPGRADE_STATE_REASON).map(String::as_str)
+                    == Some(keys::upgrade_state_reason::DELETE_RECREATE)
+        })
+        .map(|c| c.name_any())
+}
+
+/// Deletes children marked recyclable for a reason that needs no draining, once nothing uses
+/// them. Draining recyclable pipelines is the recycling controller's job (a later strategy);
+/// here nothing else is deleted.
 async fn garbage_collect<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Result<(), Error> {
     let store = R::children(&ctx.stores);
     for c in store.state() {
@@ -531,6 +593,10 @@ async fn garbage_collect<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Resu
                     | Some(keys::upgrade_state_reason::PURGE)
             );
         if immediate {
+            if let Some(why) = R::recyclable_in_use(ctx, &c).await? {
+                debug!(child = %c.name_any(), %why, "recyclable child kept for now");
+                continue;
+            }
             info!(child = %c.name_any(), ?reason, "deleting recyclable child");
             children::delete::<R::Child>(ctx, ns, &c.name_any(), c.uid()).await?;
         }

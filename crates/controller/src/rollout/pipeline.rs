@@ -424,6 +424,52 @@ impl Rollout for PipelineRollout {
         })
     }
 
+    /// Pipelines on an ISB service that became recyclable follow it, with its reason (a
+    /// recreate deletes them at once; api.md §13).
+    async fn retire_children(&self, ctx: &Ctx) -> Result<Option<String>, Error> {
+        let ns = self.namespace().unwrap_or_default();
+        let name = self.name_any();
+        let isbsvcs = ctx.stores.isbsvcs.state();
+        let mut retired_now = Vec::new();
+        for p in ctx.stores.pipelines.state() {
+            let l = p.labels();
+            if p.namespace().as_deref() != Some(&ns)
+                || l.get(labels::PARENT_ROLLOUT_NAME) != Some(&name)
+                || l.get(labels::UPGRADE_STATE).map(String::as_str)
+                    == Some(upgrade_state::RECYCLABLE)
+                || p.meta().deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            let on = p
+                .spec
+                .get("interStepBufferServiceName")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let retired = isbsvcs.iter().find(|i| {
+                i.namespace().as_deref() == Some(&ns)
+                    && i.name_any() == on
+                    && i.labels().get(labels::UPGRADE_STATE).map(String::as_str)
+                        == Some(upgrade_state::RECYCLABLE)
+            });
+            if let Some(isb) = retired {
+                let reason = isb
+                    .labels()
+                    .get(labels::UPGRADE_STATE_REASON)
+                    .cloned()
+                    .unwrap_or_default();
+                info!(child = %p.name_any(), isbsvc = %on, %reason, "pipeline follows its recyclable InterStepBufferService");
+                crate::children::mark_recyclable(ctx, &*p, &reason).await?;
+                retired_now.push(format!(
+                    "{} (InterStepBufferService {on} is {reason})",
+                    p.name_any()
+                ));
+            }
+        }
+        Ok((!retired_now.is_empty())
+            .then(|| format!("retiring pipelines {}", retired_now.join(", "))))
+    }
+
     fn customize(&self, isb: &IsbTarget, desired: &mut DesiredChild) {
         numaplane_core::child::point_pipeline_at_isbsvc(
             &mut desired.labels,
@@ -471,6 +517,19 @@ impl Rollout for PipelineRollout {
 
     fn health(_ctx: &Ctx, child: &Pipeline) -> Health {
         health::pipeline_health(&child.to_json())
+    }
+
+    fn observe_metrics(&self, ctx: &Ctx, st: &PipelineRolloutStatus, now: &Time) {
+        use crate::metrics::PauseGauge;
+        let system = st.status.upgrade_in_progress
+            == numaplane_api::common::UpgradeStrategy::PipelinePauseAndDrain;
+        let (pausing, paused) =
+            crate::pause_requests::pipeline_pause_seconds(st.pause_status.as_ref(), system, now);
+        let (ns, name) = (self.namespace().unwrap_or_default(), self.name_any());
+        ctx.metrics
+            .pause_seconds(PauseGauge::PipelineSystemPausing, &ns, &name, pausing);
+        ctx.metrics
+            .pause_seconds(PauseGauge::PipelineSystemPaused, &ns, &name, paused);
     }
 
     fn observe_child(

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod fixtures;
+
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
@@ -24,8 +26,12 @@ pub struct Harness {
     pub client: Client,
     pub ns: String,
     pub sim: Simulator,
-    pub operator: Operator,
+    /// `None` while stopped (see [`Harness::restart_operator`]).
+    pub operator: Option<Operator>,
     pub config_file: PathBuf,
+    /// The operator's metrics registry (kept across restarts).
+    pub metrics: std::sync::Arc<numaplane::metrics::Metrics>,
+    own_namespace: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -158,33 +164,55 @@ impl Harness {
         let sim = Simulator::start_in_namespace(client.clone(), &ns)
             .await
             .expect("start simulator");
+        let mut h = Harness {
+            env,
+            client,
+            ns,
+            sim,
+            operator: None,
+            config_file,
+            metrics: Default::default(),
+            own_namespace,
+            _dir: dir,
+        };
+        h.start_operator().await;
+        h
+    }
+
+    async fn start_operator(&mut self) {
         let operator = Operator::start(
-            env.operator_client(),
+            self.env.operator_client(),
             OperatorOptions {
-                config_file: config_file.clone(),
-                operator_namespace: if own_namespace {
-                    ns.clone()
+                config_file: self.config_file.clone(),
+                operator_namespace: if self.own_namespace {
+                    self.ns.clone()
                 } else {
                     "numaplane-system".into()
                 },
                 workers: 4,
-                instance: Some(format!("test-{ns}")),
-                watch_namespace: Some(ns.clone()),
-                metrics: Default::default(),
+                instance: Some(format!("test-{}", self.ns)),
+                watch_namespace: Some(self.ns.clone()),
+                metrics: self.metrics.clone(),
                 leadership: None,
             },
         )
         .await
         .expect("start operator");
-        Harness {
-            env,
-            client,
-            ns,
-            sim,
-            operator,
-            config_file,
-            _dir: dir,
+        self.operator = Some(operator);
+    }
+
+    /// Stops the operator (in-flight reconciles finish; nothing of it stays in memory).
+    pub async fn stop_operator(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.shutdown().await;
         }
+    }
+
+    /// Starts a fresh operator after [`Harness::stop_operator`]: empty caches, state only
+    /// from the cluster.
+    pub async fn restart_operator(&mut self) {
+        self.stop_operator().await;
+        self.start_operator().await;
     }
 
     pub fn api<K>(&self) -> Api<K>

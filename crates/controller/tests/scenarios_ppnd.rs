@@ -1,0 +1,718 @@
+//! The functional scenarios of scenarios.md (A.1–A.4, A.6) under `pause-and-drain`, against the
+//! real control plane and the Numaflow simulator: data-loss changes pause and drain pipelines
+//! before they are applied; everything else is applied directly without a pause; recreate
+//! fields replace the ISB service and its pipelines; concurrent changes and rollbacks settle
+//! with nothing left in progress.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use numaplane_api::common::{Phase, Status, UpgradeStrategy};
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::{
+    ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
+};
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::fixtures::{definitions, image, nc_rollout, paused_drained_at, phase, record};
+use support::{Harness, condition};
+
+const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
+const ISB: &str = "isb";
+const TAG: &str = "{{.pipeline-namespace}}-{{.pipeline-name}}";
+
+/// The common status and generation of the four rollout kinds.
+trait Rollout {
+    fn common(&self) -> Option<&Status>;
+    fn generation(&self) -> i64;
+}
+
+macro_rules! rollout {
+    ($($t:ty),*) => {$(
+        impl Rollout for $t {
+            fn common(&self) -> Option<&Status> {
+                self.status.as_ref().map(|s| &s.status)
+            }
+            fn generation(&self) -> i64 {
+                self.metadata.generation.unwrap_or(-1)
+            }
+        }
+    )*};
+}
+rollout!(
+    PipelineRollout,
+    MonoVertexRollout,
+    ISBServiceRollout,
+    NumaflowControllerRollout
+);
+
+/// Deployed, nothing in progress, current generation observed, child healthy.
+fn settled<R: Rollout>(r: Option<&R>) -> Option<()> {
+    let r = r?;
+    let st = r.common()?;
+    (st.phase == Phase::Deployed
+        && st.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.observed_generation == r.generation()
+        && condition(&st.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then_some(())
+}
+
+/// Deployed with nothing in progress (what the scenarios hold for a while; health may dip
+/// while a resumed pipeline scales back up).
+fn deployed_idle<R: Rollout>(r: Option<&R>) -> bool {
+    r.and_then(Rollout::common).is_some_and(|st| {
+        st.phase == Phase::Deployed && st.upgrade_in_progress == UpgradeStrategy::NoOp
+    })
+}
+
+fn not_in_progress<R: Rollout>(r: Option<&R>) -> bool {
+    r.and_then(Rollout::common)
+        .is_some_and(|st| st.upgrade_in_progress == UpgradeStrategy::NoOp)
+}
+
+fn isb(version: &str, volume: &str, memory: Option<&str>) -> Value {
+    let mut js = json!({"version": version, "persistence": {"volumeSize": volume}});
+    if let Some(m) = memory {
+        js["containerTemplate"] = json!({"resources": {"limits": {"memory": m}}});
+    }
+    support::fixtures::isb_rollout(ISB, js)
+}
+
+fn two_vertices() -> Value {
+    json!({
+        "interStepBufferServiceName": ISB,
+        "lifecycle": {"pauseGracePeriodSeconds": 30},
+        "vertices": [
+            {"name": "in", "scale": {"min": 1, "max": 2},
+             "source": {"generator": {"rpu": 5, "duration": "1s"}}},
+            {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+        ],
+        "edges": [{"from": "in", "to": "out"}]
+    })
+}
+
+fn three_vertices(cat_image: &str) -> Value {
+    let mut spec = two_vertices();
+    spec["vertices"] = json!([
+        {"name": "in", "scale": {"min": 1, "max": 2},
+         "source": {"generator": {"rpu": 5, "duration": "1s"}}},
+        {"name": "cat", "scale": {"min": 1, "max": 1},
+         "udf": {"container": {"image": cat_image, "env": [{"name": "my-env", "value": TAG}]}}},
+        {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+    ]);
+    spec["edges"] = json!([{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]);
+    spec
+}
+
+const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
+const BAD_CAT: &str = "quay.io/numaio/numaflow-go/map-badcat:stable";
+
+fn pr(spec: Value, metadata: Option<Value>, strategy: Option<Value>) -> Value {
+    let mut pipeline = json!({"spec": spec});
+    if let Some(m) = metadata {
+        pipeline["metadata"] = m;
+    }
+    let mut r = json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "pr"},
+        "spec": {"pipeline": pipeline}
+    });
+    if let Some(s) = strategy {
+        r["spec"]["strategy"] = s;
+    }
+    r
+}
+
+const MV_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stable";
+const MV_JAVA: &str = "quay.io/numaio/numaflow-java/source-simple-source:stable";
+const MV_BAD: &str = "quay.io/numaio/numaflow-java/source-simple-source:invalid";
+
+fn mvr(image: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": "mvr"},
+        "spec": {"monoVertex": {
+            "metadata": {"labels": {"my-label": "{{.monovertex-namespace}}-{{.monovertex-name}}"}},
+            "spec": {
+                "scale": {"min": 1, "max": 2},
+                "source": {"udsource": {"container": {
+                    "image": image,
+                    "env": [{"name": "my-env",
+                             "value": "{{.monovertex-namespace}}-{{.monovertex-name}}"}]
+                }}},
+                "sink": {"blackhole": {}}
+            }
+        }}
+    })
+}
+
+fn mv_image(mv: &MonoVertex) -> &str {
+    mv.spec
+        .pointer("/source/udsource/container/image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn js(i: &InterStepBufferService, pointer: &str) -> Value {
+    i.spec
+        .pointer(&format!("/jetstream{pointer}"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn vertex_count(p: &Pipeline) -> usize {
+    p.spec["vertices"].as_array().map_or(0, Vec::len)
+}
+
+fn desired_phase(p: &Pipeline) -> Option<&str> {
+    p.spec
+        .pointer("/lifecycle/desiredPhase")
+        .and_then(Value::as_str)
+}
+
+/// Names of the live children of kind `K` not labelled recyclable.
+async fn current<K>(h: &Harness) -> Vec<String>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let mut names: Vec<String> = h
+        .api::<K>()
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .filter(|c| {
+            c.meta().deletion_timestamp.is_none()
+                && c.labels()
+                    .get("numaplane.numaproj.io/upgrade-state")
+                    .is_none_or(|s| !s.starts_with("recyclable"))
+        })
+        .map(|c| c.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The pipeline child the rollout currently has (its only non-recyclable one).
+async fn pipeline_child(h: &Harness) -> String {
+    let names = current::<Pipeline>(h).await;
+    assert_eq!(names.len(), 1, "exactly one pipeline child: {names:?}");
+    names[0].clone()
+}
+
+async fn load_definitions(h: &Harness, versions: &[&str]) {
+    for v in versions {
+        h.apply::<ConfigMap>(definitions(v)).await;
+    }
+}
+
+/// A pipeline that never paused while `period` passes.
+async fn never_pauses(h: &Harness, what: &str, name: &str, period: Duration) {
+    h.stays::<Pipeline, _>(what, name, period, |p| {
+        p.is_some_and(|p| phase(p) == "Running" && desired_phase(p).is_none())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a1_functional_pipeline() {
+    let h = Harness::start_with_usde("a1-ppnd", PPND).await;
+    load_definitions(&h, &["1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+
+    // Self-heal: a hand edit is reverted without pausing.
+    h.merge::<Pipeline>("pr-0", json!({"spec": {"watermark": {"disabled": true}}}))
+        .await;
+    h.until::<Pipeline, _, _>("watermark edit reverted", "pr-0", |p| {
+        p?.spec.get("watermark").is_none().then_some(())
+    })
+    .await;
+    never_pauses(
+        &h,
+        "no pause for a self-heal",
+        "pr-0",
+        Duration::from_secs(2),
+    )
+    .await;
+    h.until("settled after self-heal", "pr", settled::<PipelineRollout>)
+        .await;
+
+    // Metadata only: applied in place, no pause, no new child.
+    let meta = json!({"labels": {"my-label": TAG}, "annotations": {"my-annotation": TAG}});
+    let seen = record::<Pipeline>(&h, "pr-0");
+    h.apply::<PipelineRollout>(pr(two_vertices(), Some(meta.clone()), None))
+        .await;
+    let want = format!("{}-pr-0", h.ns);
+    h.until::<Pipeline, _, _>("templated metadata", "pr-0", |p| {
+        let p = p?;
+        (p.labels().get("my-label") == Some(&want)
+            && p.annotations().get("my-annotation") == Some(&want))
+        .then_some(())
+    })
+    .await;
+    never_pauses(&h, "no pause for metadata", "pr-0", Duration::from_secs(1)).await;
+    assert!(
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .all(|p| desired_phase(p).is_none()),
+        "never asked to pause for a metadata change"
+    );
+
+    // Topology change (data loss): paused and drained, updated in place while paused, resumed.
+    let seen = record::<Pipeline>(&h, "pr-0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone()), None))
+        .await;
+    h.until::<Pipeline, _, _>("three vertices, running", "pr-0", |p| {
+        let p = p?;
+        (vertex_count(p) == 3 && phase(p) == "Running" && desired_phase(p).is_none()).then_some(())
+    })
+    .await;
+    h.until("settled after topology", "pr", settled::<PipelineRollout>)
+        .await;
+    let drained = paused_drained_at(&seen).expect("paused and drained before the update");
+    let first_update = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|p| vertex_count(p) == 3)
+        .cloned()
+        .expect("update seen");
+    assert_eq!(
+        desired_phase(&first_update),
+        Some("Paused"),
+        "the topology was applied while paused"
+    );
+    assert!(drained < support::fixtures::rv(&first_update));
+    let env = &first_update.spec["vertices"][1]["udf"]["container"]["env"][0]["value"];
+    assert_eq!(env, &json!(want), "env templated with the promoted name");
+    assert_eq!(pipeline_child(&h).await, "pr-0");
+
+    // User pause: a direct change, no strategy in progress; then resume.
+    let mut paused = three_vertices(CAT);
+    paused["lifecycle"]["desiredPhase"] = "Paused".into();
+    h.apply::<PipelineRollout>(pr(paused, Some(meta.clone()), None))
+        .await;
+    h.until::<PipelineRollout, _, _>("paused by the user", "pr", |r| {
+        let st = r?.status.as_ref()?;
+        (condition(&st.status.conditions, "PipelinePausingOrPaused")?.0 == "True"
+            && st.status.upgrade_in_progress == UpgradeStrategy::NoOp)
+            .then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("pipeline paused, drained", "pr-0", |p| {
+        let p = p?;
+        (phase(p) == "Paused" && p.status.as_ref()?["drainedOnPause"] == json!(true)).then_some(())
+    })
+    .await;
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone()), None))
+        .await;
+    h.until::<Pipeline, _, _>("resumed", "pr-0", |p| {
+        (phase(p?) == "Running").then_some(())
+    })
+    .await;
+    h.until("settled after resume", "pr", settled::<PipelineRollout>)
+        .await;
+
+    // ISB version (data loss): the pipeline pauses first; names unchanged.
+    let seen = record::<Pipeline>(&h, "pr-0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
+        .await;
+    h.until::<InterStepBufferService, _, _>("isb version updated", "isb-0", |i| {
+        (js(i?, "/version") == json!("2.10.11")).then_some(())
+    })
+    .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    assert!(
+        paused_drained_at(&seen).is_some(),
+        "the pipeline paused and drained for the ISB version change"
+    );
+    assert_eq!(pipeline_child(&h).await, "pr-0");
+
+    // ISB memory (no list): in place, no pause.
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", Some("2Gi")))
+        .await;
+    h.until::<InterStepBufferService, _, _>("isb memory updated", "isb-0", |i| {
+        (js(i?, "/containerTemplate/resources/limits/memory") == json!("2Gi")).then_some(())
+    })
+    .await;
+    never_pauses(
+        &h,
+        "no pause for a memory change",
+        "pr-0",
+        Duration::from_secs(2),
+    )
+    .await;
+    h.stays::<ISBServiceRollout, _>(
+        "no strategy for a memory change",
+        ISB,
+        Duration::from_secs(1),
+        not_in_progress,
+    )
+    .await;
+
+    // ISB volume size (recreate): new ISB service and pipeline names.
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "20Mi", Some("2Gi")))
+        .await;
+    h.until::<Pipeline, _, _>("pipeline on the new isbsvc", "pr-1", |p| {
+        let p = p?;
+        (p.spec["interStepBufferServiceName"] == "isb-1" && phase(p) == "Running").then_some(())
+    })
+    .await;
+    h.until("isb settled on isb-1", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled on pr-1", "pr", settled::<PipelineRollout>)
+        .await;
+    assert_eq!(current::<Pipeline>(&h).await, vec!["pr-1".to_string()]);
+    assert_eq!(
+        current::<InterStepBufferService>(&h).await,
+        vec!["isb-1".to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a2_functional_monovertex() {
+    let h = Harness::start_with_usde("a2-ppnd", PPND).await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    // MonoVertex has no pause-and-drain: an image change is applied in place.
+    h.apply::<MonoVertexRollout>(mvr(MV_JAVA)).await;
+    h.until::<MonoVertex, _, _>("image updated in place", "mvr-0", |m| {
+        (mv_image(m?) == MV_JAVA).then_some(())
+    })
+    .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    h.stays::<MonoVertexRollout, _>(
+        "nothing in progress",
+        "mvr",
+        Duration::from_secs(2),
+        not_in_progress,
+    )
+    .await;
+    assert_eq!(current::<MonoVertex>(&h).await, vec!["mvr-0".to_string()]);
+    let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
+    let want = format!("{}-mvr-0", h.ns);
+    assert_eq!(mv.labels().get("my-label"), Some(&want));
+    assert_eq!(
+        mv.spec["source"]["udsource"]["container"]["env"][0]["value"],
+        json!(want)
+    );
+}
+
+#[tokio::test]
+async fn a3_functional_numaflow_controller() {
+    let h = Harness::start_with_usde("a3-ppnd", PPND).await;
+    load_definitions(&h, &["1.7.5", "1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    h.until(
+        "ncr settled",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+
+    // 1.7.5 → 1.8.1: pipelines pause and drain, then resume.
+    let seen = record::<Pipeline>(&h, "pr-0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.until::<Deployment, _, _>("controller on v1.8.1", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+    })
+    .await;
+    h.until(
+        "ncr settled",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    assert!(paused_drained_at(&seen).is_some(), "paused for 1.8.1");
+
+    // An unknown version: nothing changes, the rollout reports the failed child, no pause.
+    h.apply::<NumaflowControllerRollout>(nc_rollout("99.99.99"))
+        .await;
+    h.until::<NumaflowControllerRollout, _, _>(
+        "deployed, child failed",
+        "numaflow-controller",
+        |r| {
+            let r = r?;
+            let st = &r.status.as_ref()?.status;
+            (st.phase == Phase::Deployed
+                && st.observed_generation == r.metadata.generation?
+                && condition(&st.conditions, "ChildResourcesHealthy")?.1 == "Failed")
+                .then_some(())
+        },
+    )
+    .await;
+    h.stays::<Deployment, _>(
+        "image stays v1.8.1",
+        "numaflow-controller",
+        Duration::from_secs(2),
+        |d| d.is_some_and(|d| image(d) == "quay.io/numaproj/numaflow:v1.8.1"),
+    )
+    .await;
+    never_pauses(
+        &h,
+        "no pause for an unknown version",
+        "pr-0",
+        Duration::from_secs(1),
+    )
+    .await;
+    h.stays::<PipelineRollout, _>(
+        "pipeline rollout not in progress",
+        "pr",
+        Duration::from_secs(1),
+        not_in_progress,
+    )
+    .await;
+
+    // Back to 1.8.1: a version change again, so a pause again.
+    let seen = record::<Pipeline>(&h, "pr-0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.until(
+        "ncr settled again",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    assert!(
+        paused_drained_at(&seen).is_some(),
+        "paused again when the version changed back"
+    );
+}
+
+/// A.4: the pipeline, MonoVertex, ISB service and Numaflow controller all change at once.
+async fn concurrent(prefix: &str, isb_after: Value, check: fn(&InterStepBufferService) -> bool) {
+    let h = Harness::start_with_usde(prefix, PPND).await;
+    load_definitions(&h, &["1.7.5", "1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    let meta = json!({"labels": {"my-label": TAG}});
+    h.apply::<PipelineRollout>(pr(two_vertices(), Some(meta.clone()), None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+
+    let schedule = json!({"progressive": {"assessmentSchedule": "60,180,60,10"}});
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta), Some(schedule)))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_JAVA)).await;
+    h.apply::<ISBServiceRollout>(isb_after).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+
+    h.until::<Deployment, _, _>("controller on v1.8.1", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+    })
+    .await;
+    for (what, name) in [("ncr", "numaflow-controller")] {
+        h.until(what, name, settled::<NumaflowControllerRollout>)
+            .await;
+    }
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    let isbs = current::<InterStepBufferService>(&h).await;
+    assert_eq!(isbs.len(), 1, "one ISB service: {isbs:?}");
+    let isbsvc: InterStepBufferService = h.api().get(&isbs[0]).await.expect("isbsvc");
+    assert!(check(&isbsvc), "isb spec: {}", isbsvc.spec);
+    let p: Pipeline = h
+        .api()
+        .get(&pipeline_child(&h).await)
+        .await
+        .expect("pipeline");
+    assert_eq!(vertex_count(&p), 3);
+    assert_eq!(p.spec["interStepBufferServiceName"], json!(isbs[0]));
+    let mv: MonoVertex = h.api().get("mvr-0").await.expect("mv");
+    assert_eq!(mv_image(&mv), MV_JAVA);
+    h.stays::<PipelineRollout, _>(
+        "pr stays settled",
+        "pr",
+        Duration::from_secs(2),
+        deployed_idle,
+    )
+    .await;
+    h.stays::<ISBServiceRollout, _>(
+        "isb stays settled",
+        ISB,
+        Duration::from_secs(1),
+        deployed_idle,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a4_concurrent_isb_version() {
+    concurrent("a4a-ppnd", isb("2.10.11", "10Mi", None), |i| {
+        js(i, "/version") == json!("2.10.11")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a4_concurrent_isb_recreate() {
+    concurrent("a4b-ppnd", isb("2.10.17", "20Mi", Some("2Gi")), |i| {
+        js(i, "/persistence/volumeSize") == json!("20Mi")
+            && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a4_concurrent_isb_direct_apply() {
+    concurrent("a4c-ppnd", isb("2.10.17", "10Mi", Some("2Gi")), |i| {
+        js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a6_rollback() {
+    let h = Harness::start_with_usde("a6-ppnd", PPND).await;
+    load_definitions(&h, &["1.7.5", "1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+
+    // 1. Update all four to something broken or risky, then revert all four.
+    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT), None, None))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "20Mi", None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_BAD)).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.until(
+        "ncr settled",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    h.stays::<PipelineRollout, _>(
+        "pr stays settled",
+        "pr",
+        Duration::from_secs(2),
+        deployed_idle,
+    )
+    .await;
+    let d: Deployment = h
+        .api()
+        .get("numaflow-controller")
+        .await
+        .expect("deployment");
+    assert_eq!(image(&d), "quay.io/numaproj/numaflow:v1.7.5");
+    let isbs = current::<InterStepBufferService>(&h).await;
+    assert_eq!(isbs.len(), 1, "{isbs:?}");
+    let isbsvc: InterStepBufferService = h.api().get(&isbs[0]).await.expect("isb");
+    assert_eq!(js(&isbsvc, "/persistence/volumeSize"), json!("10Mi"));
+    let p: Pipeline = h
+        .api()
+        .get(&pipeline_child(&h).await)
+        .await
+        .expect("pipeline");
+    assert_eq!(vertex_count(&p), 2);
+    assert_eq!(p.spec["interStepBufferServiceName"], json!(isbs[0]));
+    let mvs = current::<MonoVertex>(&h).await;
+    assert_eq!(mvs.len(), 1, "{mvs:?}");
+    let mv: MonoVertex = h.api().get(&mvs[0]).await.expect("mv");
+    assert_eq!(mv_image(&mv), MV_IMAGE);
+
+    // 2. Roll back only the pipeline; the ISB service keeps its new size.
+    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT), None, None))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "20Mi", None))
+        .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    let isbs = current::<InterStepBufferService>(&h).await;
+    assert_eq!(isbs.len(), 1, "{isbs:?}");
+    let isbsvc: InterStepBufferService = h.api().get(&isbs[0]).await.expect("isb");
+    assert_eq!(js(&isbsvc, "/persistence/volumeSize"), json!("20Mi"));
+    let p: Pipeline = h
+        .api()
+        .get(&pipeline_child(&h).await)
+        .await
+        .expect("pipeline");
+    assert_eq!(vertex_count(&p), 2);
+    assert_eq!(p.spec["interStepBufferServiceName"], json!(isbs[0]));
+}
