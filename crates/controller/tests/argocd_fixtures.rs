@@ -168,7 +168,9 @@ fn pr_settled(pr: Option<&PipelineRollout>) -> Option<PipelineRollout> {
     settled(pr.status.as_ref().map(|s| &s.status), pr.meta().generation).then(|| pr.clone())
 }
 
-/// The rollout once its pause condition has `reason` for its current generation.
+/// The rollout once its pause condition has `reason` for its current generation, and the
+/// health of the child has caught up with the pause (Unknown while pausing or paused; a status
+/// written between the two is a transient the fixtures must not capture).
 fn pr_pause_reason(
     pr: Option<&PipelineRollout>,
     reason: &str,
@@ -178,7 +180,8 @@ fn pr_pause_reason(
     let st = &pr.status.as_ref()?.status;
     (Some(st.observed_generation) == pr.meta().generation
         && st.upgrade_in_progress == in_progress
-        && condition(&st.conditions, "PipelinePausingOrPaused")?.1 == reason)
+        && condition(&st.conditions, "PipelinePausingOrPaused")?.1 == reason
+        && condition(&st.conditions, "ChildResourcesHealthy")?.1 == "PipelineUnknown")
         .then(|| pr.clone())
 }
 
@@ -299,7 +302,8 @@ async fn argocd_fixtures_from_real_objects() {
             let r = r?;
             let st = &r.status.as_ref()?.status;
             (Some(st.observed_generation) == r.meta().generation
-                && condition(&st.conditions, "MonoVertexPausingOrPaused")?.0 == "True")
+                && condition(&st.conditions, "MonoVertexPausingOrPaused")?.0 == "True"
+                && condition(&st.conditions, "ChildResourcesHealthy")?.1 == "MonoVertexUnknown")
                 .then(|| r.clone())
         })
         .await;
