@@ -9,11 +9,12 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success (for wait: the rollout reached the state)
   1  error: rollout not found, command refused, API error, or (wait) the rollout is Failed
+     or its progressive upgrade failed
   2  invalid command line
   3  wait timed out (the blocking reason is printed)";
 
-/// kubectl plugin for Numaplane rollouts: see them at a glance, pause and resume them, and wait
-/// for them in CI.
+/// kubectl plugin for Numaplane rollouts: see them at a glance, pause, resume and promote them,
+/// plan a change, and wait for them in CI.
 #[derive(Parser, Debug)]
 #[command(name = "kubectl-numaplane", bin_name = "kubectl numaplane", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -54,10 +55,33 @@ pub enum Command {
     /// to pause (annotation numaplane.numaproj.io/allow-data-loss: "true").
     #[command(after_help = EXIT_CODES)]
     AllowDataLoss(AllowDataLossArgs),
-    /// Wait until a rollout is deployed or healthy (for CI); prints what blocks it on timeout.
+    /// Wait until a rollout is deployed, healthy or has promoted its trial (for CI); prints what
+    /// blocks it on timeout.
     #[command(after_help = EXIT_CODES)]
     Wait(WaitArgs),
+    /// Force-promote the trial child of a progressive upgrade now, even after a failed
+    /// assessment (label numaplane.numaproj.io/force-promote: "true" on the trial child).
+    #[command(after_help = EXIT_CODES)]
+    Promote(PromoteArgs),
+    /// Show which upgrade strategy applying an edited rollout manifest would trigger in its
+    /// namespace, and which fields decide it. Reads the live rollout, child and configuration;
+    /// writes nothing.
+    #[command(after_help = PLAN_HELP)]
+    Plan(PlanArgs),
 }
+
+pub const PLAN_HELP: &str = "\
+Strategies:
+  no-op             the live child already matches the manifest
+  direct-apply      the child is updated in place
+  pause-and-drain   the pipelines are paused and drained, then the child is updated
+  progressive       a trial child is created and assessed before it is promoted
+  (+ recreate)      a recreate field changed: the child is deleted and created anew
+
+Exit codes:
+  0  the plan was printed
+  1  error: file unreadable, rollout or child not found, API error
+  2  invalid command line";
 
 #[derive(Args, Debug)]
 pub struct GetArgs {
@@ -121,8 +145,9 @@ pub struct AllowDataLossArgs {
 pub struct WaitArgs {
     /// Name of the rollout (any of the four kinds).
     pub rollout: String,
-    /// The state to wait for: deployed (phase Deployed and observedGeneration == generation) or
-    /// healthy (deployed and condition ChildResourcesHealthy True).
+    /// The state to wait for: deployed (phase Deployed and observedGeneration == generation),
+    /// healthy (deployed and condition ChildResourcesHealthy True) or promoted (deployed, and the
+    /// progressive upgrade ended with its trial promoted; a failed assessment exits 1).
     #[arg(long = "for", value_enum)]
     pub goal: Goal,
     /// How long to wait, e.g. 30s, 5m, 1h30m.
@@ -137,6 +162,35 @@ pub struct WaitArgs {
 pub enum Goal {
     Deployed,
     Healthy,
+    Promoted,
+}
+
+#[derive(Args, Debug)]
+pub struct PromoteArgs {
+    /// Name of the PipelineRollout, MonoVertexRollout or ISBServiceRollout.
+    pub rollout: String,
+    /// Kind, when rollouts of several kinds share the name (pr, mvr or isbr).
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<RolloutKind>,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The edited rollout manifest (YAML or JSON, one document); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    /// Output format: text (default) or json for scripts.
+    #[arg(short = 'o', long, value_enum, default_value_t = PlanOutput::Text)]
+    pub output: PlanOutput,
+    /// Namespace Numaplane runs in (where its USDE and controller ConfigMaps live).
+    #[arg(long, default_value = "numaplane-system", value_name = "NS")]
+    pub controller_namespace: String,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanOutput {
+    Text,
+    Json,
 }
 
 /// Parses durations like Go's time.ParseDuration: `500ms`, `30s`, `5m`, `1h30m`, `1.5h`.

@@ -28,6 +28,14 @@ impl RolloutKind {
     /// The kinds whose child can be paused by the user.
     pub const PAUSABLE: [RolloutKind; 2] = [RolloutKind::Pipeline, RolloutKind::MonoVertex];
 
+    /// The kinds that upgrade progressively (a trial child that can be force-promoted); the
+    /// NumaflowController is always updated in place.
+    pub const PROGRESSIVE: [RolloutKind; 3] = [
+        RolloutKind::Pipeline,
+        RolloutKind::MonoVertex,
+        RolloutKind::IsbService,
+    ];
+
     /// Parses a kind the way kubectl names resources: kind, plural, short name, any case.
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.to_ascii_lowercase();
@@ -72,6 +80,17 @@ impl RolloutKind {
             Self::MonoVertex => "monoVertex",
             Self::IsbService => "interStepBufferService",
             Self::NumaflowController => "controller",
+        }
+    }
+
+    /// The field of `status.progressiveStatus` describing the trial child, for the kinds that
+    /// upgrade progressively.
+    pub fn upgrading_status_field(self) -> Option<&'static str> {
+        match self {
+            Self::Pipeline => Some("upgradingPipelineStatus"),
+            Self::MonoVertex => Some("upgradingMonoVertexStatus"),
+            Self::IsbService => Some("upgradingISBServiceStatus"),
+            Self::NumaflowController => None,
         }
     }
 

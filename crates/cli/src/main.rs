@@ -1,4 +1,4 @@
-//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|wait`.
+//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|wait|plan`.
 
 mod cli;
 mod cluster;
@@ -40,6 +40,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Resume(args) => commands::pause::resume(&cluster, args).await,
         Command::AllowDataLoss(args) => commands::pause::allow_data_loss(&cluster, args).await,
         Command::Wait(args) => commands::wait::run(&cluster, args).await,
+        Command::Promote(args) => commands::promote::run(&cluster, args).await,
+        Command::Plan(args) => commands::plan::run(&cluster, args).await,
     }
 }
 

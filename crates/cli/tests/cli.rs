@@ -2,11 +2,12 @@
 //! directly with the admin client (no operator), then the built binary is run and its output,
 //! exit code and writes are checked.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use numaplane_api::keys::{annotations, labels};
-use numaplane_api::numaflow::{AnalysisRun, MonoVertex, Pipeline, Vertex};
-use numaplane_api::{MonoVertexRollout, PipelineRollout};
+use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline, Vertex};
+use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
 use numaplane_testenv::TestEnv;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -636,4 +637,492 @@ async fn wait_exit_codes() {
     )
     .await;
     assert_eq!(out.code, 2);
+}
+
+/// A child of `rollout` in the given upgrade state.
+fn child_manifest(kind: &str, name: &str, rollout: &str, state: &str) -> Value {
+    json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name, "labels": {
+            labels::PARENT_ROLLOUT_NAME: rollout, labels::UPGRADE_STATE: state}},
+        "spec": {}
+    })
+}
+
+#[tokio::test]
+async fn promote_labels_the_trial() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-promote").await;
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("p"), None).await;
+    create::<Pipeline>(
+        &client,
+        &ns,
+        child_manifest("Pipeline", "p-0", "p", "promoted"),
+        None,
+    )
+    .await;
+    create::<Pipeline>(
+        &client,
+        &ns,
+        child_manifest("Pipeline", "p-1", "p", "trial"),
+        None,
+    )
+    .await;
+    // Another rollout's trial is not ours.
+    create::<Pipeline>(
+        &client,
+        &ns,
+        child_manifest("Pipeline", "other-1", "other", "trial"),
+        None,
+    )
+    .await;
+    let pipelines: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
+    let force = async |name: &str| {
+        pipelines
+            .get(name)
+            .await
+            .expect("get")
+            .metadata
+            .labels
+            .and_then(|l| l.get(labels::FORCE_PROMOTE).cloned())
+    };
+
+    let out = run(env, &ns, &["promote", "p"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "Pipeline/p-1 (trial of PipelineRollout/p) labelled numaplane.numaproj.io/force-promote: \"true\"; the controller promotes it at its next assessment\n"
+    );
+    assert_eq!(force("p-1").await.as_deref(), Some("true"));
+    assert_eq!(force("p-0").await, None, "the promoted child is left alone");
+    assert_eq!(force("other-1").await, None);
+
+    let out = run(env, &ns, &["promote", "p"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: Pipeline/p-1 is already being force-promoted (label numaplane.numaproj.io/force-promote present)\n"
+    );
+
+    // No trial: refused.
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+    create::<MonoVertex>(
+        &client,
+        &ns,
+        child_manifest("MonoVertex", "m-0", "m", "promoted"),
+        None,
+    )
+    .await;
+    let out = run(env, &ns, &["promote", "m"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: MonoVertexRollout m has no progressive upgrade in progress: no MonoVertex labelled numaplane.numaproj.io/upgrade-state=trial to promote\n"
+    );
+    let mvs: Api<MonoVertex> = Api::namespaced(client.clone(), &ns);
+    let m0 = mvs.get("m-0").await.expect("get");
+    assert!(
+        !m0.metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(labels::FORCE_PROMOTE)
+    );
+
+    let out = run(env, &ns, &["promote", "x", "--kind", "ncr"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("have no trial to promote"),
+        "{}",
+        out.stderr
+    );
+    let out = run(env, &ns, &["promote", "nope"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: no PipelineRollout or MonoVertexRollout or ISBServiceRollout named \"nope\" in namespace {ns}\n"
+        )
+    );
+}
+
+fn progressive_status(phase: &str, in_progress: &str, upgrading: Value) -> Value {
+    json!({
+        "phase": phase, "message": if phase == "Pending" { "Progressing" } else { phase },
+        "observedGeneration": 1, "upgradeInProgress": in_progress,
+        "progressiveStatus": {"upgradingPipelineStatus": upgrading}
+    })
+}
+
+#[tokio::test]
+async fn wait_for_promoted() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-wait-promoted").await;
+    let wait = |name: &'static str, timeout: &'static str| {
+        ["wait", name, "--for", "promoted", "--timeout", timeout]
+    };
+
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("done"),
+        Some(progressive_status(
+            "Deployed",
+            "",
+            json!({"name": "done-1", "assessmentResult": "Success"}),
+        )),
+    )
+    .await;
+    let out = run(env, &ns, &wait("done", "3s")).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "PipelineRollout/done is promoted\n");
+
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("failed"),
+        Some(progressive_status(
+            "Pending",
+            "Progressive",
+            json!({"name": "failed-1", "assessmentResult": "Failure",
+                   "failureReasons": ["child phase is in Failed state"]}),
+        )),
+    )
+    .await;
+    let out = run(env, &ns, &wait("failed", "1m")).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: PipelineRollout/failed failed: progressive upgrade failed: trial failed-1: child phase is in Failed state (fix the spec, or force-promote with `kubectl numaplane promote`)\n"
+    );
+
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("slow"),
+        Some(progressive_status(
+            "Pending",
+            "Progressive",
+            json!({"name": "slow-1", "assessmentResult": "Unknown"}),
+        )),
+    )
+    .await;
+    let out = run(env, &ns, &wait("slow", "2s")).await;
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(
+        out.stderr,
+        "error: timed out after 2s waiting for PipelineRollout/slow to be promoted: phase Pending (Progressing); trial slow-1 assessment Unknown, upgrade in progress\n"
+    );
+
+    // A direct apply never promotes anything: the wait says so on timeout.
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("direct"),
+        Some(deployed_status(1)),
+    )
+    .await;
+    let out = run(env, &ns, &wait("direct", "1s")).await;
+    assert_eq!(out.code, 3);
+    assert!(
+        out.stderr.ends_with(
+            "phase Deployed; no progressive upgrade recorded (status.progressiveStatus has no trial)\n"
+        ),
+        "{}",
+        out.stderr
+    );
+
+    // Promoted while waiting.
+    let waiter = command(env, &ns, &wait("slow", "30s"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wait");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_status::<PipelineRollout>(
+        &client,
+        &ns,
+        "slow",
+        progressive_status(
+            "Deployed",
+            "",
+            json!({"name": "slow-1", "assessmentResult": "Success", "forcedSuccess": true,
+                   "forcedSuccessReason": "force_promote"}),
+        ),
+    )
+    .await;
+    let out = tokio::time::timeout(Duration::from_secs(30), waiter.wait_with_output())
+        .await
+        .expect("wait did not return after the trial was promoted")
+        .expect("wait output");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Failed later while waiting: exit 1.
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("later"),
+        Some(progressive_status(
+            "Pending",
+            "Progressive",
+            json!({"name": "later-1", "assessmentResult": "Unknown"}),
+        )),
+    )
+    .await;
+    let waiter = command(env, &ns, &wait("later", "30s"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wait");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_status::<PipelineRollout>(
+        &client,
+        &ns,
+        "later",
+        json!({"progressiveStatus": {"upgradingPipelineStatus": {"assessmentResult": "Failure", "failureReasons": ["readyReplicas=0 is less than desiredReplicas=1 (vertex: in)"]}}}),
+    )
+    .await;
+    let out = tokio::time::timeout(Duration::from_secs(30), waiter.wait_with_output())
+        .await
+        .expect("wait did not return after the assessment failed")
+        .expect("wait output");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("readyReplicas=0 is less than desiredReplicas=1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn repo_file(rel: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Installs a shipped ConfigMap (config/manager/...) into `ns`.
+async fn install_configmap(client: &Client, ns: &str, rel: &str) {
+    let mut cm: ConfigMap = serde_saphyr::from_str(&repo_file(rel)).expect("parse ConfigMap");
+    cm.metadata.namespace = Some(ns.to_string());
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create ConfigMap");
+}
+
+async fn set_namespace_strategy(client: &Client, ns: &str, strategy: &str) {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "numaplane-strategy", "labels": {labels::CONFIG: "namespace-level-config"}},
+        "data": {"upgradeStrategy": strategy}
+    }))
+    .expect("ConfigMap");
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            "numaplane-strategy",
+            &PatchParams::apply("cli-tests").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .expect("apply namespace ConfigMap");
+}
+
+fn plan_rollout(image: &str, rpu: i64) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "my-pipeline"},
+        "spec": {"pipeline": {
+            "metadata": {"annotations": {"owner": "{{.pipeline-name}}"}},
+            "spec": {
+                "interStepBufferServiceName": "default",
+                "vertices": [
+                    {"name": "in", "source": {"generator": {"rpu": rpu}}},
+                    {"name": "cat", "udf": {"container": {"image": image}}},
+                    {"name": "out", "sink": {"log": {}}}
+                ],
+                "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]
+            }
+        }}
+    })
+}
+
+#[tokio::test]
+async fn plan_reports_the_strategy() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-plan").await;
+    // A controller namespace of its own: the shipped USDE and controller ConfigMaps
+    // (defaultUpgradeStrategy: progressive).
+    let ctl = env.create_namespace("cli-plan-ctl").await;
+    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
+    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+
+    // The live state the controller would have produced for plan_rollout("cat:v1", 5).
+    create::<ISBServiceRollout>(
+        &client,
+        &ns,
+        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
+               "metadata": {"name": "default"},
+               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
+        None,
+    )
+    .await;
+    create::<InterStepBufferService>(
+        &client,
+        &ns,
+        child_manifest("InterStepBufferService", "default-0", "default", "promoted"),
+        None,
+    )
+    .await;
+    let applied = plan_rollout("cat:v1", 5);
+    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let mut live = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+        "metadata": {"name": "my-pipeline-0",
+            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
+                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: "default-0"},
+            "annotations": {"owner": "my-pipeline-0"}},
+        "spec": applied["spec"]["pipeline"]["spec"].clone()
+    });
+    live["spec"]["interStepBufferServiceName"] = json!("default-0");
+    create::<Pipeline>(&client, &ns, live, None).await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, manifest: &Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_saphyr::to_string(manifest).expect("yaml")).expect("write");
+        path.display().to_string()
+    };
+    let plan = async |file: &str| {
+        let out = run(
+            env,
+            &ns,
+            &[
+                "plan",
+                "-f",
+                file,
+                "--controller-namespace",
+                &ctl,
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<Value>(&out.stdout).expect("json plan")
+    };
+
+    // No change.
+    let same = write("same.yaml", &applied);
+    let p = plan(&same).await;
+    assert_eq!(p["strategy"], "no-op", "{p}");
+    assert_eq!(p["liveChild"], "Pipeline/my-pipeline-0");
+    assert_eq!(p["userStrategy"], "progressive");
+    assert_eq!(p["fields"], json!([]));
+
+    // Under pause-and-drain: an image change risks data loss, a generator rate does not.
+    set_namespace_strategy(&client, &ns, "pause-and-drain").await;
+    let image = write("image.yaml", &plan_rollout("cat:v2", 5));
+    let p = plan(&image).await;
+    assert_eq!(p["strategy"], "pause-and-drain", "{p}");
+    assert_eq!(p["recreate"], false);
+    assert_eq!(
+        p["fields"],
+        json!([{"path": "spec.vertices.udf.container.image", "class": "dataLoss"}])
+    );
+    assert_eq!(
+        p["userStrategySource"],
+        format!("ConfigMap {ns}/numaplane-strategy (upgradeStrategy)")
+    );
+    let rate = write("rate.yaml", &plan_rollout("cat:v1", 10));
+    let p = plan(&rate).await;
+    assert_eq!(p["strategy"], "direct-apply", "{p}");
+    assert_eq!(
+        p["fields"],
+        json!([{"path": "spec.vertices[0].source.generator.rpu", "class": "other"}])
+    );
+
+    // Under progressive the generator is a progressive field.
+    set_namespace_strategy(&client, &ns, "progressive").await;
+    let p = plan(&rate).await;
+    assert_eq!(p["strategy"], "progressive", "{p}");
+    assert_eq!(
+        p["fields"],
+        json!([{"path": "spec.vertices.source.generator", "class": "progressive"}])
+    );
+
+    // Text output, and nothing was written.
+    let out = run(
+        env,
+        &ns,
+        &["plan", "-f", &image, "--controller-namespace", &ctl],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "PipelineRollout/my-pipeline in namespace {ns}\n  namespace strategy: progressive (from ConfigMap {ns}/numaplane-strategy (upgradeStrategy))\n  live child: Pipeline/my-pipeline-0\nstrategy: progressive\ndecided by:\n  spec.vertices.udf.container.image  dataLoss\n"
+        )
+    );
+    let pr: PipelineRollout = Api::namespaced(client.clone(), &ns)
+        .get("my-pipeline")
+        .await
+        .expect("get");
+    assert_eq!(
+        pr.spec.pipeline.spec["vertices"][1]["udf"]["container"]["image"], "cat:v1",
+        "plan writes nothing"
+    );
+
+    // A rollout that does not exist yet; a file that is not a rollout.
+    let mut other = applied.clone();
+    other["metadata"]["name"] = json!("new-pipeline");
+    let new = write("new.yaml", &other);
+    let p = plan(&new).await;
+    assert_eq!(p["strategy"], "create");
+    let cm = write(
+        "cm.yaml",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+    );
+    let out = run(env, &ns, &["plan", "-f", &cm]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("is not a Numaplane rollout"),
+        "{}",
+        out.stderr
+    );
+    let out = run(env, &ns, &["plan", "-f", "/nonexistent.yaml"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.starts_with("error: reading /nonexistent.yaml"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn every_command_has_help() {
+    for (cmd, expect) in [
+        ("promote", "force-promote"),
+        ("plan", "pause-and-drain"),
+        ("wait", "promoted"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args([cmd, "--help"])
+            .output()
+            .expect("run --help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{cmd} --help");
+        assert!(text.contains(expect), "{cmd} --help: {text}");
+        assert!(text.contains("Exit codes:"), "{cmd} --help: {text}");
+    }
 }

@@ -2,6 +2,8 @@
 
 pub mod get;
 pub mod pause;
+pub mod plan;
+pub mod promote;
 pub mod wait;
 
 /// Exit code: success.

@@ -1,4 +1,5 @@
-//! `wait`: watch one rollout until it is deployed or healthy, fails, or the timeout passes.
+//! `wait`: watch one rollout until it is deployed, healthy or has promoted its trial, fails, or
+//! the timeout passes.
 
 use crate::cli::{Goal, WaitArgs};
 use crate::cluster::Cluster;
@@ -29,7 +30,7 @@ fn text(v: &Value, ptr: &str) -> String {
 }
 
 /// Judges a rollout object against the goal.
-pub fn evaluate(rollout: &Value, goal: Goal) -> Verdict {
+pub fn evaluate(kind: RolloutKind, rollout: &Value, goal: Goal) -> Verdict {
     let phase = text(rollout, "/status/phase");
     let message = text(rollout, "/status/message");
     if phase == "Failed" {
@@ -63,7 +64,14 @@ pub fn evaluate(rollout: &Value, goal: Goal) -> Verdict {
         .iter()
         .any(|c| c.type_ == condition::CHILD_RESOURCES_HEALTHY && c.status == "True");
     let deployed = phase == "Deployed" && observed == generation;
-    if deployed && (goal == Goal::Deployed || healthy) {
+    if goal == Goal::Promoted && observed == generation {
+        match promotion(kind, rollout, &conditions) {
+            Promotion::Failed(why) => return Verdict::Failed(why),
+            Promotion::Promoted if deployed => return Verdict::Reached,
+            Promotion::Promoted | Promotion::Pending => {}
+        }
+    }
+    if deployed && (goal == Goal::Deployed || (goal == Goal::Healthy && healthy)) {
         return Verdict::Reached;
     }
     let mut reasons = vec![if phase.is_empty() {
@@ -77,6 +85,9 @@ pub fn evaluate(rollout: &Value, goal: Goal) -> Verdict {
         reasons.push(format!(
             "observedGeneration {observed} != generation {generation}"
         ));
+    }
+    if goal == Goal::Promoted {
+        reasons.push(trial_progress(kind, rollout));
     }
     if goal == Goal::Healthy && !healthy {
         match conditions
@@ -100,6 +111,91 @@ pub fn evaluate(rollout: &Value, goal: Goal) -> Verdict {
     Verdict::Waiting(reasons.join("; "))
 }
 
+/// Where the rollout's progressive upgrade stands.
+enum Promotion {
+    /// Its last trial was promoted (assessment Success, not discontinued).
+    Promoted,
+    /// The assessment failed, or the upgrade was discontinued: the message says why.
+    Failed(String),
+    /// Still assessing, or no progressive upgrade recorded.
+    Pending,
+}
+
+fn upgrading(kind: RolloutKind, rollout: &Value) -> Option<&Value> {
+    let field = kind.upgrading_status_field()?;
+    rollout
+        .pointer(&format!("/status/progressiveStatus/{field}"))
+        .filter(|u| !u.is_null())
+}
+
+/// Reads `status.progressiveStatus.upgrading<Child>Status`, the condition
+/// ProgressiveUpgradeSucceeded and `status.upgradeInProgress` (progressive.md §4.5, §4.7).
+fn promotion(kind: RolloutKind, rollout: &Value, conditions: &[ConditionNode]) -> Promotion {
+    let Some(up) = upgrading(kind, rollout) else {
+        return Promotion::Pending;
+    };
+    let trial = text(up, "/name");
+    let result = text(up, "/assessmentResult");
+    let in_progress = text(rollout, "/status/upgradeInProgress") == "Progressive";
+    let cond = conditions
+        .iter()
+        .find(|c| c.type_ == condition::PROGRESSIVE_UPGRADE_SUCCEEDED);
+    if up.get("discontinued").and_then(Value::as_bool) == Some(true) {
+        return Promotion::Failed(format!(
+            "progressive upgrade discontinued: trial {trial} was not promoted (the rollout went back to the promoted spec)"
+        ));
+    }
+    let failed = result == "Failure" || cond.is_some_and(|c| c.status == "False");
+    if failed {
+        let reasons: Vec<&str> = up
+            .get("failureReasons")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let why = if reasons.is_empty() {
+            cond.filter(|c| !c.message.is_empty())
+                .map(|c| c.message.clone())
+                .unwrap_or_else(|| "assessment result Failure".into())
+        } else {
+            reasons.join("; ")
+        };
+        return Promotion::Failed(format!(
+            "progressive upgrade failed: trial {trial}: {why} (fix the spec, or force-promote with `kubectl numaplane promote`)"
+        ));
+    }
+    if result == "Success" && !in_progress {
+        Promotion::Promoted
+    } else {
+        Promotion::Pending
+    }
+}
+
+/// What the trial is doing, for the waiting message.
+fn trial_progress(kind: RolloutKind, rollout: &Value) -> String {
+    match upgrading(kind, rollout) {
+        None => "no progressive upgrade recorded (status.progressiveStatus has no trial)".into(),
+        Some(up) => {
+            let result = text(up, "/assessmentResult");
+            let result = if result.is_empty() {
+                "Unknown"
+            } else {
+                &result
+            };
+            format!(
+                "trial {} assessment {result}{}",
+                text(up, "/name"),
+                if text(rollout, "/status/upgradeInProgress") == "Progressive" {
+                    ", upgrade in progress"
+                } else {
+                    ""
+                }
+            )
+        }
+    }
+}
+
 /// False pause conditions mean "not paused": not a blocker.
 fn is_pause_condition(t: &str) -> bool {
     matches!(
@@ -114,6 +210,7 @@ fn goal_word(goal: Goal) -> &'static str {
     match goal {
         Goal::Deployed => "deployed",
         Goal::Healthy => "healthy",
+        Goal::Promoted => "promoted",
     }
 }
 
@@ -121,8 +218,14 @@ pub async fn run(cluster: &Cluster, args: &WaitArgs) -> Result<i32> {
     let (kind, obj) = cluster
         .find(&args.rollout, &RolloutKind::ALL, args.kind)
         .await?;
+    if args.goal == Goal::Promoted && kind.upgrading_status_field().is_none() {
+        bail!(
+            "{}s have no progressive upgrade to wait for: use --for deployed or healthy",
+            kind.kind()
+        );
+    }
     let what = format!("{}/{}", kind.kind(), args.rollout);
-    let mut last = evaluate(&serde_json::to_value(&obj)?, args.goal);
+    let mut last = evaluate(kind, &serde_json::to_value(&obj)?, args.goal);
     let deadline = tokio::time::Instant::now() + args.timeout;
     let config = watcher::Config::default().fields(&format!("metadata.name={}", args.rollout));
     let mut events = watcher(cluster.rollouts(kind), config)
@@ -144,7 +247,7 @@ pub async fn run(cluster: &Cluster, args: &WaitArgs) -> Result<i32> {
         };
         match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                last = evaluate(&serde_json::to_value(&o)?, args.goal);
+                last = evaluate(kind, &serde_json::to_value(&o)?, args.goal);
             }
             Ok(watcher::Event::Delete(_)) => bail!("{what} was deleted"),
             // Init/InitDone, and errors the backoff retries.
@@ -192,37 +295,122 @@ mod tests {
     #[test]
     fn verdicts() {
         assert_eq!(
-            evaluate(&rollout("Deployed", 2, 2, "False"), Goal::Deployed),
+            evaluate(
+                RolloutKind::Pipeline,
+                &rollout("Deployed", 2, 2, "False"),
+                Goal::Deployed
+            ),
             Verdict::Reached
         );
         assert_eq!(
-            evaluate(&rollout("Deployed", 2, 2, "False"), Goal::Healthy),
+            evaluate(
+                RolloutKind::Pipeline,
+                &rollout("Deployed", 2, 2, "False"),
+                Goal::Healthy
+            ),
             Verdict::Waiting(
                 "phase Deployed; ChildResourcesHealthy=False (Progressing): Pipeline Progressing"
                     .into()
             )
         );
         assert_eq!(
-            evaluate(&rollout("Deployed", 2, 2, "True"), Goal::Healthy),
+            evaluate(
+                RolloutKind::Pipeline,
+                &rollout("Deployed", 2, 2, "True"),
+                Goal::Healthy
+            ),
             Verdict::Reached
         );
         assert_eq!(
-            evaluate(&rollout("Deployed", 3, 2, "True"), Goal::Deployed),
+            evaluate(
+                RolloutKind::Pipeline,
+                &rollout("Deployed", 3, 2, "True"),
+                Goal::Deployed
+            ),
             Verdict::Waiting("phase Deployed; observedGeneration 2 != generation 3".into())
         );
         assert_eq!(
-            evaluate(&rollout("Pending", 1, 1, "True"), Goal::Deployed),
+            evaluate(
+                RolloutKind::Pipeline,
+                &rollout("Pending", 1, 1, "True"),
+                Goal::Deployed
+            ),
             Verdict::Waiting("phase Pending (Progressing)".into())
         );
         let mut failed = rollout("Failed", 1, 1, "False");
         failed["status"]["message"] = json!("invalid Numaflow Pipeline spec: x");
         assert_eq!(
-            evaluate(&failed, Goal::Deployed),
+            evaluate(RolloutKind::Pipeline, &failed, Goal::Deployed),
             Verdict::Failed("phase Failed: invalid Numaflow Pipeline spec: x".into())
         );
         assert!(matches!(
-            evaluate(&json!({"metadata": {"generation": 1}}), Goal::Deployed),
+            evaluate(RolloutKind::Pipeline, &json!({"metadata": {"generation": 1}}), Goal::Deployed),
             Verdict::Waiting(r) if r.starts_with("no status yet")
+        ));
+    }
+
+    fn progressive(phase: &str, in_progress: &str, upgrading: Value) -> Value {
+        json!({
+            "metadata": {"name": "p", "generation": 2},
+            "status": {"phase": phase, "message": phase, "observedGeneration": 2,
+                       "upgradeInProgress": in_progress,
+                       "progressiveStatus": {"upgradingPipelineStatus": upgrading}}
+        })
+    }
+
+    #[test]
+    fn promoted_verdicts() {
+        let k = RolloutKind::Pipeline;
+        let done = progressive(
+            "Deployed",
+            "",
+            json!({"name": "p-1", "assessmentResult": "Success"}),
+        );
+        assert_eq!(evaluate(k, &done, Goal::Promoted), Verdict::Reached);
+        // The same status under another kind's field is not this kind's trial.
+        assert!(matches!(
+            evaluate(RolloutKind::MonoVertex, &done, Goal::Promoted),
+            Verdict::Waiting(r) if r.contains("no progressive upgrade recorded")
+        ));
+        let assessing = progressive(
+            "Pending",
+            "Progressive",
+            json!({"name": "p-1", "assessmentResult": "Unknown"}),
+        );
+        assert_eq!(
+            evaluate(k, &assessing, Goal::Promoted),
+            Verdict::Waiting(
+                "phase Pending; trial p-1 assessment Unknown, upgrade in progress".into()
+            )
+        );
+        let failed = progressive(
+            "Pending",
+            "Progressive",
+            json!({"name": "p-1", "assessmentResult": "Failure",
+                   "failureReasons": ["child phase is in Failed state"]}),
+        );
+        assert_eq!(
+            evaluate(k, &failed, Goal::Promoted),
+            Verdict::Failed(
+                "progressive upgrade failed: trial p-1: child phase is in Failed state \
+                 (fix the spec, or force-promote with `kubectl numaplane promote`)"
+                    .into()
+            )
+        );
+        let mut stale = failed.clone();
+        stale["metadata"]["generation"] = json!(3);
+        assert!(
+            matches!(evaluate(k, &stale, Goal::Promoted), Verdict::Waiting(_)),
+            "a failure of an older generation is not this change's"
+        );
+        let discontinued = progressive(
+            "Deployed",
+            "",
+            json!({"name": "p-1", "assessmentResult": "Unknown", "discontinued": true}),
+        );
+        assert!(matches!(
+            evaluate(k, &discontinued, Goal::Promoted),
+            Verdict::Failed(m) if m.starts_with("progressive upgrade discontinued")
         ));
     }
 }

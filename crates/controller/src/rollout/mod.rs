@@ -27,11 +27,10 @@ use numaplane_api::common::{ChildMetadata, UpgradeStrategy};
 use numaplane_api::keys::{self, labels, upgrade_state};
 use numaplane_core::health::Health;
 use numaplane_core::riders::RiderSpec;
-use numaplane_core::template::{self, TemplateVars};
+use numaplane_core::template::TemplateVars;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -580,35 +579,17 @@ fn desired_child<R: Rollout>(
 ) -> Result<DesiredChild, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let vars = R::template_vars(child_name, &ns);
-    let spec = template::render_json(spec, &vars)?;
-    let mut labels_out = BTreeMap::new();
-    let mut annotations = BTreeMap::new();
-    if let Some(m) = metadata {
-        for (k, v) in m.labels.iter().flatten() {
-            labels_out.insert(
-                template::render_str(k, &vars)?,
-                template::render_str(v, &vars)?,
-            );
-        }
-        for (k, v) in m.annotations.iter().flatten() {
-            annotations.insert(
-                template::render_str(k, &vars)?,
-                template::render_str(v, &vars)?,
-            );
-        }
-    }
-    labels_out.insert(labels::PARENT_ROLLOUT_NAME.into(), obj.name_any());
-    labels_out.insert(labels::UPGRADE_STATE.into(), upgrade_state::PROMOTED.into());
+    let rendered = numaplane_core::child::render_child(&obj.name_any(), metadata, spec, &vars)?;
     let owner = obj
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidSpec("rollout has no uid yet".into()))?;
     let mut desired = DesiredChild {
         name: child_name.to_string(),
         namespace: ns,
-        labels: labels_out,
-        annotations,
+        labels: rendered.labels,
+        annotations: rendered.annotations,
         owner,
-        spec,
+        spec: rendered.spec,
     };
     obj.customize(resolved, &mut desired);
     Ok(desired)

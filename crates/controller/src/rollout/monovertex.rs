@@ -87,26 +87,17 @@ impl Rollout for MonoVertexRollout {
     }
 
     fn adapt_to_live(&self, live: &MonoVertex, desired: &mut DesiredChild) {
-        let Some(replicas) = live.spec.get("replicas").filter(|r| !r.is_null()) else {
-            return;
-        };
-        let resuming = desired
-            .spec
-            .pointer("/lifecycle/desiredPhase")
+        let phase = live
+            .status()
+            .and_then(|s| s.get("phase"))
             .and_then(Value::as_str)
-            .is_none_or(|p| p.is_empty() || p == "Running")
-            && live
-                .status()
-                .and_then(|s| s.get("phase"))
-                .and_then(Value::as_str)
-                == Some("Paused");
-        // Slow resume drops the autoscaled replicas so the MonoVertex restarts at scale.min.
-        if resuming && !fast_resume(self) {
-            return;
-        }
-        if let Some(spec) = desired.spec.as_object_mut() {
-            spec.entry("replicas").or_insert_with(|| replicas.clone());
-        }
+            .unwrap_or_default();
+        numaplane_core::child::keep_live_replicas(
+            &mut desired.spec,
+            &live.spec,
+            phase,
+            fast_resume(self),
+        );
     }
 
     fn health(_ctx: &Ctx, child: &MonoVertex) -> Health {

@@ -298,11 +298,7 @@ async fn pause_and_drain(
 
 /// Name of the ISBServiceRollout a pipeline spec refers to (empty means `default`).
 pub fn isb_rollout_name(spec: &Value) -> String {
-    spec.get("interStepBufferServiceName")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .unwrap_or("default")
-        .to_string()
+    numaplane_core::child::isb_rollout_name(spec)
 }
 
 /// Vertex names of a pipeline spec, in order (empty for other kinds).
@@ -475,18 +471,12 @@ impl Rollout for PipelineRollout {
     }
 
     fn customize(&self, isb: &IsbTarget, desired: &mut DesiredChild) {
-        desired
-            .labels
-            .insert(labels::ISBSVC_NAME.into(), isb.rollout.clone());
-        desired
-            .labels
-            .insert(labels::ISBSVC_CHILD_NAME.into(), isb.child.clone());
-        if let Some(spec) = desired.spec.as_object_mut() {
-            spec.insert(
-                "interStepBufferServiceName".into(),
-                Value::String(isb.child.clone()),
-            );
-        }
+        numaplane_core::child::point_pipeline_at_isbsvc(
+            &mut desired.labels,
+            &mut desired.spec,
+            &isb.rollout,
+            &isb.child,
+        );
         // While a pause is requested, new pipelines start paused and running ones are paused
         // (see `paused_on_request`); allow-data-loss opts out.
         if !isb.pause_requests.is_empty() && !allows_data_loss(self) {

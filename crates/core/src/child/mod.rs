@@ -4,7 +4,12 @@
 //! Views never fail: a missing or wrongly shaped field reads as absent. Use the `validate_*`
 //! functions to report wrong shapes in user input.
 
+mod desired;
 mod validate;
+
+pub use desired::{
+    RenderedChild, isb_rollout_name, keep_live_replicas, point_pipeline_at_isbsvc, render_child,
+};
 
 pub use validate::{
     SpecError, validate_isbsvc_spec, validate_monovertex_spec, validate_pipeline_spec,

@@ -1,0 +1,467 @@
+//! The Argo CD resource customizations of `config/argocd`, run in Lua 5.1 (the dialect Argo CD
+//! embeds) on the fixtures of `config/argocd/testdata`. The fixtures are real objects written by
+//! `crates/controller/tests/argocd_fixtures.rs`; states the controller cannot reach yet (a failed
+//! progressive upgrade, a trial child) are derived from them here, field by field.
+//!
+//! Also checks that `config/argocd/argocd-cm-patch.yaml` carries exactly these scripts
+//! (`UPDATE_ARGOCD_CM=1` regenerates it).
+
+use mlua::{Lua, LuaSerdeExt, SerializeOptions, Table};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+fn argocd_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/argocd")
+}
+
+fn read(rel: &str) -> String {
+    let path = argocd_dir().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+fn fixture(name: &str) -> Value {
+    serde_json::from_str(&read(&format!("testdata/{name}.json"))).expect("fixture json")
+}
+
+/// Runs `script` with the global `obj` set to `object`, as Argo CD does; JSON null is nil.
+fn run_script(script: &str, object: &Value) -> (Lua, mlua::Value) {
+    let lua = Lua::new();
+    let options = SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    let obj = lua.to_value_with(object, options).expect("object to lua");
+    lua.globals().set("obj", obj).expect("set obj");
+    let version: String = lua.globals().get("_VERSION").expect("_VERSION");
+    assert_eq!(version, "Lua 5.1", "Argo CD's dialect");
+    let out: mlua::Value = lua
+        .load(script)
+        .eval()
+        .unwrap_or_else(|e| panic!("script failed: {e}"));
+    (lua, out)
+}
+
+fn health(object: &Value) -> (String, String) {
+    let (_lua, out) = run_script(&read("health.lua"), object);
+    let t: Table = out.as_table().expect("health returns a table").clone();
+    (
+        t.get::<String>("status").expect("status"),
+        t.get::<Option<String>>("message")
+            .expect("message")
+            .unwrap_or_default(),
+    )
+}
+
+fn action(name: &str, object: &Value) -> Value {
+    let (lua, out) = run_script(&read(&format!("actions/{name}.lua")), object);
+    lua.from_value(out).expect("action returns the object")
+}
+
+/// Name → disabled, of the actions discovery offers.
+fn discover(object: &Value) -> Vec<(String, bool)> {
+    let (_lua, out) = run_script(&read("actions/discovery.lua"), object);
+    let t = out.as_table().expect("discovery returns a table");
+    let mut found: Vec<(String, bool)> = t
+        .pairs::<String, Table>()
+        .map(|p| {
+            let (name, a) = p.expect("action entry");
+            (name, a.get::<bool>("disabled").expect("disabled"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn h(status: &str, message: &str) -> (String, String) {
+    (status.to_string(), message.to_string())
+}
+
+#[test]
+fn health_of_real_objects() {
+    for name in [
+        "isbservicerollout-deployed",
+        "pipelinerollout-deployed",
+        "monovertexrollout-deployed",
+        "numaflowcontrollerrollout-deployed",
+        "numaflowcontroller-deployed",
+    ] {
+        assert_eq!(health(&fixture(name)), h("Healthy", "Successful"), "{name}");
+    }
+    assert_eq!(
+        health(&fixture("pipelinerollout-paused")),
+        h("Suspended", "Pipeline paused")
+    );
+    assert_eq!(
+        health(&fixture("monovertexrollout-paused")),
+        h("Suspended", "MonoVertex paused")
+    );
+    assert_eq!(
+        health(&fixture("pipelinerollout-pausing")),
+        h("Progressing", "Pipeline pausing")
+    );
+    let (status, message) = health(&fixture("pipelinerollout-pause-and-drain"));
+    assert_eq!(status, "Progressing");
+    assert!(
+        message.starts_with("pause-and-drain: waiting for pipeline ppnd-pipeline-0 to drain"),
+        "{message}"
+    );
+    assert_eq!(
+        health(&fixture("pipelinerollout-failed")),
+        h("Degraded", "unable to find ISBServiceRollout missing")
+    );
+}
+
+fn set_condition(obj: &mut Value, type_: &str, status: &str, reason: &str, message: &str) {
+    let conds = obj["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions");
+    conds.retain(|c| c["type"] != type_);
+    conds.push(
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+                      "lastTransitionTime": "2026-01-01T00:00:00Z"}),
+    );
+}
+
+#[test]
+fn health_of_derived_states() {
+    let deployed = fixture("pipelinerollout-deployed");
+
+    let mut edited = deployed.clone();
+    edited["metadata"]["generation"] = json!(3);
+    assert_eq!(
+        health(&edited),
+        h(
+            "Progressing",
+            "Waiting for the controller to observe generation 3"
+        )
+    );
+
+    let mut fresh = deployed.clone();
+    fresh.as_object_mut().expect("object").remove("status");
+    assert_eq!(
+        health(&fresh),
+        h(
+            "Progressing",
+            "Waiting for the Numaplane controller to report a status"
+        )
+    );
+
+    let mut progressing = deployed.clone();
+    set_condition(
+        &mut progressing,
+        "ChildResourcesHealthy",
+        "False",
+        "Progressing",
+        "Pipeline Progressing",
+    );
+    assert_eq!(
+        health(&progressing),
+        h("Progressing", "Pipeline Progressing")
+    );
+
+    let mut failed_child = deployed.clone();
+    set_condition(
+        &mut failed_child,
+        "ChildResourcesHealthy",
+        "False",
+        "PipelineFailed",
+        "Pipeline Phase=Failed",
+    );
+    assert_eq!(
+        health(&failed_child),
+        h("Degraded", "Pipeline Phase=Failed")
+    );
+
+    // A failed trial keeps the rollout Pending with upgradeInProgress Progressive.
+    let mut failed_trial = deployed.clone();
+    failed_trial["status"]["phase"] = json!("Pending");
+    failed_trial["status"]["message"] = json!("Progressing");
+    failed_trial["status"]["upgradeInProgress"] = json!("Progressive");
+    set_condition(
+        &mut failed_trial,
+        "ProgressiveUpgradeSucceeded",
+        "False",
+        "Failed",
+        "New Child Object demo/my-pipeline-1 Failed",
+    );
+    assert_eq!(
+        health(&failed_trial),
+        h(
+            "Degraded",
+            "Progressive upgrade failed: New Child Object demo/my-pipeline-1 Failed"
+        )
+    );
+    // Assessing: Pending, Progressing.
+    let mut assessing = failed_trial.clone();
+    set_condition(
+        &mut assessing,
+        "ProgressiveUpgradeSucceeded",
+        "True",
+        "Succeeded",
+        "New Child Object demo/my-pipeline-0 Running",
+    );
+    assert_eq!(health(&assessing), h("Progressing", "Progressing"));
+
+    let mut isb_pausing = fixture("isbservicerollout-deployed");
+    isb_pausing["status"]["phase"] = json!("Pending");
+    set_condition(
+        &mut isb_pausing,
+        "PausingPipelines",
+        "True",
+        "Pause",
+        "pause needed for update",
+    );
+    assert_eq!(
+        health(&isb_pausing),
+        h(
+            "Progressing",
+            "Pausing pipelines before an update: pause needed for update"
+        )
+    );
+}
+
+fn names(found: &[(String, bool)]) -> Vec<(&str, bool)> {
+    found.iter().map(|(n, d)| (n.as_str(), *d)).collect()
+}
+
+#[test]
+fn discovery_offers_what_applies() {
+    assert_eq!(
+        names(&discover(&fixture("pipelinerollout-deployed"))),
+        vec![
+            ("allow-data-loss", false),
+            ("disable-force-promote", true),
+            ("disallow-data-loss", true),
+            ("enable-force-promote", false),
+            ("pause", false),
+            ("resume", true),
+        ]
+    );
+    let paused = discover(&fixture("monovertexrollout-paused"));
+    assert_eq!(
+        names(&paused),
+        vec![
+            ("disable-force-promote", true),
+            ("enable-force-promote", false),
+            ("pause", true),
+            ("resume", false),
+        ]
+    );
+    assert_eq!(
+        names(&discover(&fixture("isbservicerollout-deployed"))),
+        vec![
+            ("disable-force-promote", true),
+            ("enable-force-promote", false)
+        ]
+    );
+    assert!(discover(&fixture("numaflowcontrollerrollout-deployed")).is_empty());
+
+    let promoted = fixture("pipeline-promoted");
+    assert_eq!(
+        names(&discover(&promoted)),
+        vec![("force-promote", true), ("mark-for-deletion", true)]
+    );
+    let mut trial = promoted.clone();
+    trial["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("trial");
+    assert_eq!(
+        names(&discover(&trial)),
+        vec![("force-promote", false), ("mark-for-deletion", true)]
+    );
+    let mut recyclable = promoted.clone();
+    recyclable["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("recyclable");
+    assert_eq!(
+        names(&discover(&recyclable)),
+        vec![("force-promote", true), ("mark-for-deletion", false)]
+    );
+}
+
+/// Runs an action and checks it changed exactly what `expect` changes.
+fn assert_action(name: &str, before: &Value, expect: impl Fn(&mut Value)) -> Value {
+    let after = action(name, before);
+    let mut want = before.clone();
+    expect(&mut want);
+    pretty_assertions::assert_eq!(after, want, "action {name}");
+    after
+}
+
+#[test]
+fn actions_write_the_reference_fields() {
+    let pr = fixture("pipelinerollout-deployed");
+    let paused = assert_action("pause", &pr, |o| {
+        o["spec"]["pipeline"]["spec"]["lifecycle"]["desiredPhase"] = json!("Paused")
+    });
+    assert_action("resume", &paused, |o| {
+        o["spec"]["pipeline"]["spec"]["lifecycle"]["desiredPhase"] = json!("Running")
+    });
+    let mvr = fixture("monovertexrollout-paused");
+    assert_action("resume", &mvr, |o| {
+        o["spec"]["monoVertex"]["spec"]["lifecycle"]["desiredPhase"] = json!("Running")
+    });
+
+    let allowed = assert_action("allow-data-loss", &pr, |o| {
+        o["metadata"]["annotations"] = json!({"numaplane.numaproj.io/allow-data-loss": "true"})
+    });
+    let disallowed = action("disallow-data-loss", &allowed);
+    assert_eq!(
+        disallowed["metadata"]["annotations"].get("numaplane.numaproj.io/allow-data-loss"),
+        None
+    );
+
+    let forced = assert_action("enable-force-promote", &mvr, |o| {
+        o["spec"]["strategy"] = json!({"progressive": {"forcePromote": true}})
+    });
+    assert_action("disable-force-promote", &forced, |o| {
+        o["spec"]["strategy"]["progressive"]["forcePromote"] = json!(false)
+    });
+
+    let mut trial = fixture("pipeline-promoted");
+    trial["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("trial");
+    assert_action("force-promote", &trial, |o| {
+        o["metadata"]["labels"]["numaplane.numaproj.io/force-promote"] = json!("true")
+    });
+    let mut recyclable = fixture("pipeline-promoted");
+    recyclable["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("recyclable");
+    assert_action("mark-for-deletion", &recyclable, |o| {
+        o["metadata"]["annotations"]["numaplane.numaproj.io/marked-for-deletion"] = json!("true")
+    });
+}
+
+/// Which customizations each kind gets in argocd-cm: (group, kind, health, actions).
+const KINDS: &[(&str, &str, bool, &[&str])] = &[
+    (
+        "numaplane.numaproj.io",
+        "PipelineRollout",
+        true,
+        &[
+            "pause",
+            "resume",
+            "allow-data-loss",
+            "disallow-data-loss",
+            "enable-force-promote",
+            "disable-force-promote",
+        ],
+    ),
+    (
+        "numaplane.numaproj.io",
+        "MonoVertexRollout",
+        true,
+        &[
+            "pause",
+            "resume",
+            "enable-force-promote",
+            "disable-force-promote",
+        ],
+    ),
+    (
+        "numaplane.numaproj.io",
+        "ISBServiceRollout",
+        true,
+        &["enable-force-promote", "disable-force-promote"],
+    ),
+    (
+        "numaplane.numaproj.io",
+        "NumaflowControllerRollout",
+        true,
+        &[],
+    ),
+    ("numaplane.numaproj.io", "NumaflowController", true, &[]),
+    (
+        "numaflow.numaproj.io",
+        "Pipeline",
+        false,
+        &["force-promote", "mark-for-deletion"],
+    ),
+    (
+        "numaflow.numaproj.io",
+        "MonoVertex",
+        false,
+        &["force-promote"],
+    ),
+    (
+        "numaflow.numaproj.io",
+        "InterStepBufferService",
+        false,
+        &["force-promote"],
+    ),
+];
+
+fn indent(text: &str, by: usize) -> String {
+    let pad = " ".repeat(by);
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{pad}{l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// The argocd-cm patch carrying every script, keyed as Argo CD reads resource customizations.
+fn argocd_cm() -> String {
+    let mut out = String::from(
+        "# Argo CD resource customizations for Numaplane (health checks and actions).\n\
+         # Generated from config/argocd/*.lua by crates/cli/tests/argocd.rs\n\
+         # (UPDATE_ARGOCD_CM=1 cargo test -p kubectl-numaplane --test argocd); do not edit.\n\
+         # Apply: kubectl -n argocd patch configmap argocd-cm --patch-file argocd-cm-patch.yaml\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n",
+    );
+    for (group, kind, has_health, actions) in KINDS {
+        if *has_health {
+            out.push_str(&format!(
+                "  resource.customizations.health.{group}_{kind}: |\n"
+            ));
+            out.push_str(&indent(&read("health.lua"), 4));
+        }
+        if !actions.is_empty() {
+            out.push_str(&format!(
+                "  resource.customizations.actions.{group}_{kind}: |\n    discovery.lua: |\n"
+            ));
+            out.push_str(&indent(&read("actions/discovery.lua"), 6));
+            out.push_str("    definitions:\n");
+            for a in *actions {
+                out.push_str(&format!("      - name: {a}\n        action.lua: |\n"));
+                out.push_str(&indent(&read(&format!("actions/{a}.lua")), 10));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn argocd_cm_patch_is_current() {
+    let generated = argocd_cm();
+    let path = argocd_dir().join("argocd-cm-patch.yaml");
+    if std::env::var_os("UPDATE_ARGOCD_CM").is_some() {
+        std::fs::write(&path, &generated).expect("write argocd-cm-patch.yaml");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "config/argocd/argocd-cm-patch.yaml is out of date: rerun with UPDATE_ARGOCD_CM=1"
+    );
+    // What Argo CD reads back: the YAML parses and each key holds the script verbatim.
+    let cm: Value = serde_saphyr::from_str(&committed).expect("patch is YAML");
+    let data = &cm["data"];
+    assert_eq!(
+        data["resource.customizations.health.numaplane.numaproj.io_NumaflowController"],
+        json!(read("health.lua"))
+    );
+    let actions: Value = serde_saphyr::from_str(
+        data["resource.customizations.actions.numaflow.numaproj.io_Pipeline"]
+            .as_str()
+            .expect("actions key"),
+    )
+    .expect("actions YAML");
+    assert_eq!(
+        actions["discovery.lua"],
+        json!(read("actions/discovery.lua"))
+    );
+    assert_eq!(actions["definitions"][1]["name"], "mark-for-deletion");
+    assert_eq!(
+        actions["definitions"][1]["action.lua"],
+        json!(read("actions/mark-for-deletion.lua"))
+    );
+}

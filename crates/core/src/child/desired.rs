@@ -1,0 +1,145 @@
+//! The child a rollout asks for, before it is compared with the live one: the rollout's child
+//! template rendered for one child name, plus the labels Numaplane adds. Shared by the
+//! controller and `kubectl numaplane plan`, so a plan compares exactly what the controller does.
+
+use crate::template::{self, TemplateError, TemplateVars};
+use numaplane_api::common::ChildMetadata;
+use numaplane_api::keys::{labels, upgrade_state};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A rendered child: what is compared with, and applied to, the live child.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedChild {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub spec: Value,
+}
+
+/// Renders the rollout's child template (`spec.<child>.metadata` and `.spec`) with `vars`, and
+/// labels the child with its rollout and `upgrade-state: promoted`.
+pub fn render_child(
+    rollout: &str,
+    metadata: Option<&ChildMetadata>,
+    spec: &Value,
+    vars: &TemplateVars,
+) -> Result<RenderedChild, TemplateError> {
+    let spec = template::render_json(spec, vars)?;
+    let render_map = |m: Option<&BTreeMap<String, String>>| {
+        m.into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                Ok((
+                    template::render_str(k, vars)?,
+                    template::render_str(v, vars)?,
+                ))
+            })
+            .collect::<Result<BTreeMap<_, _>, TemplateError>>()
+    };
+    let mut labels_out = render_map(metadata.and_then(|m| m.labels.as_ref()))?;
+    let annotations = render_map(metadata.and_then(|m| m.annotations.as_ref()))?;
+    labels_out.insert(labels::PARENT_ROLLOUT_NAME.into(), rollout.to_string());
+    labels_out.insert(labels::UPGRADE_STATE.into(), upgrade_state::PROMOTED.into());
+    Ok(RenderedChild {
+        labels: labels_out,
+        annotations,
+        spec,
+    })
+}
+
+/// Name of the ISBServiceRollout a pipeline spec refers to (absent or empty means `default`).
+pub fn isb_rollout_name(spec: &Value) -> String {
+    spec.get("interStepBufferServiceName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_string()
+}
+
+/// A Pipeline runs on the ISB service child of its ISBServiceRollout: labels name both, and the
+/// spec names the child instead of the rollout.
+pub fn point_pipeline_at_isbsvc(
+    labels_out: &mut BTreeMap<String, String>,
+    spec: &mut Value,
+    isb_rollout: &str,
+    isb_child: &str,
+) {
+    labels_out.insert(labels::ISBSVC_NAME.into(), isb_rollout.to_string());
+    labels_out.insert(labels::ISBSVC_CHILD_NAME.into(), isb_child.to_string());
+    if let Some(spec) = spec.as_object_mut() {
+        spec.insert(
+            "interStepBufferServiceName".into(),
+            Value::String(isb_child.to_string()),
+        );
+    }
+}
+
+/// A MonoVertex keeps the live (autoscaled) `spec.replicas` the rollout doesn't set, except on
+/// a slow resume (desired Running while the live one is Paused, without `fastResume`), which
+/// restarts it at `scale.min`.
+pub fn keep_live_replicas(
+    desired_spec: &mut Value,
+    live_spec: &Value,
+    live_phase: &str,
+    fast_resume: bool,
+) {
+    let Some(replicas) = live_spec.get("replicas").filter(|r| !r.is_null()) else {
+        return;
+    };
+    let resuming = desired_spec
+        .pointer("/lifecycle/desiredPhase")
+        .and_then(Value::as_str)
+        .is_none_or(|p| p.is_empty() || p == "Running")
+        && live_phase == "Paused";
+    if resuming && !fast_resume {
+        return;
+    }
+    if let Some(spec) = desired_spec.as_object_mut() {
+        spec.entry("replicas").or_insert_with(|| replicas.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn renders_and_labels() {
+        let meta = ChildMetadata {
+            labels: Some([("app".to_string(), "{{.pipeline-name}}".to_string())].into()),
+            annotations: None,
+        };
+        let vars = TemplateVars::pipeline("p-3", "ns");
+        let mut c = render_child(
+            "p",
+            Some(&meta),
+            &json!({"x": "{{.pipeline-namespace}}", "interStepBufferServiceName": "isb"}),
+            &vars,
+        )
+        .expect("render");
+        assert_eq!(c.labels["app"], "p-3");
+        assert_eq!(c.labels[labels::PARENT_ROLLOUT_NAME], "p");
+        assert_eq!(c.labels[labels::UPGRADE_STATE], "promoted");
+        assert_eq!(c.spec["x"], "ns");
+        assert_eq!(isb_rollout_name(&c.spec), "isb");
+        assert_eq!(isb_rollout_name(&json!({})), "default");
+        point_pipeline_at_isbsvc(&mut c.labels, &mut c.spec, "isb", "isb-1");
+        assert_eq!(c.spec["interStepBufferServiceName"], "isb-1");
+        assert_eq!(c.labels[labels::ISBSVC_CHILD_NAME], "isb-1");
+    }
+
+    #[test]
+    fn replicas() {
+        let live = json!({"replicas": 4});
+        let mut running = json!({});
+        keep_live_replicas(&mut running, &live, "Running", false);
+        assert_eq!(running["replicas"], 4);
+        let mut slow = json!({"lifecycle": {"desiredPhase": "Running"}});
+        keep_live_replicas(&mut slow, &live, "Paused", false);
+        assert_eq!(slow.get("replicas"), None);
+        let mut fast = json!({});
+        keep_live_replicas(&mut fast, &live, "Paused", true);
+        assert_eq!(fast["replicas"], 4);
+    }
+}
