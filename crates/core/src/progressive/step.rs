@@ -148,9 +148,25 @@ pub enum Action {
     /// trial.
     ReplaceTrial { trial: String, reason: &'static str },
     /// The rollout is back to the promoted child: mark `trial` recyclable
-    /// (`discontinue-progressive`). Condition ProgressiveUpgradeSucceeded=True
-    /// (`Discontinued`), phase Deployed.
-    Discontinue { trial: String },
+    /// (`discontinue-progressive`); merge-patch the promoted child with `promoted_patch` and
+    /// re-create `recreate_hpa` (its saved scale, see below); then persist [`Plan::after`].
+    /// Condition ProgressiveUpgradeSucceeded=True (`Discontinued`), phase Deployed.
+    ///
+    /// Unlike the reference (quirk §10.6), the promoted child gets its saved scale back here,
+    /// not from a later direct apply: otherwise a spec edit arriving first would count the
+    /// halved child's pods and save its halved scale as the "original".
+    Discontinue {
+        trial: String,
+        promoted_patch: Option<Value>,
+        recreate_hpa: Option<Value>,
+    },
+    /// Merge-patch the promoted child back to its saved scale and re-create `recreate_hpa`,
+    /// then persist [`Plan::after`] (a discontinue cut short by a restart).
+    RestorePromoted {
+        promoted: String,
+        promoted_patch: Option<Value>,
+        recreate_hpa: Option<Value>,
+    },
     /// There is no promoted child: create one the usual way (new name). Any trial was recorded
     /// as discontinued and is dropped on the next pass.
     RecreatePromoted,
@@ -291,7 +307,7 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
     let u = rec.upgrading_for(trial.name).cloned().unwrap_or_default();
 
     if u.discontinued {
-        return Ok(discontinue(rec, trial.name));
+        return discontinue(rec, input.kind, Some(promoted), trial.name);
     }
 
     if !u.initialization_complete && is_unknown(&u) {
@@ -345,7 +361,7 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
         if let Some(u) = rec.upgrading.as_mut() {
             u.discontinued = true;
         }
-        return Ok(discontinue(rec, trial.name));
+        return discontinue(rec, input.kind, Some(promoted), trial.name);
     }
 
     assess(rec, input, promoted, trial, now)
@@ -376,7 +392,28 @@ fn no_trial(
         ));
     }
     if !input.differs_from_promoted {
-        if done_here && input.kind != Kind::InterStepBufferService {
+        // A discontinue cut short left the promoted child halved: restore it first.
+        let r = restore(&rec, input.kind, Some(promoted))?;
+        if let Some(after) = r.after {
+            if has_saved_scale_of(&rec, input.kind, promoted) {
+                rec = after;
+            } else {
+                let mut p = plan(
+                    rec,
+                    Action::RestorePromoted {
+                        promoted: promoted.name.to_string(),
+                        promoted_patch: r.patch,
+                        recreate_hpa: r.hpa,
+                    },
+                    format!("restoring the scale of {}", promoted.name),
+                );
+                p.after = Some(after);
+                return Ok(p);
+            }
+        }
+        // Complete: the promoted status is cleared (ISB: kept naming the previous child, as
+        // the reference does).
+        if input.kind != Kind::InterStepBufferService {
             rec.promoted = None;
         }
         return Ok(plan(
@@ -426,7 +463,13 @@ fn no_trial(
                 format!("counting the pods of {} before the upgrade", promoted.name),
             ));
         };
-        let values = promoted_scale_values(input.kind, promoted.name, promoted.spec, pods)?;
+        let mut values = promoted_scale_values(input.kind, promoted.name, promoted.spec, pods)?;
+        if rec
+            .upgrading_for(promoted.name)
+            .is_some_and(|u| u.assessment_result == Some(AssessmentResult::Success))
+        {
+            own_scale_as_original(&mut values, &rec.trial_scale, input.kind, promoted.spec)?;
+        }
         if input.kind == Kind::Pipeline {
             rec.historical_pod_count =
                 Some(values.iter().map(|(k, v)| (k.clone(), v.initial)).collect());
@@ -466,14 +509,70 @@ fn no_trial(
     ))
 }
 
-fn discontinue(rec: Record, trial: &str) -> Plan {
-    plan(
+fn discontinue(
+    rec: Record,
+    kind: Kind,
+    promoted: Option<PromotedChild<'_>>,
+    trial: &str,
+) -> Result<Plan, StepError> {
+    let r = restore(&rec, kind, promoted)?;
+    let mut p = plan(
         rec,
         Action::Discontinue {
             trial: trial.to_string(),
+            promoted_patch: r.patch,
+            recreate_hpa: r.hpa,
         },
         format!("the rollout matches the promoted child again: discontinuing trial {trial}"),
-    )
+    );
+    p.after = r.after;
+    Ok(p)
+}
+
+/// Putting the promoted child back to its saved scale, if it has one not yet restored.
+struct Restore {
+    patch: Option<Value>,
+    hpa: Option<Value>,
+    /// The record once restored: saved values dropped, `scaleValuesRestoredToOriginal`.
+    after: Option<Record>,
+}
+
+fn restore(
+    rec: &Record,
+    kind: Kind,
+    promoted: Option<PromotedChild<'_>>,
+) -> Result<Restore, StepError> {
+    let none = Restore {
+        patch: None,
+        hpa: None,
+        after: None,
+    };
+    let Some(promoted) = promoted else {
+        return Ok(none);
+    };
+    let values = rec
+        .promoted
+        .as_ref()
+        .filter(|p| p.name == promoted.name && !p.scale_values_restored_to_original)
+        .and_then(|p| p.scale_values.clone())
+        .unwrap_or_default();
+    if values.is_empty() {
+        return Ok(none);
+    }
+    let mut after = rec.clone();
+    if let Some(p) = after.promoted.as_mut() {
+        p.scale_values = None;
+        p.scale_values_restored_to_original = true;
+    }
+    Ok(Restore {
+        patch: promoted_restore_patch(kind, promoted.spec, &values)?,
+        hpa: values
+            .values()
+            .next()
+            .and_then(|v| v.original_hpa_definition.clone())
+            .filter(|_| kind == Kind::MonoVertex),
+        after: Some(after),
+    })
 }
 
 /// Records the success (and a forced one's reason) and promotes `t`.
@@ -492,11 +591,14 @@ fn promote(
     } else {
         label_value::SUCCEEDED
     };
+    // Once the labels flipped, the old promoted child is retired and its saved scale no longer
+    // matters. Not before: if the new child vanished before the old one was retired, the old
+    // one is promoted again and must still be restorable.
+    let mut after = rec.clone();
     if input.kind != Kind::InterStepBufferService {
-        // The old promoted child is retired; its saved scale no longer matters.
-        rec.promoted = None;
+        after.promoted = None;
     }
-    plan(
+    let mut p = plan(
         rec,
         Action::Promote {
             trial: t.name.to_string(),
@@ -504,7 +606,9 @@ fn promote(
             result_label,
         },
         format!("promoting trial {}", t.name),
-    )
+    );
+    p.after = Some(after);
+    p
 }
 
 /// Skip rules, the sticky failure, the basic assessment and the analysis (§4.5, §5, §6).
@@ -636,24 +740,8 @@ fn fail(
     promoted: PromotedChild<'_>,
     trial: &TrialChild<'_>,
 ) -> Result<Plan, StepError> {
-    let values = rec
-        .promoted
-        .as_ref()
-        .filter(|p| !p.scale_values_restored_to_original)
-        .and_then(|p| p.scale_values.clone())
-        .unwrap_or_default();
-    let (promoted_patch, recreate_hpa) = if values.is_empty() {
-        (None, None)
-    } else {
-        (
-            promoted_restore_patch(input.kind, promoted.spec, &values)?,
-            values
-                .values()
-                .next()
-                .and_then(|v| v.original_hpa_definition.clone())
-                .filter(|_| input.kind == Kind::MonoVertex),
-        )
-    };
+    let r = restore(&rec, input.kind, Some(promoted))?;
+    let (promoted_patch, recreate_hpa) = (r.patch, r.hpa);
     let trial_patch = trial_zero_patch(input.kind, trial.spec);
     let label_failed = trial.result_label != Some(label_value::FAILED);
     let reasons = rec
@@ -670,15 +758,7 @@ fn fail(
         "trial {} failed{why}; waiting for a spec change or the force-promote label",
         trial.name
     );
-    let mut after = None;
-    if !values.is_empty() {
-        let mut a = rec.clone();
-        if let Some(p) = a.promoted.as_mut() {
-            p.scale_values = None;
-            p.scale_values_restored_to_original = true;
-        }
-        after = Some(a);
-    }
+    let after = r.after;
     let action = if label_failed || promoted_patch.is_some() || trial_patch.is_some() {
         Action::Fail {
             trial: trial.name.to_string(),
@@ -695,4 +775,45 @@ fn fail(
     p.after = after;
     p.progress = Progress::Failed;
     Ok(p)
+}
+
+fn has_saved_scale_of(rec: &Record, kind: Kind, promoted: PromotedChild<'_>) -> bool {
+    let values = rec
+        .promoted
+        .as_ref()
+        .and_then(|p| p.scale_values.clone())
+        .unwrap_or_default();
+    super::scale::has_saved_scale(kind, promoted.spec, &values)
+}
+
+/// A child promoted from trial keeps its fixed trial scale until the controller applies the
+/// rollout's scale. If the next upgrade starts before that, the scale to save (and restore on
+/// failure) is the one it was created with, recorded when it was a trial, not its fixed one.
+fn own_scale_as_original(
+    values: &mut BTreeMap<String, ScaleValues>,
+    saved: &super::scale::TrialScaleRecord,
+    kind: Kind,
+    promoted_spec: &Value,
+) -> Result<(), StepError> {
+    use super::scale::{TrialScaleRecord, scale_min_max_json};
+    let parse = |def: &str| serde_json::from_str::<Value>(def).ok();
+    match (kind, saved) {
+        (Kind::MonoVertex, TrialScaleRecord::MonoVertex { definition, .. }) => {
+            if let (Some(def), Some(sv)) = (parse(definition), values.values_mut().next()) {
+                sv.original_scale_min_max =
+                    scale_min_max_json(Some(&def), "originalScaleDefinition")?;
+            }
+        }
+        (Kind::Pipeline, TrialScaleRecord::Pipeline { definitions, .. }) => {
+            let names = SpecView(promoted_spec).vertex_names();
+            for (name, def) in names.iter().zip(definitions) {
+                if let (Some(def), Some(sv)) = (parse(def), values.get_mut(name)) {
+                    sv.original_scale_min_max =
+                        scale_min_max_json(Some(&def), "originalScaleDefinitions")?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
