@@ -71,7 +71,7 @@ pub(crate) fn judge(
     if st.end_time.is_none() {
         st.end_time = run
             .completed_at
-            .map(|t| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t));
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
     }
     let timeout_at = start.saturating_add(i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX));
     match run.phase {

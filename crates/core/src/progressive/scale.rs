@@ -328,11 +328,11 @@ pub fn promoted_scale_down_patch(
             let mut vs = vertices(promoted_spec).to_vec();
             let mut changed = false;
             for v in &mut vs {
-                if let Some(sv) = vertex_name(v).and_then(|n| values.get(n)) {
-                    if !fixed(v, sv.scale_to) {
-                        fix_scale(v, sv.scale_to);
-                        changed = true;
-                    }
+                if let Some(sv) = vertex_name(v).and_then(|n| values.get(n))
+                    && !fixed(v, sv.scale_to)
+                {
+                    fix_scale(v, sv.scale_to);
+                    changed = true;
                 }
             }
             changed.then(|| json!({"spec": {"vertices": vs}}))
@@ -477,14 +477,14 @@ pub fn has_saved_scale(kind: Kind, spec: &Value, values: &BTreeMap<String, Scale
 pub fn comparable_promoted_spec(kind: Kind, spec: &Value) -> Value {
     let mut spec = spec.clone();
     let strip = |holder: &mut Value| {
-        if let Some(obj) = holder.as_object_mut() {
-            if let Some(s) = obj.get_mut("scale").and_then(Value::as_object_mut) {
-                for k in ["min", "max", "disabled"] {
-                    s.remove(k);
-                }
-                if s.is_empty() {
-                    obj.remove("scale");
-                }
+        if let Some(obj) = holder.as_object_mut()
+            && let Some(s) = obj.get_mut("scale").and_then(Value::as_object_mut)
+        {
+            for k in ["min", "max", "disabled"] {
+                s.remove(k);
+            }
+            if s.is_empty() {
+                obj.remove("scale");
             }
         }
     };
@@ -530,10 +530,10 @@ pub fn comparable_trial_spec(kind: Kind, spec: &Value, saved: &TrialScaleRecord)
             if let Some(o) = spec.as_object_mut() {
                 o.remove("replicas");
             }
-            if let TrialScaleRecord::MonoVertex { definition, .. } = saved {
-                if !definition.is_empty() {
-                    put(&mut spec, definition);
-                }
+            if let TrialScaleRecord::MonoVertex { definition, .. } = saved
+                && !definition.is_empty()
+            {
+                put(&mut spec, definition);
             }
         }
         (Kind::Pipeline, TrialScaleRecord::Pipeline { definitions, .. }) => {

@@ -257,16 +257,16 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
         rec.upgrading_for(name)
             .is_some_and(|u| u.assessment_result == Some(AssessmentResult::Success))
     };
-    if let Some(t) = &input.trial {
-        if success_for(t.name) {
-            let previous = input
-                .promoted
-                .iter()
-                .map(|p| p.name.to_string())
-                .chain(input.older_promoted.iter().cloned())
-                .collect();
-            return Ok(promote(rec, input, t, previous));
-        }
+    if let Some(t) = &input.trial
+        && success_for(t.name)
+    {
+        let previous = input
+            .promoted
+            .iter()
+            .map(|p| p.name.to_string())
+            .chain(input.older_promoted.iter().cloned())
+            .collect();
+        return Ok(promote(rec, input, t, previous));
     }
 
     let Some(promoted) = input.promoted else {
@@ -424,20 +424,22 @@ fn no_trial(
     }
 
     // A trial recorded but not (visibly) created yet: create it under the recorded name.
-    if let Some(u) = &rec.upgrading {
-        if u.name != promoted.name && !u.initialization_complete && !u.discontinued && is_unknown(u)
-        {
-            let name = u.name.clone();
-            let values = promoted_values(&rec);
-            return Ok(plan(
-                rec,
-                Action::CreateTrial {
-                    name: name.clone(),
-                    promoted_scale_values: values,
-                },
-                format!("creating trial {name}"),
-            ));
-        }
+    if let Some(u) = &rec.upgrading
+        && u.name != promoted.name
+        && !u.initialization_complete
+        && !u.discontinued
+        && is_unknown(u)
+    {
+        let name = u.name.clone();
+        let values = promoted_values(&rec);
+        return Ok(plan(
+            rec,
+            Action::CreateTrial {
+                name: name.clone(),
+                promoted_scale_values: values,
+            },
+            format!("creating trial {name}"),
+        ));
     }
 
     if rec
