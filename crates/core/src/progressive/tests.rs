@@ -1005,3 +1005,56 @@ fn records_round_trip_through_each_status() {
     rec.write_pipeline(&mut s);
     assert_eq!(Record::from_pipeline(&s), rec);
 }
+
+#[test]
+fn pipeline_start_records_history_isbsvc_and_trial_scale() {
+    let mut w = World::mv();
+    w.kind = Kind::Pipeline;
+    w.promoted = Some(("mvr-0".into(), a7_pipeline()));
+    let mut desired = a7_pipeline();
+    desired["vertices"][1]["udf"] = json!({"container": {"image": "badcat"}});
+    desired["interStepBufferServiceName"] = json!("isbr-1");
+    w.desired = desired.clone();
+    assert_eq!(w.run().action, Action::ObservePromotedPods);
+    w.pods = Some(pods(&[("in", 5), ("cat", 1), ("out", 1)]));
+    assert_eq!(w.run().action, Action::Persist);
+    assert_eq!(
+        w.record.historical_pod_count,
+        Some(BTreeMap::from([
+            ("cat".to_string(), 1),
+            ("in".to_string(), 5),
+            ("out".to_string(), 1)
+        ]))
+    );
+    let p = w.run();
+    let Action::CreateTrial {
+        name,
+        promoted_scale_values,
+    } = &p.action
+    else {
+        panic!("{p:?}")
+    };
+    assert_eq!(name, "mvr-1");
+    assert_eq!(w.record.trial_isbsvc, "isbr-1");
+    let TrialScaleRecord::Pipeline { definitions, .. } = &w.record.trial_scale else {
+        panic!("{:?}", w.record.trial_scale)
+    };
+    assert_eq!(definitions[0], r#"{"max":9,"min":5}"#);
+    w.trial = Some((
+        "mvr-1".into(),
+        trial_spec(Kind::Pipeline, &desired, promoted_scale_values),
+    ));
+    let p = w.run();
+    let Action::InitializeTrial {
+        promoted_patch: Some(patch),
+        delete_promoted_hpa: false,
+        ..
+    } = &p.action
+    else {
+        panic!("{p:?}")
+    };
+    assert_eq!(
+        patch["spec"]["vertices"][0]["scale"],
+        json!({"min": 2, "max": 2, "disabled": false})
+    );
+}
