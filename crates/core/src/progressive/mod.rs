@@ -2,9 +2,9 @@
 //! child is deployed beside the promoted one, the promoted child's pods are split between them,
 //! the trial is judged, then promoted or rolled back.
 //!
-//! Pure: the controller observes the rollout, its children and the clock, calls [`step`], and
-//! performs the one [`Action`] it returns, persisting [`Plan::record`] first (see [`step`]'s
-//! module for the contract).
+//! Pure: the controller observes the rollout, its children and the clock, calls [`step()`], and
+//! performs the one [`Action`] it returns, persisting [`Plan::record`] first (see [`mod@step`]
+//! for the contract).
 //!
 //! - [`scale`]: the pod split, the saved original scale, the trial's scale, scale-down and
 //!   restore patches, and the scale-agnostic spec comparisons.
@@ -13,7 +13,7 @@
 //! - [`analysis`]: the AnalysisRun verdict.
 //! - [`skip`]: promotion without assessment (`force_promote`, `no_data_ingestion`, …).
 //! - [`record`]: the engine's durable state and its mapping onto each rollout's status.
-//! - [`step`]: the state machine of one pass.
+//! - [`mod@step`]: the state machine of one pass.
 //!
 //! # Using it from a controller
 //!
