@@ -9,6 +9,7 @@
 //! - [`riders`]: rendering, permitting and diffing riders.
 //! - [`config`]: the controller config file and the ConfigMap-borne configs.
 //! - [`usde`]: the upgrade strategy decision (no-op, direct apply, pause-and-drain, progressive).
+//! - [`progressive`]: the progressive upgrade engine (scale split, assessment, state machine).
 //!
 //! Every error type has `reason()`: a short stable string for conditions, events and metrics.
 
@@ -19,6 +20,7 @@ pub mod health;
 mod json;
 pub mod naming;
 pub mod ppnd;
+pub mod progressive;
 pub mod recycle;
 pub mod riders;
 pub mod template;

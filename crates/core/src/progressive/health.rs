@@ -1,0 +1,117 @@
+//! How healthy the trial child is right now (progressive.md §5.2, §5.3): one sample, which
+//! [`super::assessment`] turns into a verdict over time.
+
+use crate::child::ChildView;
+use crate::json::i64_at;
+use numaplane_api::pipeline_rollout::UpgradingPipelineStatus;
+use numaplane_api::progressive::AssessmentResult;
+use serde_json::Value;
+
+/// One sample of the trial's health.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrialHealth {
+    /// Running (or paused as desired), all conditions True, replicas ready.
+    Healthy,
+    /// A failure signal. During the basic assessment this is transient: it restarts the
+    /// continuous-health window and is recorded, but only `end` running out fails the trial.
+    Unhealthy {
+        reasons: Vec<String>,
+        /// The child's whole `.status`, recorded as `childStatus`.
+        child_status: Option<Value>,
+    },
+    /// No failure signal, but not healthy yet (e.g. phase Pending).
+    Pending,
+}
+
+/// `readyReplicas >= desiredReplicas`, a missing field counting as 0.
+fn replicas_ready(status: Option<&Value>) -> Result<(), String> {
+    let get = |k: &str| status.and_then(|s| i64_at(s, &[k])).unwrap_or(0);
+    let (ready, desired) = (get("readyReplicas"), get("desiredReplicas"));
+    if ready >= desired {
+        Ok(())
+    } else {
+        Err(format!(
+            "readyReplicas={ready} is less than desiredReplicas={desired}"
+        ))
+    }
+}
+
+/// Health of a trial Pipeline (with its Vertex objects, read live) or MonoVertex (`vertices`
+/// empty: the MonoVertex's own replicas are checked).
+pub fn pipeline_type_health(child: &Value, is_monovertex: bool, vertices: &[Value]) -> TrialHealth {
+    let c = ChildView(child);
+    let mut reasons = Vec::new();
+    let phase = c.phase();
+    if phase == "Failed" {
+        reasons.push("child phase is in Failed state".to_string());
+    }
+    for cond in c.conditions() {
+        if cond.status != "True" {
+            reasons.push(format!(
+                "condition {} is False for Reason \"{}\": {}",
+                cond.type_, cond.reason, cond.message
+            ));
+        }
+    }
+    if is_monovertex {
+        if let Err(e) = replicas_ready(c.status()) {
+            reasons.push(e);
+        }
+    } else {
+        for v in vertices {
+            if let Err(e) = replicas_ready(v.get("status")) {
+                reasons.push(format!("vertex {}: {e}", ChildView(v).name()));
+            }
+        }
+    }
+    if !reasons.is_empty() {
+        return TrialHealth::Unhealthy {
+            reasons,
+            child_status: c.status().cloned(),
+        };
+    }
+    let healthy = if c.spec().wants_paused() {
+        phase == "Paused" || phase == "Pausing"
+    } else {
+        phase == "Running"
+    };
+    if healthy {
+        TrialHealth::Healthy
+    } else {
+        TrialHealth::Pending
+    }
+}
+
+/// Health of a trial InterStepBufferService, judged only from the PipelineRollouts that use its
+/// rollout (§5.3): pending until each has a trial pipeline on `trial_isbsvc`; unhealthy (final)
+/// when one failed; healthy when all succeeded or there are none.
+pub fn isbsvc_health(
+    trial_isbsvc: &str,
+    pipelines: &[Option<&UpgradingPipelineStatus>],
+    isbsvc_status: Option<&Value>,
+) -> TrialHealth {
+    let mut failed = Vec::new();
+    let mut all_done = true;
+    for p in pipelines {
+        let Some(p) = p.filter(|p| p.inter_step_buffer_service_name == trial_isbsvc) else {
+            return TrialHealth::Pending;
+        };
+        match p.child.assessment_result {
+            Some(AssessmentResult::Failure) => {
+                failed.push(format!("Pipeline {} failed", p.child.name));
+            }
+            Some(AssessmentResult::Success) => {}
+            _ => all_done = false,
+        }
+    }
+    if !failed.is_empty() {
+        TrialHealth::Unhealthy {
+            reasons: failed,
+            child_status: isbsvc_status.cloned(),
+        }
+    } else if all_done {
+        TrialHealth::Healthy
+    } else {
+        TrialHealth::Pending
+    }
+}
