@@ -446,6 +446,41 @@ impl Metrics {
             .inc();
     }
 
+    /// A progressive upgrade started (a trial was created).
+    pub fn progressive_started(&self, kind: &str, ns: &str, rollout: &str, child: &str) {
+        if let Some(f) = self.progressive_started.get(kind) {
+            f.get_or_create(&vec![
+                ("namespace", ns.to_string()),
+                ("rolloutName", rollout.to_string()),
+                ("name", child.to_string()),
+            ])
+            .inc();
+        }
+    }
+
+    /// A progressive upgrade ended with a verdict on trial `child`.
+    pub fn progressive_completed(
+        &self,
+        kind: &str,
+        ns: &str,
+        rollout: &str,
+        child: &str,
+        success: bool,
+        forced: bool,
+    ) {
+        if let Some(f) = self.progressive_completed.get(kind) {
+            f.get_or_create(&vec![
+                ("namespace", ns.to_string()),
+                ("rolloutName", rollout.to_string()),
+                ("name", child.to_string()),
+                ("success", success.to_string()),
+                ("forcedSuccess", forced.to_string()),
+                ("resourceHealthSuccess", String::new()),
+            ])
+            .inc();
+        }
+    }
+
     /// A pause gauge of the reference, with its label order.
     pub fn pause_seconds(&self, gauge: PauseGauge, ns: &str, name: &str, secs: f64) {
         let (family, labels): (_, Labels) = match gauge {

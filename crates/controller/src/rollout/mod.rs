@@ -6,6 +6,7 @@
 pub mod isbservice;
 pub mod monovertex;
 pub mod pipeline;
+pub mod progressive;
 pub mod recycle;
 
 use crate::children::{self, ChildObject, DesiredChild};
@@ -188,6 +189,21 @@ pub trait Rollout:
 
     /// Health of the promoted child (`ChildResourcesHealthy`).
     fn health(ctx: &Ctx, child: &Self::Child) -> Health;
+
+    /// The progressive strategy's view of this rollout; `None` for kinds without it.
+    fn progressive_parts(&self) -> Option<progressive::Parts<'_>> {
+        None
+    }
+
+    /// The progressive engine's record in this kind's status.
+    fn read_record(st: &Self::Status) -> numaplane_core::progressive::Record {
+        let _ = st;
+        Default::default()
+    }
+
+    fn write_record(rec: &numaplane_core::progressive::Record, st: &mut Self::Status) {
+        let _ = (rec, st);
+    }
 
     /// Kind-specific gauges from the status about to be written (pause durations).
     fn observe_metrics(&self, ctx: &Ctx, st: &Self::Status, now: &Time) {
@@ -429,7 +445,15 @@ async fn drive<R: Rollout>(
             // A strategy in progress takes its next step even when nothing differs.
             let in_progress = st.common().upgrade_in_progress != Default::default();
             if generation_changed || in_progress || children::needs_apply(&live, &desired) {
-                match obj.carry_update(ctx, st, &live, desired).await? {
+                let carry = if progressive::applies(obj, ctx, st, &live, &desired) {
+                    progressive::pass(
+                        obj, ctx, st, &resolved, &live, desired, generation, now, wake,
+                    )
+                    .await?
+                } else {
+                    obj.carry_update(ctx, st, &live, desired).await?
+                };
+                match carry {
                     Carry::Apply(desired) => {
                         let desired = *desired;
                         if children::needs_apply(&live, &desired) {
@@ -467,7 +491,10 @@ async fn drive<R: Rollout>(
         &vertices,
         &cfg.permitted_riders,
     )?;
-    if ctx.riders_due(&uid, rider_force) {
+    // A progressive upgrade owns the riders until it is done (the promoted HPA is removed
+    // while a trial runs).
+    let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
+    if !progressing && ctx.riders_due(&uid, rider_force) {
         let rider_changed = riders::sync(ctx, &ns, &child, st.riders(), &desired_riders).await?;
         changed |= rider_changed;
         ctx.riders_checked(&uid);
@@ -570,7 +597,7 @@ async fn allocate_name<R: Rollout>(
 
 /// The child as the rollout wants it: templated metadata and spec, Numaplane's labels, a
 /// controller owner reference.
-fn desired_child<R: Rollout>(
+pub(crate) fn desired_child<R: Rollout>(
     obj: &R,
     resolved: &R::Resolved,
     child_name: &str,

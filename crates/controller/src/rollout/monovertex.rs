@@ -69,6 +69,26 @@ impl Rollout for MonoVertexRollout {
         TemplateVars::monovertex(child, namespace)
     }
 
+    fn progressive_parts(&self) -> Option<super::progressive::Parts<'_>> {
+        let s = self.spec.strategy.as_ref();
+        Some(super::progressive::Parts {
+            kind: numaplane_core::progressive::Kind::MonoVertex,
+            strategy: s.and_then(|s| s.progressive.as_ref()),
+            analysis: s.and_then(|s| s.analysis.as_ref()),
+            has_hpa_rider: self.spec.riders.iter().flatten().any(|r| {
+                r.definition.get("kind").and_then(Value::as_str) == Some("HorizontalPodAutoscaler")
+            }),
+        })
+    }
+
+    fn read_record(st: &MonoVertexRolloutStatus) -> numaplane_core::progressive::Record {
+        numaplane_core::progressive::Record::from_monovertex(st)
+    }
+
+    fn write_record(rec: &numaplane_core::progressive::Record, st: &mut MonoVertexRolloutStatus) {
+        rec.write_monovertex(st)
+    }
+
     fn status_of(&self) -> Option<&Self::Status> {
         self.status.as_ref()
     }

@@ -1,0 +1,779 @@
+//! The progressive strategy in the reconcile loop: observes the rollout, its promoted and trial
+//! children, their pods and the AnalysisRun; asks [`numaplane_core::progressive::step`] for the
+//! one next action; records the engine's state in status **before** acting; acts. The engine is
+//! pure and idempotent given the record, so a restart at any point continues the same upgrade.
+
+use super::{Carry, Rollout};
+use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
+use crate::context::Ctx;
+use crate::error::{Error, KubeContext, is_not_found};
+use crate::status::{self, RolloutStatus};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::UpgradeStrategy;
+use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
+use numaplane_api::numaflow::{AnalysisRun, Vertex};
+use numaplane_api::progressive::AnalysisPhase;
+use numaplane_api::strategy::{Analysis, ProgressiveStrategy};
+use numaplane_core::config::{AssessmentSchedule, UserStrategy};
+use numaplane_core::health::HealthStatus;
+use numaplane_core::progressive::{
+    self, Action, Kind, ObservedRun, PromotedChild, PromotedPods, StepInput, TrialChild,
+    TrialHealth, scale,
+};
+use numaplane_core::usde::json_eq;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use tracing::info;
+
+/// What a kind needs to take part in progressive upgrades.
+pub struct Parts<'a> {
+    pub kind: Kind,
+    pub strategy: Option<&'a ProgressiveStrategy>,
+    pub analysis: Option<&'a Analysis>,
+    pub has_hpa_rider: bool,
+}
+
+fn metric_kind(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Pipeline => "pipeline",
+        Kind::MonoVertex => "monovertex",
+        Kind::InterStepBufferService => "isbsvc",
+    }
+}
+
+/// Whether this pass belongs to the progressive strategy: one is in progress, or the change
+/// is classified progressive under the namespace's `progressive` strategy.
+pub fn applies<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &R::Status,
+    live: &R::Child,
+    desired: &DesiredChild,
+) -> bool {
+    let Some(parts) = obj.progressive_parts() else {
+        return false;
+    };
+    if st.common().upgrade_in_progress == UpgradeStrategy::Progressive {
+        return true;
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive
+        || !children::needs_apply(live, desired)
+    {
+        return false;
+    }
+    let usde = ctx.settings.usde();
+    let key = parts.kind.as_str().to_ascii_lowercase();
+    let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
+        user_strategy: UserStrategy::Progressive,
+        config: usde.as_ref().and_then(|u| u.for_kind(&key)),
+        desired_spec: &desired.spec,
+        live_spec: live.spec(),
+        desired_labels: &desired.labels,
+        live_labels: live.labels(),
+        desired_annotations: &desired.annotations,
+        live_annotations: live.annotations(),
+        riders: &[],
+    });
+    decision.strategy == UpgradeStrategy::Progressive
+}
+
+fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
+    let cfg = ctx.settings.controller();
+    let configured = cfg.assessment_schedule(parts.kind.as_str());
+    let own = parts
+        .strategy
+        .and_then(|s| s.assessment_schedule.as_deref())
+        .filter(|s| !s.trim().is_empty());
+    if let Some(s) = own {
+        // An unreadable override falls back to the default, as the reference does.
+        match AssessmentSchedule::parse(s, "spec.strategy.progressive.assessmentSchedule") {
+            Ok(s) => return Ok(s),
+            Err(e) => tracing::warn!(error = %e, "using the default assessment schedule"),
+        }
+    }
+    configured.ok_or_else(|| {
+        Error::InvalidSpec(format!(
+            "no assessment schedule for kind {} in progressive.defaultAssessmentSchedule",
+            parts.kind.as_str()
+        ))
+    })
+}
+
+/// The newest live trial child (legacy `in-progress` too).
+fn find_trial<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
+    R::children(&ctx.stores)
+        .state()
+        .into_iter()
+        .filter(|c| {
+            let l = c.labels();
+            c.meta().namespace.as_deref() == Some(ns)
+                && l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) == Some(rollout)
+                && matches!(
+                    l.get(labels::UPGRADE_STATE).map(String::as_str),
+                    Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
+                )
+                && c.meta().deletion_timestamp.is_none()
+        })
+        .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))
+        .map(|c| (*c).clone())
+}
+
+/// Other children still labelled promoted besides `newest` (a promotion cut short).
+fn older_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str, newest: &str) -> Vec<String> {
+    R::children(&ctx.stores)
+        .state()
+        .into_iter()
+        .filter(|c| {
+            let l = c.labels();
+            c.meta().namespace.as_deref() == Some(ns)
+                && l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) == Some(rollout)
+                && l.get(labels::UPGRADE_STATE).map(String::as_str) == Some(upgrade_state::PROMOTED)
+                && c.meta().deletion_timestamp.is_none()
+                && c.name_any() != newest
+        })
+        .map(|c| c.name_any())
+        .collect()
+}
+
+async fn health_sample<K: ChildObject>(
+    ctx: &Ctx,
+    kind: Kind,
+    trial: &K,
+) -> Result<TrialHealth, Error> {
+    let json = trial.to_json();
+    if kind == Kind::MonoVertex {
+        return Ok(progressive::health::pipeline_type_health(&json, true, &[]));
+    }
+    let ns = trial.namespace().unwrap_or_default();
+    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &ns);
+    let lp = ListParams::default().labels(&format!(
+        "{}={}",
+        labels::NUMAFLOW_PIPELINE_NAME,
+        trial.name_any()
+    ));
+    let vertices: Vec<Value> = api
+        .list(&lp)
+        .await
+        .ctx(|| format!("listing vertices of {}", trial.name_any()))?
+        .items
+        .iter()
+        .map(Vertex::to_json)
+        .collect();
+    Ok(progressive::health::pipeline_type_health(
+        &json, false, &vertices,
+    ))
+}
+
+async fn observed_run(ctx: &Ctx, ns: &str, name: &str) -> Result<Option<ObservedRun>, Error> {
+    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), ns);
+    let Some(run) = api
+        .get_opt(name)
+        .await
+        .ctx(|| format!("reading AnalysisRun {name}"))?
+    else {
+        return Ok(None);
+    };
+    let status = run.status.as_ref();
+    let phase = status
+        .and_then(|s| s.get("phase"))
+        .cloned()
+        .and_then(|p| serde_json::from_value::<AnalysisPhase>(p).ok())
+        .unwrap_or_default();
+    let completed_at = status
+        .and_then(|s| s.get("completedAt"))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<Timestamp>().ok());
+    Ok(Some(ObservedRun {
+        phase,
+        completed_at,
+    }))
+}
+
+/// Pods of the promoted child per vertex (or under the MonoVertex's name), and its HPA.
+async fn promoted_pods<K: ChildObject>(
+    ctx: &Ctx,
+    kind: Kind,
+    promoted: &K,
+) -> Result<PromotedPods, Error> {
+    let ns = promoted.namespace().unwrap_or_default();
+    let name = promoted.name_any();
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut out = PromotedPods::default();
+    // Data pods only: a MonoVertex's daemon pods carry its name label too.
+    let selector = match kind {
+        Kind::MonoVertex => format!(
+            "{}={name},{}={name}",
+            labels::APP_NAME,
+            labels::NUMAFLOW_MONO_VERTEX_NAME
+        ),
+        _ => format!(
+            "{}={name},{}",
+            labels::NUMAFLOW_PIPELINE_NAME,
+            labels::NUMAFLOW_VERTEX_NAME
+        ),
+    };
+    let pods = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .ctx(|| format!("counting pods of {name}"))?;
+    for p in pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let key = match kind {
+            Kind::MonoVertex => name.clone(),
+            _ => p
+                .labels()
+                .get(labels::NUMAFLOW_VERTEX_NAME)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        *out.pods.entry(key).or_default() += 1;
+    }
+    if kind == Kind::MonoVertex {
+        out.hpa = owned_hpas(ctx, promoted)
+            .await?
+            .into_iter()
+            .next()
+            .and_then(|h| serde_json::to_value(h).ok());
+    }
+    Ok(out)
+}
+
+async fn owned_hpas<K: ChildObject>(
+    ctx: &Ctx,
+    child: &K,
+) -> Result<Vec<HorizontalPodAutoscaler>, Error> {
+    let ns = child.namespace().unwrap_or_default();
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
+    let uid = child.uid();
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .ctx(|| "listing HorizontalPodAutoscalers".to_string())?
+        .items
+        .into_iter()
+        .filter(|h| {
+            h.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == uid.as_ref())
+        })
+        .collect())
+}
+
+async fn merge_child<K: ChildObject>(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<(), Error> {
+    ctx.ensure_leader()?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    api.patch(
+        name,
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        },
+        &Patch::Merge(patch),
+    )
+    .await
+    .ctx(|| format!("patching {} {name}", K::kind(&())))?;
+    Ok(())
+}
+
+async fn recreate_hpa(ctx: &Ctx, ns: &str, hpa: &Value) -> Result<(), Error> {
+    ctx.ensure_leader()?;
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(hpa.clone())
+        .map_err(|e| Error::InvalidSpec(format!("saved HorizontalPodAutoscaler: {e}")))?;
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), ns);
+    match api.create(&PostParams::default(), &hpa).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).ctx(|| "re-creating HorizontalPodAutoscaler".to_string()),
+    }
+}
+
+fn set_progress_condition<S: RolloutStatus>(
+    st: &mut S,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: i64,
+    now: &Time,
+) {
+    numaplane_core::conditions::set_condition(
+        &mut st.common_mut().conditions,
+        condition::PROGRESSIVE_UPGRADE_SUCCEEDED,
+        if ok {
+            HealthStatus::True
+        } else {
+            HealthStatus::False
+        },
+        reason,
+        message,
+        generation,
+        now.clone(),
+    );
+}
+
+/// The AnalysisRun for `trial`: the referenced templates' metrics and declared args, the
+/// user's args and the reference's name args, owned by the trial.
+async fn analysis_run<K: ChildObject>(
+    ctx: &Ctx,
+    kind: Kind,
+    analysis: &Analysis,
+    name: &str,
+    trial: &K,
+    promoted: &str,
+) -> Result<Value, Error> {
+    let ns = trial.namespace().unwrap_or_default();
+    let mut metrics: Vec<Value> = Vec::new();
+    let mut declared: Vec<Value> = Vec::new();
+    for t in analysis.templates.iter().flatten() {
+        let template =
+            fetch_template(ctx, &ns, &t.template_name, t.cluster_scope.unwrap_or(false)).await?;
+        for m in template["spec"]["metrics"].as_array().into_iter().flatten() {
+            if metrics.iter().any(|x| x["name"] == m["name"]) {
+                return Err(Error::InvalidSpec(format!(
+                    "spec.strategy.analysis.templates: metric {} is defined twice",
+                    m["name"]
+                )));
+            }
+            metrics.push(m.clone());
+        }
+        for a in template["spec"]["args"].as_array().into_iter().flatten() {
+            if !declared.iter().any(|x| x["name"] == a["name"]) {
+                declared.push(a.clone());
+            }
+        }
+    }
+    let lower = kind.as_str().to_ascii_lowercase();
+    let mut given: BTreeMap<String, Value> = BTreeMap::new();
+    for a in analysis.args.iter().flatten() {
+        given.insert(
+            a.name.clone(),
+            serde_json::to_value(a).unwrap_or(Value::Null),
+        );
+    }
+    given.insert(
+        format!("upgrading-{lower}-name"),
+        json!({"name": format!("upgrading-{lower}-name"), "value": trial.name_any()}),
+    );
+    given.insert(
+        format!("promoted-{lower}-name"),
+        json!({"name": format!("promoted-{lower}-name"), "value": promoted}),
+    );
+    given.insert(
+        format!("{lower}-namespace"),
+        json!({"name": format!("{lower}-namespace"), "value": ns}),
+    );
+    // Only declared args survive; given values override the declared defaults.
+    let mut args = Vec::new();
+    for d in &declared {
+        let n = d["name"].as_str().unwrap_or_default();
+        let arg = given.get(n).cloned().unwrap_or_else(|| d.clone());
+        if arg.get("value").is_none() && arg.get("valueFrom").is_none() {
+            return Err(Error::InvalidSpec(format!(
+                "spec.strategy.analysis: args.{n} was not resolved"
+            )));
+        }
+        args.push(arg);
+    }
+    let owner = trial.controller_owner_ref(&()).map(|mut o| {
+        o.block_owner_deletion = Some(true);
+        o
+    });
+    Ok(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisRun",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {labels::PART_OF: labels::PART_OF_NUMAPLANE},
+            "ownerReferences": owner.into_iter().collect::<Vec<_>>(),
+        },
+        "spec": {"metrics": metrics, "args": args},
+    }))
+}
+
+async fn fetch_template(ctx: &Ctx, ns: &str, name: &str, cluster: bool) -> Result<Value, Error> {
+    use kube::api::DynamicObject;
+    use kube::core::{ApiResource, GroupVersionKind};
+    let kind = if cluster {
+        "ClusterAnalysisTemplate"
+    } else {
+        "AnalysisTemplate"
+    };
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", kind));
+    let api: Api<DynamicObject> = if cluster {
+        Api::all_with(ctx.client.clone(), &ar)
+    } else {
+        Api::namespaced_with(ctx.client.clone(), ns, &ar)
+    };
+    match api.get_opt(name).await {
+        Ok(Some(t)) => Ok(serde_json::to_value(t).unwrap_or(Value::Null)),
+        Ok(None) => Err(Error::InvalidSpec(format!(
+            "spec.strategy.analysis.templates: {kind} {name} not found"
+        ))),
+        Err(e) if is_not_found(&e) => Err(Error::InvalidSpec(format!(
+            "spec.strategy.analysis.templates: {kind} {name} not found"
+        ))),
+        Err(e) => Err(e).ctx(|| format!("reading {kind} {name}")),
+    }
+}
+
+/// The trial's riders, as the promoted child's but never HorizontalPodAutoscalers (the trial's
+/// scale is fixed while it is judged).
+async fn trial_riders<R: Rollout>(obj: &R, ctx: &Ctx, trial: &R::Child) -> Result<(), Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = trial.name_any();
+    let vertices = super::pipeline::vertex_names(trial.spec());
+    let cfg = ctx.settings.controller();
+    let riders: Vec<_> = numaplane_core::riders::desired_riders(
+        &obj.rider_specs(),
+        &name,
+        &ns,
+        |vertex| match vertex {
+            Some(v) => numaplane_core::template::TemplateVars::pipeline_vertex(&name, &ns, v),
+            None => R::template_vars(&name, &ns),
+        },
+        &vertices,
+        &cfg.permitted_riders,
+    )?
+    .into_iter()
+    .filter(|r| r.gvk.kind != "HorizontalPodAutoscaler")
+    .collect();
+    crate::riders::sync(ctx, &ns, trial, &[], &riders).await?;
+    Ok(())
+}
+
+/// One progressive pass for a rollout whose promoted child is `live`.
+#[allow(clippy::too_many_arguments)]
+pub async fn pass<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &mut R::Status,
+    resolved: &R::Resolved,
+    live: &R::Child,
+    desired: DesiredChild,
+    generation: i64,
+    now: &Time,
+    wake: &mut Option<Timestamp>,
+) -> Result<Carry<R::Child>, Error> {
+    let Some(parts) = obj.progressive_parts() else {
+        return Ok(Carry::Apply(Box::new(desired)));
+    };
+    let kind = parts.kind;
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let cfg = ctx.settings.controller();
+    st.common_mut().upgrade_in_progress = UpgradeStrategy::Progressive;
+    let record = R::read_record(st);
+    let (metadata, template) = obj.child_template();
+
+    let differs_from_promoted = !json_eq(
+        &scale::comparable_promoted_spec(kind, live.spec()),
+        &scale::comparable_promoted_spec(kind, &desired.spec),
+    );
+    let trial_obj = find_trial::<R>(ctx, &ns, &name);
+    let mut trial = None;
+    if let Some(t) = &trial_obj {
+        let want = super::desired_child(obj, resolved, &t.name_any(), metadata, template)?;
+        let differs = !json_eq(
+            &scale::comparable_trial_spec(kind, t.spec(), &record.trial_scale),
+            &scale::comparable_trial_spec(kind, &want.spec, &scale::TrialScaleRecord::None),
+        );
+        let run_name = progressive::analysis_run_name(kind, &t.name_any());
+        let run = if record.analysis.is_some() {
+            observed_run(ctx, &ns, &run_name).await?
+        } else {
+            None
+        };
+        trial = Some((t, differs, health_sample(ctx, kind, t).await?, run));
+    }
+    let trial_input = trial.as_ref().map(|(t, differs, health, run)| TrialChild {
+        name: t.meta().name.as_deref().unwrap_or_default(),
+        spec: t.spec(),
+        force_promote_label: t.labels().contains_key(labels::FORCE_PROMOTE),
+        result_label: t
+            .labels()
+            .get(labels::PROGRESSIVE_RESULT_STATE)
+            .map(String::as_str),
+        differs_from_rollout: *differs,
+        health: health.clone(),
+        analysis_run: run.clone(),
+    });
+    let older = older_promoted::<R>(ctx, &ns, &name, &live.name_any());
+    let live_name = live.name_any();
+    let mut pods: Option<PromotedPods> = None;
+    let sched = schedule(ctx, &parts)?;
+    let analysis_enabled = parts
+        .analysis
+        .and_then(|a| a.templates.as_ref())
+        .is_some_and(|t| !t.is_empty())
+        && !(kind == Kind::Pipeline && cfg.disable_analysis_runs_for_pipeline);
+    let force_promote = parts
+        .strategy
+        .and_then(|s| s.force_promote)
+        .unwrap_or(false);
+    let plan = loop {
+        let input = StepInput {
+            kind,
+            now: now.0,
+            rollout_name: &name,
+            schedule: sched,
+            analysis_run_timeout: cfg.analysis_run_timeout,
+            analysis_enabled,
+            force_promote,
+            has_hpa_rider: parts.has_hpa_rider,
+            desired_spec: &desired.spec,
+            differs_from_promoted,
+            promoted: Some(PromotedChild {
+                name: &live_name,
+                spec: live.spec(),
+                pods: pods.as_ref(),
+            }),
+            older_promoted: &older,
+            trial: trial_input.clone(),
+            record: &record,
+        };
+        let plan = progressive::step(&input)
+            .map_err(|e| Error::InvalidSpec(format!("progressive upgrade: {e}")))?;
+        if plan.action == Action::ObservePromotedPods && pods.is_none() {
+            pods = Some(promoted_pods(ctx, kind, live).await?);
+            continue;
+        }
+        break plan;
+    };
+
+    // Record first, then act.
+    R::write_record(&plan.record, st);
+    if R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record {
+        status::write_name_count(obj, ctx, st).await?;
+    }
+    let message = plan.message.clone();
+    info!(action = ?std::mem::discriminant(&plan.action), %message, "progressive step");
+    let pending = |m: &str| Carry::Prepared {
+        child: live.clone(),
+        pending: Some(format!("progressive: {m}")),
+    };
+    let carry = match plan.action {
+        Action::ObservePromotedPods | Action::Persist => pending(&message),
+        Action::CreateTrial {
+            name: trial_name,
+            promoted_scale_values,
+        } => {
+            let mut want = super::desired_child(obj, resolved, &trial_name, metadata, template)?;
+            want.labels
+                .insert(labels::UPGRADE_STATE.into(), upgrade_state::TRIAL.into());
+            want.spec = scale::trial_spec(kind, &want.spec, &promoted_scale_values);
+            children::create::<R::Child>(ctx, &want).await?;
+            info!(trial = %trial_name, "created trial child");
+            ctx.metrics
+                .progressive_started(metric_kind(kind), &ns, &name, &trial_name);
+            pending(&message)
+        }
+        Action::InitializeTrial {
+            trial: _,
+            promoted,
+            promoted_patch,
+            delete_promoted_hpa,
+        } => {
+            if let Some(t) = &trial_obj {
+                trial_riders(obj, ctx, t).await?;
+            }
+            if delete_promoted_hpa {
+                for h in owned_hpas(ctx, live).await? {
+                    ctx.ensure_leader()?;
+                    let api: Api<HorizontalPodAutoscaler> =
+                        Api::namespaced(ctx.client.clone(), &ns);
+                    match api.delete(&h.name_any(), &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(e) if is_not_found(&e) => {}
+                        Err(e) => return Err(e).ctx(|| "deleting the promoted HPA".to_string()),
+                    }
+                }
+            }
+            if let Some(p) = &promoted_patch {
+                merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
+            }
+            pending(&message)
+        }
+        Action::CreateAnalysisRun {
+            name: run_name,
+            trial: trial_name,
+        } => {
+            if let (Some(t), Some(a)) = (&trial_obj, parts.analysis) {
+                let body = analysis_run(ctx, kind, a, &run_name, t, &live_name).await?;
+                let run: AnalysisRun = serde_json::from_value(body)
+                    .map_err(|e| Error::InvalidSpec(format!("AnalysisRun: {e}")))?;
+                ctx.ensure_leader()?;
+                let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &ns);
+                match api.create(&PostParams::default(), &run).await {
+                    Ok(_) => info!(run = %run_name, trial = %trial_name, "created AnalysisRun"),
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => return Err(e).ctx(|| format!("creating AnalysisRun {run_name}")),
+                }
+            }
+            pending(&message)
+        }
+        Action::Wait { until } => {
+            if let Some(u) = until {
+                *wake = Some(wake.map_or(u, |w| w.min(u)));
+            }
+            pending(&message)
+        }
+        Action::Promote {
+            trial: trial_name,
+            previous,
+            result_label,
+        } => {
+            merge_child::<R::Child>(
+                ctx,
+                &ns,
+                &trial_name,
+                &json!({"metadata": {"labels": {
+                    labels::PROGRESSIVE_RESULT_STATE: result_label,
+                    labels::UPGRADE_STATE: upgrade_state::PROMOTED,
+                    labels::UPGRADE_STATE_REASON: upgrade_state_reason::PROGRESSIVE_SUCCESS,
+                }}}),
+            )
+            .await?;
+            for p in &previous {
+                if let Some(c) = R::children(&ctx.stores)
+                    .state()
+                    .into_iter()
+                    .find(|c| c.namespace().as_deref() == Some(&ns) && &c.name_any() == p)
+                {
+                    children::mark_recyclable(ctx, &*c, upgrade_state_reason::PROGRESSIVE_SUCCESS)
+                        .await?;
+                }
+            }
+            info!(trial = %trial_name, ?previous, "trial promoted");
+            set_progress_condition(
+                st,
+                true,
+                "Succeeded",
+                &format!("New Child Object {ns}/{trial_name} Running"),
+                generation,
+                now,
+            );
+            ctx.metrics.progressive_completed(
+                metric_kind(kind),
+                &ns,
+                &name,
+                &trial_name,
+                true,
+                result_label != numaplane_api::keys::progressive_result_state::SUCCEEDED,
+            );
+            pending(&message)
+        }
+        Action::Fail {
+            trial: trial_name,
+            promoted,
+            label_failed,
+            promoted_patch,
+            recreate_hpa: hpa,
+            trial_patch,
+        } => {
+            if label_failed {
+                merge_child::<R::Child>(
+                    ctx,
+                    &ns,
+                    &trial_name,
+                    &json!({"metadata": {"labels": {
+                        labels::PROGRESSIVE_RESULT_STATE:
+                            numaplane_api::keys::progressive_result_state::FAILED,
+                    }}}),
+                )
+                .await?;
+            }
+            if let Some(p) = &promoted_patch {
+                merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
+            }
+            if let Some(h) = &hpa {
+                recreate_hpa(ctx, &ns, h).await?;
+            }
+            if let Some(p) = &trial_patch {
+                merge_child::<R::Child>(ctx, &ns, &trial_name, p).await?;
+            }
+            set_progress_condition(
+                st,
+                false,
+                "Failed",
+                &format!("New Child Object {ns}/{trial_name} Failed"),
+                generation,
+                now,
+            );
+            ctx.metrics.progressive_completed(
+                metric_kind(kind),
+                &ns,
+                &name,
+                &trial_name,
+                false,
+                false,
+            );
+            pending(&message)
+        }
+        Action::ReplaceTrial {
+            trial: trial_name,
+            reason,
+        } => {
+            // (the engine names the trial it judged; the live one is the same or newer)
+            if let Some(t) = &trial_obj {
+                children::mark_recyclable(ctx, t, reason).await?;
+            }
+            info!(trial = %trial_name, reason, "trial replaced");
+            pending(&message)
+        }
+        Action::Discontinue {
+            trial: trial_name,
+            promoted_patch,
+            recreate_hpa: hpa,
+        } => {
+            if let Some(t) = &trial_obj {
+                children::mark_recyclable(ctx, t, upgrade_state_reason::DISCONTINUE_PROGRESSIVE)
+                    .await?;
+            }
+            if let Some(p) = &promoted_patch {
+                merge_child::<R::Child>(ctx, &ns, &live_name, p).await?;
+            }
+            if let Some(h) = &hpa {
+                recreate_hpa(ctx, &ns, h).await?;
+            }
+            info!(trial = %trial_name, "progressive upgrade discontinued");
+            set_progress_condition(st, true, "Discontinued", "Discontinued", generation, now);
+            pending(&message)
+        }
+        Action::RestorePromoted {
+            promoted,
+            promoted_patch,
+            recreate_hpa: hpa,
+        } => {
+            if let Some(p) = &promoted_patch {
+                merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
+            }
+            if let Some(h) = &hpa {
+                recreate_hpa(ctx, &ns, h).await?;
+            }
+            pending(&message)
+        }
+        Action::RecreatePromoted => pending(&message),
+        Action::Done => {
+            st.common_mut().upgrade_in_progress = UpgradeStrategy::NoOp;
+            Carry::Apply(Box::new(desired))
+        }
+    };
+    if let Some(after) = &plan.after {
+        R::write_record(after, st);
+    }
+    Ok(carry)
+}
