@@ -253,3 +253,296 @@ async fn monovertex_success_then_failure_and_force_promote() {
     })
     .await;
 }
+
+// ---- Pipelines ----
+
+const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
+const CAT2: &str = "quay.io/numaio/numaflow-go/map-cat:v1";
+const BADCAT: &str = "quay.io/numaio/numaflow-go/map-cat:badpath1";
+
+fn pr(cat: &str, strategy: Value) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "pr"},
+        "spec": {
+            "pipeline": {"spec": {
+                "interStepBufferServiceName": "default",
+                "lifecycle": {"pauseGracePeriodSeconds": 10},
+                "vertices": [
+                    {"name": "in", "scale": {"min": 2, "max": 3},
+                     "source": {"generator": {"rpu": 5}}},
+                    {"name": "cat", "scale": {"min": 4, "max": 5},
+                     "udf": {"container": {"image": cat}}},
+                    {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+                ],
+                "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]
+            }},
+            "strategy": strategy
+        }
+    })
+}
+
+fn pr_settled(
+    r: Option<&numaplane_api::PipelineRollout>,
+) -> Option<numaplane_api::PipelineRollout> {
+    let r = r?;
+    let st = r.status.as_ref()?;
+    (st.status.phase == Phase::Deployed
+        && st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.status.observed_generation == r.metadata.generation?
+        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then(|| r.clone())
+}
+
+fn cat_image(p: &numaplane_api::numaflow::Pipeline) -> &str {
+    p.spec["vertices"][1]["udf"]["container"]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn pl_state(p: &numaplane_api::numaflow::Pipeline) -> Option<&str> {
+    p.labels()
+        .get("numaplane.numaproj.io/upgrade-state")
+        .map(String::as_str)
+}
+
+async fn pipeline_setup(prefix: &str) -> Harness {
+    let h = Harness::start_with_usde(prefix, CONFIG).await;
+    h.apply::<numaplane_api::ISBServiceRollout>(support::fixtures::isb_rollout(
+        "default",
+        json!({"version": "2.10.17"}),
+    ))
+    .await;
+    h.apply::<numaplane_api::PipelineRollout>(pr(CAT, json!({})))
+        .await;
+    h.until("pr deployed", "pr", pr_settled).await;
+    h
+}
+
+#[tokio::test]
+async fn pipeline_success_drains_the_old_promoted() {
+    use numaplane_api::numaflow::Pipeline;
+    let h = pipeline_setup("prog-pl").await;
+    let old_seen = record::<Pipeline>(&h, "pr-0");
+    let trial_seen = record::<Pipeline>(&h, "pr-1");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.apply::<numaplane_api::PipelineRollout>(pr(CAT2, json!({})))
+        .await;
+    let r = h
+        .until::<numaplane_api::PipelineRollout, _, _>("promoted pr-1", "pr", |r| {
+            let r = pr_settled(r)?;
+            let up = r
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .upgrading_pipeline_status
+                .as_ref()?;
+            (up.child.name == "pr-1"
+                && up.child.assessment_result
+                    == Some(numaplane_api::progressive::AssessmentResult::Success))
+            .then_some(r)
+        })
+        .await;
+    let p = r
+        .status
+        .as_ref()
+        .and_then(|s| s.progressive_status.as_ref())
+        .expect("progressive status");
+    let hist = p
+        .historical_pod_count
+        .clone()
+        .expect("historical pod count");
+    assert_eq!(hist.get("cat"), Some(&4), "{hist:?}");
+    let values = p
+        .promoted_pipeline_status
+        .as_ref()
+        .and_then(|s| s.scale_values.clone());
+    // Trial ran initial - scaleTo per vertex (cat: 4 - 2 = 2), the promoted child scaleTo.
+    let trial_versions = trial_seen.lock().expect("lock").clone();
+    assert!(
+        trial_versions.iter().any(|t| pl_state(t) == Some("trial")
+            && t.spec["vertices"][1]["scale"]["min"] == json!(2)
+            && t.spec["vertices"][1]["scale"]["max"] == json!(2)),
+        "trial split: {:?}",
+        trial_versions
+            .iter()
+            .map(|t| t.spec["vertices"][1]["scale"].clone())
+            .collect::<Vec<_>>()
+    );
+    let old_versions = old_seen.lock().expect("lock").clone();
+    assert!(
+        old_versions
+            .iter()
+            .any(|o| o.spec["vertices"][1]["scale"]["max"] == json!(2)),
+        "promoted scaled to scaleTo while the trial ran (scale values {values:?})"
+    );
+    // The old promoted pipeline drained with its own spec, then was deleted.
+    h.until::<Pipeline, _, _>("pr-0 deleted", "pr-0", |p| p.is_none().then_some(()))
+        .await;
+    assert!(
+        old_versions
+            .iter()
+            .any(|o| pl_state(o) == Some("recyclable")
+                && o.labels().get("numaplane.numaproj.io/upgrade-state-reason")
+                    == Some(&"progressive-success".to_string())),
+        "the old promoted pipeline became recyclable (progressive-success)"
+    );
+    let reasons = support::fixtures::event_reasons(&h, "Pipeline").await;
+    assert!(
+        reasons.contains(&"StandardDrain".to_string())
+            || reasons.contains(&"DrainNotRequired".to_string()),
+        "{reasons:?}"
+    );
+    let p1: Pipeline = h.api().get("pr-1").await.expect("pr-1");
+    assert_eq!(pl_state(&p1), Some("promoted"));
+    assert_eq!(cat_image(&p1), CAT2);
+    assert_eq!(
+        p1.spec["vertices"][1]["scale"],
+        json!({"min": 4, "max": 5}),
+        "the rollout's scale is back on the promoted pipeline"
+    );
+}
+
+#[tokio::test]
+async fn pipeline_failure_then_fix_force_drains_the_failed_trial() {
+    use numaplane_api::numaflow::Pipeline;
+    let h = pipeline_setup("prog-plfail").await;
+    let failed_seen = record::<Pipeline>(&h, "pr-1");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fast = json!({"progressive": {"assessmentSchedule": "0,6,2,1"}});
+    h.apply::<numaplane_api::PipelineRollout>(pr(BADCAT, fast.clone()))
+        .await;
+    h.until::<numaplane_api::PipelineRollout, _, _>("failed", "pr", |r| {
+        let st = r?.status.as_ref()?;
+        let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
+        (s == "False" && reason == "Failed").then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("promoted restored", "pr-0", |p| {
+        (p?.spec["vertices"][1]["scale"] == json!({"min": 4, "max": 5})).then_some(())
+    })
+    .await;
+    // A fixed spec: the failed trial is replaced and a new trial succeeds; the failed one is
+    // force-drained with the new promoted spec and deleted.
+    h.apply::<numaplane_api::PipelineRollout>(pr(CAT2, fast))
+        .await;
+    h.until::<Pipeline, _, _>("pr-2 promoted", "pr-2", |p| {
+        (pl_state(p?) == Some("promoted")).then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("failed trial deleted", "pr-1", |p| {
+        p.is_none().then_some(())
+    })
+    .await;
+    let versions = failed_seen.lock().expect("lock").clone();
+    assert!(
+        versions.iter().any(|p| pl_state(p) == Some("recyclable")
+            && p.labels().get("numaplane.numaproj.io/upgrade-state-reason")
+                == Some(&"progressive-replaced-failed".to_string())),
+        "the failed trial was replaced"
+    );
+    assert!(
+        versions.iter().any(|p| cat_image(p) == CAT2
+            && p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))),
+        "force-drained with the promoted spec"
+    );
+    let reasons = support::fixtures::event_reasons(&h, "Pipeline").await;
+    assert!(reasons.contains(&"ForceDrain".to_string()), "{reasons:?}");
+    h.until("settled on pr-2", "pr", pr_settled).await;
+}
+
+#[tokio::test]
+async fn pipeline_analysis_run_decides() {
+    use numaplane_api::numaflow::{AnalysisRun, Pipeline};
+    use numaplane_testenv::AnalysisStandIn;
+    use numaplane_testenv::analysis::AnalysisOutcome;
+    let h = pipeline_setup("prog-ar").await;
+    let standin = AnalysisStandIn::start_in_namespace(h.client.clone(), &h.ns)
+        .await
+        .expect("analysis stand-in");
+    let template: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisTemplate",
+        "metadata": {"name": "health", "namespace": h.ns},
+        "spec": {
+            "args": [{"name": "upgrading-pipeline-name"}, {"name": "pipeline-namespace"}],
+            "metrics": [{
+                "name": "errors",
+                "count": 2,
+                "interval": "1s",
+                "successCondition": "result[0] == 0",
+                "provider": {"prometheus": {
+                    "address": "http://prometheus:9090",
+                    "query": "sum(errors{pipeline=\"{{args.upgrading-pipeline-name}}\"})"
+                }}
+            }]
+        }
+    }))
+    .expect("template");
+    let ar = kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+        "argoproj.io",
+        "v1alpha1",
+        "AnalysisTemplate",
+    ));
+    kube::Api::<kube::api::DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &ar)
+        .create(&Default::default(), &template)
+        .await
+        .expect("create template");
+    let strategy = json!({
+        "progressive": {"assessmentSchedule": "0,30,1,1"},
+        "analysis": {"templates": [{"templateName": "health"}]}
+    });
+    // A failing analysis fails the trial even though it is healthy.
+    standin.set_outcome(&h.ns, "pipeline-pr-1", AnalysisOutcome::Failed);
+    h.apply::<numaplane_api::PipelineRollout>(pr(CAT2, strategy.clone()))
+        .await;
+    h.until::<numaplane_api::PipelineRollout, _, _>("analysis failed", "pr", |r| {
+        let st = r?.status.as_ref()?;
+        let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
+        (s == "False" && reason == "Failed").then_some(())
+    })
+    .await;
+    let run: AnalysisRun = h.api().get("pipeline-pr-1").await.expect("AnalysisRun");
+    assert_eq!(run.owner_references()[0].name, "pr-1");
+    assert_eq!(run.owner_references()[0].controller, Some(true));
+    assert_eq!(
+        run.labels()
+            .get("app.kubernetes.io/part-of")
+            .map(String::as_str),
+        Some("numaplane")
+    );
+    let args = run.spec["args"].as_array().cloned().unwrap_or_default();
+    assert!(
+        args.contains(&json!({"name": "upgrading-pipeline-name", "value": "pr-1"})),
+        "{args:?}"
+    );
+    // A successful analysis promotes the next trial.
+    standin.set_outcome(&h.ns, "pipeline-pr-2", AnalysisOutcome::Successful);
+    h.apply::<numaplane_api::PipelineRollout>(pr(
+        "quay.io/numaio/numaflow-go/map-cat:v2",
+        strategy,
+    ))
+    .await;
+    h.until::<Pipeline, _, _>("pr-2 promoted after analysis", "pr-2", |p| {
+        (pl_state(p?) == Some("promoted")).then_some(())
+    })
+    .await;
+    let st = h
+        .until::<numaplane_api::PipelineRollout, _, _>("analysis recorded", "pr", |r| {
+            let up = r?
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .upgrading_pipeline_status
+                .clone()?;
+            (up.child.name == "pr-2").then_some(up)
+        })
+        .await;
+    assert_eq!(
+        st.analysis.as_ref().map(|a| a.analysis_run_name.as_str()),
+        Some("pipeline-pr-2")
+    );
+}
