@@ -546,3 +546,284 @@ async fn pipeline_analysis_run_decides() {
         Some("pipeline-pr-2")
     );
 }
+
+#[tokio::test]
+async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
+    let mut h = Harness::start_with_usde("prog-restart", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,60,6,1")))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("trial initialised", "mvr", |r| {
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_mono_vertex_status
+            .as_ref()?;
+        (up.child.name == "mvr-1" && up.child.initialization_complete).then_some(())
+    })
+    .await;
+    // Down mid-assessment, then a fresh controller with nothing in memory.
+    h.stop_operator().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.restart_operator().await;
+    let r = h.until("promoted after the restart", "mvr", settled).await;
+    let mv1: MonoVertex = h.api().get("mvr-1").await.expect("mvr-1");
+    assert_eq!(state(&mv1), Some("promoted"));
+    assert_eq!(mv1.spec["scale"], json!({"min": 4, "max": 5}));
+    let all = h
+        .api::<MonoVertex>()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert!(
+        all.items.iter().all(|m| m.name_any() != "mvr-2"),
+        "no second trial after the restart"
+    );
+    assert_eq!(r.status.as_ref().and_then(|s| s.name_count), Some(2));
+}
+
+#[tokio::test]
+async fn monovertex_discontinue_then_force_promote_by_strategy() {
+    let h = Harness::start_with_usde("prog-disc", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    // A bad trial that keeps being assessed, then the spec goes back: discontinued.
+    h.apply::<MonoVertexRollout>(mvr(BAD, Some("0,120,2,1")))
+        .await;
+    h.until::<MonoVertex, _, _>("trial", "mvr-1", |m| {
+        (state(m?) == Some("trial")).then_some(())
+    })
+    .await;
+    h.until::<MonoVertex, _, _>("promoted scaled down", "mvr-0", |m| {
+        (m?.spec["scale"]["max"] == json!(2)).then_some(())
+    })
+    .await;
+    h.apply::<MonoVertexRollout>(mvr(GO, Some("0,120,2,1")))
+        .await;
+    h.until::<MonoVertex, _, _>("trial gone", "mvr-1", |m| m.is_none().then_some(()))
+        .await;
+    h.until::<MonoVertex, _, _>("promoted back at its scale", "mvr-0", |m| {
+        (m?.spec["scale"] == json!({"min": 4, "max": 5})).then_some(())
+    })
+    .await;
+    let r = h.until("settled", "mvr", settled).await;
+    let (s, reason, _) = condition(
+        &r.status.as_ref().expect("status").status.conditions,
+        "ProgressiveUpgradeSucceeded",
+    )
+    .expect("condition");
+    assert_eq!((s.as_str(), reason.as_str()), ("True", "Discontinued"));
+
+    // strategy.progressive.forcePromote: the trial is promoted without assessment.
+    let mut forced = mvr(BAD, None);
+    forced["spec"]["strategy"] = json!({"progressive": {"forcePromote": true}});
+    h.apply::<MonoVertexRollout>(forced).await;
+    h.until::<MonoVertex, _, _>("force promoted by strategy", "mvr-2", |m| {
+        (state(m?) == Some("promoted")).then_some(())
+    })
+    .await;
+    h.until::<MonoVertex, _, _>("previous deleted", "mvr-0", |m| m.is_none().then_some(()))
+        .await;
+    let r = h
+        .until::<MonoVertexRollout, _, _>("nothing in progress", "mvr", |r| {
+            let r = r?;
+            (r.status.as_ref()?.status.upgrade_in_progress == UpgradeStrategy::NoOp)
+                .then(|| r.clone())
+        })
+        .await;
+    let up = r
+        .status
+        .as_ref()
+        .and_then(|s| s.progressive_status.as_ref())
+        .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
+        .expect("upgrading");
+    assert!(up.child.forced_success, "{up:?}");
+}
+
+#[tokio::test]
+async fn isb_service_upgrade_carries_its_pipelines_along() {
+    use numaplane_api::ISBServiceRollout;
+    use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
+    let h = pipeline_setup("prog-isb").await;
+    // A version change is a progressive change: a trial ISB service, and the pipeline follows
+    // onto it with a trial of its own.
+    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
+        "default",
+        json!({"version": "2.10.11"}),
+    ))
+    .await;
+    h.until::<InterStepBufferService, _, _>("trial isbsvc", "default-1", |i| {
+        (i?.spec["jetstream"]["version"] == json!("2.10.11")).then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("pipeline on the new isbsvc promoted", "pr-1", |p| {
+        let p = p?;
+        (pl_state(p) == Some("promoted") && p.spec["interStepBufferServiceName"] == "default-1")
+            .then_some(())
+    })
+    .await;
+    let r = h
+        .until::<ISBServiceRollout, _, _>("isb promoted", "default", |r| {
+            let r = r?;
+            let st = r.status.as_ref()?;
+            let up = st
+                .progressive_status
+                .as_ref()?
+                .upgrading_isb_service_status
+                .as_ref()?;
+            (st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+                && up.name == "default-1"
+                && up.assessment_result
+                    == Some(numaplane_api::progressive::AssessmentResult::Success))
+            .then(|| r.clone())
+        })
+        .await;
+    assert!(r.status.is_some());
+    let isb: InterStepBufferService = h.api().get("default-1").await.expect("default-1");
+    assert_eq!(
+        isb.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str),
+        Some("promoted")
+    );
+    // The old pipeline drains and goes, then the old ISB service nobody uses any more.
+    h.until::<Pipeline, _, _>("old pipeline deleted", "pr-0", |p| {
+        p.is_none().then_some(())
+    })
+    .await;
+    h.until::<InterStepBufferService, _, _>("old isbsvc deleted", "default-0", |i| {
+        i.is_none().then_some(())
+    })
+    .await;
+    h.until("pr settled", "pr", pr_settled).await;
+}
+
+const CONFIG_WITH_HPA: &str = r#"
+defaultUpgradeStrategy: "progressive"
+permittedRiders: "group=autoscaling,kind=HorizontalPodAutoscaler;group=,kind=ConfigMap"
+progressive:
+  defaultAssessmentSchedule:
+    - kind: MonoVertex
+      schedule: "0,30,3,1"
+"#;
+
+fn with_riders(mut r: Value) -> Value {
+    r["spec"]["riders"] = json!([
+        {"definition": {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "hpa"},
+            "spec": {
+                "minReplicas": 4, "maxReplicas": 5,
+                "scaleTargetRef": {"apiVersion": "numaflow.numaproj.io/v1alpha1",
+                                   "kind": "MonoVertex", "name": "{{.monovertex-name}}"}
+            }
+        }},
+        {"definition": {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"},
+            "data": {"owner": "{{.monovertex-name}}"}
+        }}
+    ]);
+    r
+}
+
+/// Scenario A.11: the promoted MonoVertex's HPA is removed while a trial runs (and saved), the
+/// trial gets its riders but no HPA, the HPA comes back on failure, and follows the new
+/// promoted child on success.
+#[tokio::test]
+async fn monovertex_hpa_rider_handling() {
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let h = Harness::start_with_usde("prog-hpa", CONFIG_WITH_HPA).await;
+    h.apply::<MonoVertexRollout>(with_riders(mvr(GO, None)))
+        .await;
+    h.until("deployed", "mvr", settled).await;
+    h.until::<HorizontalPodAutoscaler, _, _>("hpa of mvr-0", "hpa-mvr-0", |x| x.map(|_| ()))
+        .await;
+
+    // Failure: the HPA is removed during the trial, saved, and re-created on failure.
+    h.apply::<MonoVertexRollout>(with_riders(mvr(BAD, Some("0,6,2,1"))))
+        .await;
+    h.until::<HorizontalPodAutoscaler, _, _>("promoted HPA removed", "hpa-mvr-0", |x| {
+        x.is_none().then_some(())
+    })
+    .await;
+    let saved = h
+        .until::<MonoVertexRollout, _, _>("HPA saved", "mvr", |r| {
+            let sv = r?
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .promoted_mono_vertex_status
+                .as_ref()?
+                .scale_values
+                .as_ref()?
+                .get("mvr-0")?
+                .clone();
+            sv.original_hpa_definition.is_some().then_some(sv)
+        })
+        .await;
+    assert_eq!(saved.scale_to, 2);
+    h.until::<ConfigMap, _, _>("trial's own riders", "cm-mvr-1", |c| c.map(|_| ()))
+        .await;
+    assert!(
+        h.api::<HorizontalPodAutoscaler>()
+            .get_opt("hpa-mvr-1")
+            .await
+            .expect("get")
+            .is_none(),
+        "no HPA rider on a trial"
+    );
+    h.until::<HorizontalPodAutoscaler, _, _>("HPA back after the failure", "hpa-mvr-0", |x| {
+        x.map(|_| ())
+    })
+    .await;
+
+    // Success: the HPA follows the new promoted child.
+    h.apply::<MonoVertexRollout>(with_riders(mvr(JAVA, Some("0,30,2,1"))))
+        .await;
+    h.until::<HorizontalPodAutoscaler, _, _>("hpa of the new promoted", "hpa-mvr-2", |x| {
+        x.map(|_| ())
+    })
+    .await;
+    h.until("deployed on mvr-2", "mvr", settled).await;
+    h.until::<HorizontalPodAutoscaler, _, _>("old HPA gone with its child", "hpa-mvr-0", |x| {
+        x.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Scenario A.16: a MonoVertex that can't take in data (scale 0) is promoted without
+/// assessment, `no_data_ingestion`.
+#[tokio::test]
+async fn monovertex_without_data_ingestion_skips_assessment() {
+    let h = Harness::start_with_usde("prog-skip", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    let mut zero = mvr(BAD, Some("0,120,60,1"));
+    zero["spec"]["monoVertex"]["spec"]["scale"] = json!({"min": 0, "max": 0});
+    h.apply::<MonoVertexRollout>(zero).await;
+    let up = h
+        .until::<MonoVertexRollout, _, _>("forced success", "mvr", |r| {
+            let up = r?
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .upgrading_mono_vertex_status
+                .clone()?;
+            (up.child.name == "mvr-1" && up.child.forced_success).then_some(up)
+        })
+        .await;
+    assert_eq!(
+        up.child.forced_success_reason,
+        Some(numaplane_api::progressive::ForcedSuccessReason::NoDataIngestion)
+    );
+    h.until::<MonoVertex, _, _>("promoted without assessment", "mvr-1", |m| {
+        (state(m?) == Some("promoted")).then_some(())
+    })
+    .await;
+}

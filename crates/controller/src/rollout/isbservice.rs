@@ -262,6 +262,27 @@ impl Rollout for ISBServiceRollout {
         TemplateVars::isbsvc(child, namespace)
     }
 
+    fn progressive_parts(&self) -> Option<super::progressive::Parts<'_>> {
+        Some(super::progressive::Parts {
+            kind: numaplane_core::progressive::Kind::InterStepBufferService,
+            strategy: self
+                .spec
+                .strategy
+                .as_ref()
+                .and_then(|s| s.progressive.as_ref()),
+            analysis: None,
+            has_hpa_rider: false,
+        })
+    }
+
+    fn read_record(st: &ISBServiceRolloutStatus) -> numaplane_core::progressive::Record {
+        numaplane_core::progressive::Record::from_isbservice(st)
+    }
+
+    fn write_record(rec: &numaplane_core::progressive::Record, st: &mut ISBServiceRolloutStatus) {
+        rec.write_isbservice(st)
+    }
+
     fn status_of(&self) -> Option<&Self::Status> {
         self.status.as_ref()
     }

@@ -145,27 +145,19 @@ pub trait Rollout:
     }
 
     /// One step of getting rid of a `recyclable` child; returns when to look again if nothing
-    /// wakes the rollout first. By default children whose reason needs no draining (and every
-    /// MonoVertex) are deleted once [`Rollout::recyclable_in_use`] allows; pipelines drain.
+    /// wakes the rollout first. By default the child is deleted once
+    /// [`Rollout::recyclable_in_use`] allows; pipelines drain first.
     fn recycle(
         &self,
         ctx: &Ctx,
         child: &Self::Child,
     ) -> impl Future<Output = Result<Option<Timestamp>, Error>> + Send {
         async move {
+            // Only pipelines drain (they override this); anything else goes once unused.
             let reason = child
                 .labels()
                 .get(labels::UPGRADE_STATE_REASON)
                 .map(String::as_str);
-            let immediate = Self::Child::kind(&()) == "MonoVertex"
-                || matches!(
-                    reason,
-                    Some(keys::upgrade_state_reason::DELETE_RECREATE)
-                        | Some(keys::upgrade_state_reason::PURGE)
-                );
-            if !immediate {
-                return Ok(None);
-            }
             if let Some(why) = Self::recyclable_in_use(ctx, child).await? {
                 debug!(child = %child.name_any(), %why, "recyclable child kept for now");
                 return Ok(None);

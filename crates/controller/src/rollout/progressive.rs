@@ -141,6 +141,37 @@ fn older_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str, newest: &str) 
         .collect()
 }
 
+/// An ISB service trial is judged by the pipelines on it (§5.3): the upgrading status of each
+/// PipelineRollout on this ISBServiceRollout, read live.
+async fn isbsvc_health_sample<K: ChildObject>(
+    ctx: &Ctx,
+    isb_rollout: &str,
+    trial: &K,
+) -> Result<TrialHealth, Error> {
+    let ns = trial.namespace().unwrap_or_default();
+    let api: Api<numaplane_api::PipelineRollout> = Api::namespaced(ctx.client.clone(), &ns);
+    let prs = api
+        .list(&ListParams::default())
+        .await
+        .ctx(|| "listing PipelineRollouts".to_string())?;
+    let using: Vec<_> = prs
+        .items
+        .iter()
+        .filter(|pr| super::pipeline::isb_rollout_name(&pr.spec.pipeline.spec) == isb_rollout)
+        .map(|pr| {
+            pr.status
+                .as_ref()
+                .and_then(|s| s.progressive_status.as_ref())
+                .and_then(|p| p.upgrading_pipeline_status.as_ref())
+        })
+        .collect();
+    Ok(progressive::health::isbsvc_health(
+        &trial.name_any(),
+        &using,
+        trial.status(),
+    ))
+}
+
 async fn health_sample<K: ChildObject>(
     ctx: &Ctx,
     kind: Kind,
@@ -497,7 +528,12 @@ pub async fn pass<R: Rollout>(
         } else {
             None
         };
-        trial = Some((t, differs, health_sample(ctx, kind, t).await?, run));
+        let health = if kind == Kind::InterStepBufferService {
+            isbsvc_health_sample(ctx, &name, t).await?
+        } else {
+            health_sample(ctx, kind, t).await?
+        };
+        trial = Some((t, differs, health, run));
     }
     let trial_input = trial.as_ref().map(|(t, differs, health, run)| TrialChild {
         name: t.meta().name.as_deref().unwrap_or_default(),
@@ -589,6 +625,8 @@ pub async fn pass<R: Rollout>(
         } => {
             if let Some(t) = &trial_obj {
                 trial_riders(obj, ctx, t).await?;
+                // (the ISB service's PDB)
+                obj.ensure_companions(ctx, t).await?;
             }
             if delete_promoted_hpa {
                 for h in owned_hpas(ctx, live).await? {
