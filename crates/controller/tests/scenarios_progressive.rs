@@ -1,0 +1,445 @@
+//! The functional scenarios of scenarios.md (A.1, A.3, A.4, A.6) under `progressive`, against the
+//! real control plane and the Numaflow simulator: progressive changes replace children under new
+//! names (the old ones drained and deleted), everything else is applied in place, and
+//! concurrent changes and rollbacks settle with one child of each kind and nothing in progress.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use numaplane_api::common::{Phase, Status, UpgradeStrategy};
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::{
+    ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
+};
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::fixtures::{definitions, image, nc_rollout, phase};
+use support::{Harness, condition};
+
+const CONFIG: &str = r#"
+defaultUpgradeStrategy: "progressive"
+progressive:
+  defaultAssessmentSchedule:
+    - kind: Pipeline
+      schedule: "0,20,2,1"
+    - kind: MonoVertex
+      schedule: "0,20,2,1"
+    - kind: InterstepBufferService
+      schedule: "0,0,0,1"
+"#;
+const ISB: &str = "isb";
+const TAG: &str = "{{.pipeline-namespace}}-{{.pipeline-name}}";
+const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
+const BAD_CAT: &str = "quay.io/numaio/numaflow-go/map-badcat:stable";
+const MV_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stable";
+const MV_JAVA: &str = "quay.io/numaio/numaflow-java/source-simple-source:stable";
+const MV_BAD: &str = "quay.io/numaio/numaflow-java/source-simple-source:invalid";
+
+trait Rollout {
+    fn common(&self) -> Option<&Status>;
+    fn generation(&self) -> i64;
+}
+
+macro_rules! rollout {
+    ($($t:ty),*) => {$(
+        impl Rollout for $t {
+            fn common(&self) -> Option<&Status> {
+                self.status.as_ref().map(|s| &s.status)
+            }
+            fn generation(&self) -> i64 {
+                self.metadata.generation.unwrap_or(-1)
+            }
+        }
+    )*};
+}
+rollout!(
+    PipelineRollout,
+    MonoVertexRollout,
+    ISBServiceRollout,
+    NumaflowControllerRollout
+);
+
+fn settled<R: Rollout>(r: Option<&R>) -> Option<()> {
+    let r = r?;
+    let st = r.common()?;
+    (st.phase == Phase::Deployed
+        && st.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.observed_generation == r.generation()
+        && condition(&st.conditions, "ChildResourcesHealthy")?.0 == "True")
+        .then_some(())
+}
+
+fn deployed_idle<R: Rollout>(r: Option<&R>) -> bool {
+    r.and_then(Rollout::common).is_some_and(|st| {
+        st.phase == Phase::Deployed && st.upgrade_in_progress == UpgradeStrategy::NoOp
+    })
+}
+
+fn isb(version: &str, volume: &str, memory: Option<&str>) -> Value {
+    let mut js = json!({"version": version, "persistence": {"volumeSize": volume}});
+    if let Some(m) = memory {
+        js["containerTemplate"] = json!({"resources": {"limits": {"memory": m}}});
+    }
+    support::fixtures::isb_rollout(ISB, js)
+}
+
+fn two_vertices() -> Value {
+    json!({
+        "interStepBufferServiceName": ISB,
+        "lifecycle": {"pauseGracePeriodSeconds": 10},
+        "vertices": [
+            {"name": "in", "scale": {"min": 1, "max": 2},
+             "source": {"generator": {"rpu": 5, "duration": "1s"}}},
+            {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+        ],
+        "edges": [{"from": "in", "to": "out"}]
+    })
+}
+
+fn three_vertices(cat_image: &str) -> Value {
+    let mut spec = two_vertices();
+    spec["vertices"] = json!([
+        {"name": "in", "scale": {"min": 1, "max": 2},
+         "source": {"generator": {"rpu": 5, "duration": "1s"}}},
+        {"name": "cat", "scale": {"min": 1, "max": 1},
+         "udf": {"container": {"image": cat_image, "env": [{"name": "my-env", "value": TAG}]}}},
+        {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+    ]);
+    spec["edges"] = json!([{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]);
+    spec
+}
+
+fn pr(spec: Value, metadata: Option<Value>) -> Value {
+    let mut pipeline = json!({"spec": spec});
+    if let Some(m) = metadata {
+        pipeline["metadata"] = m;
+    }
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "pr"},
+        "spec": {"pipeline": pipeline}
+    })
+}
+
+fn mvr(image: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": "mvr"},
+        "spec": {"monoVertex": {"spec": {
+            "scale": {"min": 1, "max": 2},
+            "source": {"udsource": {"container": {"image": image}}},
+            "sink": {"blackhole": {}}
+        }}}
+    })
+}
+
+fn js(i: &InterStepBufferService, pointer: &str) -> Value {
+    i.spec
+        .pointer(&format!("/jetstream{pointer}"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn vertex_count(p: &Pipeline) -> usize {
+    p.spec["vertices"].as_array().map_or(0, Vec::len)
+}
+
+fn mv_image(mv: &MonoVertex) -> &str {
+    mv.spec
+        .pointer("/source/udsource/container/image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Names of the live children of kind `K` labelled promoted.
+async fn promoted<K>(h: &Harness) -> Vec<String>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let mut names: Vec<String> = h
+        .api::<K>()
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .filter(|c| {
+            c.meta().deletion_timestamp.is_none()
+                && c.labels().get("numaplane.numaproj.io/upgrade-state")
+                    == Some(&"promoted".to_string())
+        })
+        .map(|c| c.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Waits until exactly `want` is the promoted child of kind `K` and nothing else of that kind
+/// is left (recyclable ones drained and deleted).
+async fn only<K>(h: &Harness, what: &str, want: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let all: Vec<String> = h
+            .api::<K>()
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect();
+        if all == vec![want.to_string()] && promoted::<K>(h).await == all {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: expected only {want}, have {all:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn load_definitions(h: &Harness, versions: &[&str]) {
+    for v in versions {
+        h.apply::<ConfigMap>(definitions(v)).await;
+    }
+}
+
+#[tokio::test]
+async fn a1_functional_pipeline() {
+    let h = Harness::start_with_usde("a1-prog", CONFIG).await;
+    load_definitions(&h, &["1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+
+    // Self-heal and metadata: in place, no new child.
+    h.merge::<Pipeline>("pr-0", json!({"spec": {"watermark": {"disabled": true}}}))
+        .await;
+    h.until::<Pipeline, _, _>("edit reverted", "pr-0", |p| {
+        p?.spec.get("watermark").is_none().then_some(())
+    })
+    .await;
+    let meta = json!({"labels": {"my-label": TAG}});
+    h.apply::<PipelineRollout>(pr(two_vertices(), Some(meta.clone())))
+        .await;
+    let want = format!("{}-pr-0", h.ns);
+    h.until::<Pipeline, _, _>("metadata in place", "pr-0", |p| {
+        (p?.labels().get("my-label") == Some(&want)).then_some(())
+    })
+    .await;
+    assert_eq!(promoted::<Pipeline>(&h).await, vec!["pr-0".to_string()]);
+
+    // Topology change: a progressive upgrade to pr-1; pr-0 drains and goes.
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone())))
+        .await;
+    only::<Pipeline>(&h, "topology upgrade", "pr-1").await;
+    h.until("settled on pr-1", "pr", settled::<PipelineRollout>)
+        .await;
+    let p1: Pipeline = h.api().get("pr-1").await.expect("pr-1");
+    let want = format!("{}-pr-1", h.ns);
+    assert_eq!(
+        p1.spec["vertices"][1]["udf"]["container"]["env"][0]["value"],
+        json!(want)
+    );
+    assert_eq!(p1.labels().get("my-label"), Some(&want));
+
+    // User pause and resume: in place.
+    let mut paused = three_vertices(CAT);
+    paused["lifecycle"]["desiredPhase"] = "Paused".into();
+    h.apply::<PipelineRollout>(pr(paused, Some(meta.clone())))
+        .await;
+    h.until::<Pipeline, _, _>("paused in place", "pr-1", |p| {
+        (phase(p?) == "Paused").then_some(())
+    })
+    .await;
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone())))
+        .await;
+    h.until::<Pipeline, _, _>("running again", "pr-1", |p| {
+        (phase(p?) == "Running").then_some(())
+    })
+    .await;
+    assert_eq!(promoted::<Pipeline>(&h).await, vec!["pr-1".to_string()]);
+
+    // ISB version: new ISB service and pipeline.
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
+        .await;
+    only::<InterStepBufferService>(&h, "isb version upgrade", "isb-1").await;
+    only::<Pipeline>(&h, "pipeline follows the isb service", "pr-2").await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+
+    // ISB memory: in place.
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", Some("2Gi")))
+        .await;
+    h.until::<InterStepBufferService, _, _>("memory in place", "isb-1", |i| {
+        (js(i?, "/containerTemplate/resources/limits/memory") == json!("2Gi")).then_some(())
+    })
+    .await;
+    h.stays::<ISBServiceRollout, _>(
+        "no upgrade for memory",
+        ISB,
+        Duration::from_secs(2),
+        deployed_idle,
+    )
+    .await;
+
+    // ISB volume size: new ISB service and pipeline again.
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "20Mi", Some("2Gi")))
+        .await;
+    only::<InterStepBufferService>(&h, "isb volume upgrade", "isb-2").await;
+    only::<Pipeline>(&h, "pipeline follows again", "pr-3").await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    let p: Pipeline = h.api().get("pr-3").await.expect("pr-3");
+    assert_eq!(p.spec["interStepBufferServiceName"], "isb-2");
+}
+
+#[tokio::test]
+async fn a3_numaflow_controller_changes_apply_directly() {
+    let h = Harness::start_with_usde("a3-prog", CONFIG).await;
+    load_definitions(&h, &["1.7.5", "1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.until::<Deployment, _, _>("controller on v1.8.1", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+    })
+    .await;
+    h.until(
+        "ncr settled",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    h.stays::<Pipeline, _>("pipeline untouched", "pr-0", Duration::from_secs(2), |p| {
+        p.is_some_and(|p| phase(p) == "Running")
+    })
+    .await;
+    assert_eq!(promoted::<Pipeline>(&h).await, vec!["pr-0".to_string()]);
+}
+
+#[tokio::test]
+async fn a4_concurrent_changes_settle() {
+    let h = Harness::start_with_usde("a4-prog", CONFIG).await;
+    load_definitions(&h, &["1.7.5", "1.8.1"]).await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
+        .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT), None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_JAVA)).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
+        .await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+
+    h.until(
+        "ncr settled",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    let isbs = promoted::<InterStepBufferService>(&h).await;
+    assert_eq!(isbs.len(), 1, "{isbs:?}");
+    let isbsvc: InterStepBufferService = h.api().get(&isbs[0]).await.expect("isb");
+    assert_eq!(js(&isbsvc, "/version"), json!("2.10.11"));
+    let pls = promoted::<Pipeline>(&h).await;
+    assert_eq!(pls.len(), 1, "{pls:?}");
+    let p: Pipeline = h.api().get(&pls[0]).await.expect("pipeline");
+    assert_eq!(vertex_count(&p), 3);
+    assert_eq!(p.spec["interStepBufferServiceName"], json!(isbs[0]));
+    let mvs = promoted::<MonoVertex>(&h).await;
+    assert_eq!(mvs.len(), 1, "{mvs:?}");
+    let mv: MonoVertex = h.api().get(&mvs[0]).await.expect("mv");
+    assert_eq!(mv_image(&mv), MV_JAVA);
+    h.stays::<PipelineRollout, _>("pr stays idle", "pr", Duration::from_secs(2), deployed_idle)
+        .await;
+}
+
+#[tokio::test]
+async fn a6_rollback_discontinues_failed_upgrades() {
+    let h = Harness::start_with_usde("a6-prog", CONFIG).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+
+    // Broken specs start progressive upgrades; reverting them discontinues the upgrades and
+    // keeps the original children.
+    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT), None))
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(MV_BAD)).await;
+    h.until::<Pipeline, _, _>("pipeline trial", "pr-1", |p| p.map(|_| ()))
+        .await;
+    h.until::<MonoVertex, _, _>("monovertex trial", "mvr-1", |m| m.map(|_| ()))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    only::<Pipeline>(&h, "original pipeline kept", "pr-0").await;
+    only::<MonoVertex>(&h, "original monovertex kept", "mvr-0").await;
+    let p: Pipeline = h.api().get("pr-0").await.expect("pr-0");
+    assert_eq!(vertex_count(&p), 2);
+    assert_eq!(
+        p.spec["vertices"][0]["scale"],
+        json!({"min": 1, "max": 2}),
+        "the promoted pipeline is back at its own scale"
+    );
+    let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
+    assert_eq!(mv_image(&mv), MV_IMAGE);
+    assert_eq!(mv.spec["scale"], json!({"min": 1, "max": 2}));
+    h.stays::<MonoVertexRollout, _>(
+        "mvr stays idle",
+        "mvr",
+        Duration::from_secs(2),
+        deployed_idle,
+    )
+    .await;
+}
