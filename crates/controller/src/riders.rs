@@ -36,7 +36,7 @@ pub(crate) async fn resource(ctx: &Ctx, gvk: &GroupVersionKind) -> Result<ApiRes
 }
 
 /// Reads the riders named in status (missing ones are simply not existing).
-async fn existing(
+pub async fn existing(
     ctx: &Ctx,
     ns: &str,
     listed: &[RiderStatus],

@@ -827,3 +827,50 @@ async fn monovertex_without_data_ingestion_skips_assessment() {
     })
     .await;
 }
+
+/// Scenario A.12: a change of a `progressive: true` rider is a progressive upgrade; the new
+/// child gets its riders, the old child's go with it.
+#[tokio::test]
+async fn progressive_rider_change_upgrades_progressively() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let h = Harness::start_with_usde("prog-rider", CONFIG_WITH_HPA).await;
+    let with_cm = |value: &str| {
+        let mut r = mvr(GO, None);
+        r["spec"]["riders"] = json!([{"progressive": true, "definition": {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"},
+            "data": {"owner": "{{.monovertex-name}}", "value": value}
+        }}]);
+        r
+    };
+    h.apply::<MonoVertexRollout>(with_cm("a")).await;
+    h.until("deployed", "mvr", settled).await;
+    h.until::<ConfigMap, _, _>("rider of mvr-0", "cm-mvr-0", |c| c.map(|_| ()))
+        .await;
+    h.apply::<MonoVertexRollout>(with_cm("b")).await;
+    h.until::<MonoVertex, _, _>("trial for the rider change", "mvr-1", |m| m.map(|_| ()))
+        .await;
+    let cm = h
+        .until::<ConfigMap, _, _>("new child's rider", "cm-mvr-1", |c| c.cloned())
+        .await;
+    assert_eq!(
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("owner"))
+            .map(String::as_str),
+        Some("mvr-1")
+    );
+    assert_eq!(
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("value"))
+            .map(String::as_str),
+        Some("b")
+    );
+    h.until("deployed on mvr-1", "mvr", settled).await;
+    h.until::<MonoVertex, _, _>("old child deleted", "mvr-0", |m| m.is_none().then_some(()))
+        .await;
+    h.until::<ConfigMap, _, _>("old rider gone with it", "cm-mvr-0", |c| {
+        c.is_none().then_some(())
+    })
+    .await;
+}

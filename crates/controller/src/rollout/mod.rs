@@ -437,9 +437,27 @@ async fn drive<R: Rollout>(
             // A strategy in progress takes its next step even when nothing differs.
             let in_progress = st.common().upgrade_in_progress != Default::default();
             if generation_changed || in_progress || children::needs_apply(&live, &desired) {
-                let carry = if progressive::applies(obj, ctx, st, &live, &desired) {
+                // Riders are compared with the cluster when the rollout changed, and on every
+                // pass of an upgrade (a rider-only upgrade has nothing else to show for it).
+                let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
+                let riders = if generation_changed || progressing {
+                    progressive::rider_changes(obj, ctx, st, &live).await?
+                } else {
+                    Vec::new()
+                };
+                let carry = if progressive::applies(obj, ctx, st, &live, &desired, &riders) {
+                    let riders_changed = progressive::riders_progressive(&riders);
                     progressive::pass(
-                        obj, ctx, st, &resolved, &live, desired, generation, now, wake,
+                        obj,
+                        ctx,
+                        st,
+                        &resolved,
+                        &live,
+                        desired,
+                        riders_changed,
+                        generation,
+                        now,
+                        wake,
                     )
                     .await?
                 } else {

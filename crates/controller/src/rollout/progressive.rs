@@ -46,14 +46,61 @@ fn metric_kind(kind: Kind) -> &'static str {
     }
 }
 
+/// How the rollout's riders differ from those of the promoted child `child` (read from the
+/// cluster, so only when the rollout changed): a change of a `progressive: true` rider starts a
+/// progressive upgrade like a spec change (scenarios A.12, A.13).
+pub async fn rider_changes<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &R::Status,
+    child: &R::Child,
+) -> Result<Vec<numaplane_core::usde::RiderChange>, Error> {
+    if obj.progressive_parts().is_none() {
+        return Ok(Vec::new());
+    }
+    let ns = obj.namespace().unwrap_or_default();
+    if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive {
+        return Ok(Vec::new());
+    }
+    let name = child.name_any();
+    let vertices = super::pipeline::vertex_names(child.spec());
+    let cfg = ctx.settings.controller();
+    let desired = numaplane_core::riders::desired_riders(
+        &obj.rider_specs(),
+        &name,
+        &ns,
+        |vertex| match vertex {
+            Some(v) => numaplane_core::template::TemplateVars::pipeline_vertex(&name, &ns, v),
+            None => R::template_vars(&name, &ns),
+        },
+        &vertices,
+        &cfg.permitted_riders,
+    )?;
+    let have = crate::riders::existing(ctx, &ns, st.riders()).await?;
+    let diff = numaplane_core::riders::diff_riders(&desired, &have);
+    Ok(numaplane_core::usde::rider_changes(&diff))
+}
+
+/// Whether a rider change alone calls for a trial: a `progressive: true` rider was modified.
+pub fn riders_progressive(changes: &[numaplane_core::usde::RiderChange]) -> bool {
+    changes.iter().any(|c| {
+        matches!(
+            c.change,
+            numaplane_core::usde::RiderChangeKind::Modified { progressive: true }
+        )
+    })
+}
+
 /// Whether this pass belongs to the progressive strategy: one is in progress, or the change
-/// is classified progressive under the namespace's `progressive` strategy.
+/// (spec, metadata or riders) is classified progressive under the namespace's `progressive`
+/// strategy.
 pub fn applies<R: Rollout>(
     obj: &R,
     ctx: &Ctx,
     st: &R::Status,
     live: &R::Child,
     desired: &DesiredChild,
+    riders: &[numaplane_core::usde::RiderChange],
 ) -> bool {
     let Some(parts) = obj.progressive_parts() else {
         return false;
@@ -63,7 +110,7 @@ pub fn applies<R: Rollout>(
     }
     let ns = obj.namespace().unwrap_or_default();
     if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive
-        || !children::needs_apply(live, desired)
+        || (!children::needs_apply(live, desired) && riders.is_empty())
     {
         return false;
     }
@@ -78,7 +125,7 @@ pub fn applies<R: Rollout>(
         live_labels: live.labels(),
         desired_annotations: &desired.annotations,
         live_annotations: live.annotations(),
-        riders: &[],
+        riders,
     });
     decision.strategy == UpgradeStrategy::Progressive
 }
@@ -495,6 +542,7 @@ pub async fn pass<R: Rollout>(
     resolved: &R::Resolved,
     live: &R::Child,
     desired: DesiredChild,
+    riders_changed: bool,
     generation: i64,
     now: &Time,
     wake: &mut Option<Timestamp>,
@@ -510,10 +558,11 @@ pub async fn pass<R: Rollout>(
     let record = R::read_record(st);
     let (metadata, template) = obj.child_template();
 
-    let differs_from_promoted = !json_eq(
-        &scale::comparable_promoted_spec(kind, live.spec()),
-        &scale::comparable_promoted_spec(kind, &desired.spec),
-    );
+    let differs_from_promoted = riders_changed
+        || !json_eq(
+            &scale::comparable_promoted_spec(kind, live.spec()),
+            &scale::comparable_promoted_spec(kind, &desired.spec),
+        );
     let trial_obj = find_trial::<R>(ctx, &ns, &name);
     let mut trial = None;
     if let Some(t) = &trial_obj {
