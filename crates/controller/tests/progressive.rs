@@ -874,3 +874,30 @@ async fn progressive_rider_change_upgrades_progressively() {
     })
     .await;
 }
+
+/// A promoted child deleted during an upgrade is recreated from the rollout; the trial is
+/// discontinued.
+#[tokio::test]
+async fn vanished_promoted_child_is_recreated() {
+    let h = Harness::start_with_usde("prog-vanish", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,120,60,1")))
+        .await;
+    h.until::<MonoVertex, _, _>("trial", "mvr-1", |m| {
+        (state(m?) == Some("trial")).then_some(())
+    })
+    .await;
+    h.api::<MonoVertex>()
+        .delete("mvr-0", &Default::default())
+        .await
+        .expect("delete promoted");
+    h.until::<MonoVertex, _, _>("recreated promoted", "mvr-2", |m| {
+        let m = m?;
+        (state(m) == Some("promoted") && image(m) == JAVA).then_some(())
+    })
+    .await;
+    h.until::<MonoVertex, _, _>("trial dropped", "mvr-1", |m| m.is_none().then_some(()))
+        .await;
+    h.until("settled on mvr-2", "mvr", settled).await;
+}

@@ -410,11 +410,27 @@ async fn drive<R: Rollout>(
             let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
             // (A child being deleted is gone for our purposes: its replacement starts now.)
             if let Some(existing) = live
-                .into_iter()
+                .iter()
                 .find(|c| is_promoted(c.meta()) && c.meta().deletion_timestamp.is_none())
             {
-                existing
+                existing.clone()
             } else {
+                // A trial without a promoted child to judge it against is discontinued: the
+                // new promoted child is built from the rollout as it is.
+                for t in live.iter().filter(|c| {
+                    c.meta().deletion_timestamp.is_none()
+                        && matches!(
+                            c.labels().get(labels::UPGRADE_STATE).map(String::as_str),
+                            Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
+                        )
+                }) {
+                    children::mark_recyclable(
+                        ctx,
+                        t,
+                        keys::upgrade_state_reason::DISCONTINUE_PROGRESSIVE,
+                    )
+                    .await?;
+                }
                 let child_name = allocate_name(obj, ctx, st).await?;
                 let desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
                 let created = children::create::<R::Child>(ctx, &desired).await?;
