@@ -58,7 +58,7 @@ async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn,numaplane_testenv=warn".into()),
+                .unwrap_or_else(|_| "info,kube=warn,kube_client=off,numaplane_testenv=warn".into()),
         )
         .init();
     let args = Args::parse();
