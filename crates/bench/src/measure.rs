@@ -143,7 +143,6 @@ impl Window {
             reconcile_p99_ms: ms(0.99),
             rollouts,
             api_watches: counts.watches(),
-            api_writes_excluding_events: writes - counts.writes_to(&["events"]),
             requests_by_verb: counts.by_verb,
             writes_by_resource: counts.writes_by_resource,
             pipeline_writes_per_pipeline_rollout: if n == 0 {

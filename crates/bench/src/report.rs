@@ -31,8 +31,6 @@ pub struct Scenario {
     /// Rollouts the per-rollout figure divides by (created, updated or re-read).
     pub rollouts: usize,
     pub api_watches: u64,
-    /// Writes other than Event creates and patches.
-    pub api_writes_excluding_events: u64,
     pub requests_by_verb: BTreeMap<String, u64>,
     pub writes_by_resource: BTreeMap<String, u64>,
     /// Writes to PipelineRollouts (incl. status) and Pipelines, per PipelineRollout.
