@@ -149,6 +149,9 @@ mod tests {
     use super::*;
 
     const OP: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
+    const ADMIN: &str = "testenv-admin";
+    const DONE: &str = "ResponseComplete";
+    const OPENED: &str = "ResponseStarted";
 
     fn line(stage: &str, verb: &str, user: &str, resource: &str, sub: Option<&str>) -> String {
         let mut obj = serde_json::json!({"resource": resource, "namespace": "ns", "name": "x"});
@@ -167,18 +170,18 @@ mod tests {
     fn counts_each_request_once_by_verb_and_write_resource() {
         let lines = [
             // A watch appears twice (opened, closed); counted when it opens.
-            line("ResponseStarted", "watch", OP, "pipelines", None),
-            line("ResponseComplete", "watch", OP, "pipelines", None),
-            line("ResponseComplete", "list", OP, "pipelines", None),
-            line("ResponseComplete", "get", OP, "pipelines", None),
-            line("ResponseComplete", "patch", OP, "pipelinerollouts", Some("status")),
-            line("ResponseComplete", "patch", OP, "pipelinerollouts", None),
-            line("ResponseComplete", "create", OP, "pipelines", None),
-            line("ResponseComplete", "create", OP, "events", None),
-            line("ResponseComplete", "delete", OP, "pipelines", None),
+            line(OPENED, "watch", OP, "pipelines", None),
+            line(DONE, "watch", OP, "pipelines", None),
+            line(DONE, "list", OP, "pipelines", None),
+            line(DONE, "get", OP, "pipelines", None),
+            line(DONE, "patch", OP, "pipelinerollouts", Some("status")),
+            line(DONE, "patch", OP, "pipelinerollouts", None),
+            line(DONE, "create", OP, "pipelines", None),
+            line(DONE, "create", OP, "events", None),
+            line(DONE, "delete", OP, "pipelines", None),
             // Someone else's requests are not ours.
-            line("ResponseComplete", "create", "testenv-admin", "pipelines", None),
-            line("ResponseStarted", "watch", "testenv-admin", "pipelines", None),
+            line(DONE, "create", ADMIN, "pipelines", None),
+            line(OPENED, "watch", ADMIN, "pipelines", None),
         ];
         let c = Counts::from_text(OP, &lines.join("\n"));
         assert_eq!(c.watches(), 1);
@@ -187,13 +190,16 @@ mod tests {
         assert_eq!(c.by_verb["patch"], 2);
         assert_eq!(c.writes_by_resource["pipelinerollouts/status"], 1);
         assert_eq!(c.writes_by_resource["pipelines"], 2);
-        assert_eq!(c.writes_to(&["pipelinerollouts", "pipelinerollouts/status"]), 2);
+        assert_eq!(
+            c.writes_to(&["pipelinerollouts", "pipelinerollouts/status"]),
+            2
+        );
         assert_eq!(c.writes_to(&["events"]), 1);
     }
 
     #[test]
     fn ignores_garbage_and_partial_lines() {
-        let full = line("ResponseComplete", "update", OP, "pipelinerollouts", None);
+        let full = line(DONE, "update", OP, "pipelinerollouts", None);
         let text = format!("not json\n{full}\n{}", &full[..20]);
         let c = Counts::from_text(OP, &text);
         assert_eq!(c.writes(), 1);
@@ -204,10 +210,10 @@ mod tests {
     fn count_since_reads_only_new_complete_lines() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("audit.log");
-        let old = line("ResponseComplete", "create", OP, "pipelines", None);
+        let old = line(DONE, "create", OP, "pipelines", None);
         std::fs::write(&path, format!("{old}\n")).expect("write");
         let from = mark(&path).expect("mark");
-        let new = line("ResponseComplete", "get", OP, "pipelines", None);
+        let new = line(DONE, "get", OP, "pipelines", None);
         let partial = &old[..30];
         std::fs::write(&path, format!("{old}\n{new}\n{partial}")).expect("write");
         let c = count_since(&path, from, OP).expect("count");

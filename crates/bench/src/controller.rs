@@ -44,7 +44,9 @@ impl Controller {
             .args(["--watch-namespace", &launch.namespace])
             .args(["--namespace", "numaplane-system"])
             .arg(format!("--workers={}", launch.workers))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{probe_port}"))
+            .arg(format!(
+                "--health-probe-bind-address=127.0.0.1:{probe_port}"
+            ))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .env("POD_NAME", name)
             .env_remove("KUBECONFIG")

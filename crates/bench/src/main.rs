@@ -19,7 +19,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "numaplane-bench", about = "Numaplane scale benchmark (issue #11)")]
+#[command(
+    name = "numaplane-bench",
+    about = "Numaplane scale benchmark (issue #11)"
+)]
 struct Args {
     /// The controller binary under test (build it with --release).
     #[arg(long)]

@@ -66,13 +66,7 @@ impl Window {
             controller_cpu,
             others: others
                 .iter()
-                .map(|(name, pid)| {
-                    (
-                        name.clone(),
-                        *pid,
-                        procfs::cpu_seconds(*pid).unwrap_or(0.0),
-                    )
-                })
+                .map(|(name, pid)| (name.clone(), *pid, procfs::cpu_seconds(*pid).unwrap_or(0.0)))
                 .collect(),
         })
     }
@@ -115,11 +109,8 @@ impl Window {
                 round3(x as f64 / rollouts as f64)
             }
         };
-        let pipeline_writes = counts.writes_to(&[
-            "pipelinerollouts",
-            "pipelinerollouts/status",
-            "pipelines",
-        ]);
+        let pipeline_writes =
+            counts.writes_to(&["pipelinerollouts", "pipelinerollouts/status", "pipelines"]);
         let ms = |q: f64| reconciles.quantile(q).map_or(0.0, |s| round3(s * 1000.0));
         let other_cpu_seconds: BTreeMap<String, f64> = self
             .others

@@ -164,16 +164,18 @@ numaplane_kube_requests_total{verb="patch",resource="pipelines",code="200"} 4
     #[test]
     fn buckets_sum_over_series_in_bound_order() {
         let b = Buckets::of(&parse(TEXT), "numaplane_reconcile_duration_seconds");
-        assert_eq!(
-            b.0,
-            vec![(0.01, 2.0), (0.1, 8.0), (f64::INFINITY, 20.0)]
-        );
+        assert_eq!(b.0, vec![(0.01, 2.0), (0.1, 8.0), (f64::INFINITY, 20.0)]);
         assert_eq!(b.count(), 20.0);
     }
 
     #[test]
     fn quantiles_interpolate_within_the_bucket() {
-        let b = Buckets(vec![(0.01, 2.0), (0.1, 8.0), (1.0, 10.0), (f64::INFINITY, 10.0)]);
+        let b = Buckets(vec![
+            (0.01, 2.0),
+            (0.1, 8.0),
+            (1.0, 10.0),
+            (f64::INFINITY, 10.0),
+        ]);
         // Rank 5 of 10 lies 3/6 into (0.01, 0.1].
         let p50 = b.quantile(0.5).expect("p50");
         assert!((p50 - 0.055).abs() < 1e-9, "{p50}");

@@ -53,6 +53,10 @@ pub async fn install(client: &Client) -> Result<()> {
     let role: Role = read("config/rbac/leader_election_role.yaml")?;
     apply(Api::namespaced(client.clone(), OPERATOR_NAMESPACE), &role).await?;
     let binding: RoleBinding = read("config/rbac/leader_election_role_binding.yaml")?;
-    apply(Api::namespaced(client.clone(), OPERATOR_NAMESPACE), &binding).await?;
+    apply(
+        Api::namespaced(client.clone(), OPERATOR_NAMESPACE),
+        &binding,
+    )
+    .await?;
     Ok(())
 }

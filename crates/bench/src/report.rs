@@ -97,15 +97,39 @@ impl Machine {
 
 pub fn method() -> BTreeMap<&'static str, &'static str> {
     BTreeMap::from([
-        ("wall_seconds", "cold_start/update_storm: first user request until an independent watcher sees every rollout Deployed, observedGeneration == generation and ChildResourcesHealthy=True; idle: the idle period; restart: controller spawn until /readyz is 200, every rollout was reconciled once (the *_syncs_total counters) and all are converged"),
-        ("rss_steady_mib", "median VmRSS of the controller (sampled every 500 ms) over the settle period after convergence; idle: over the whole idle period"),
-        ("rss_peak_mib", "largest sampled VmRSS during the scenario (vm_hwm_mib is the kernel's lifetime peak)"),
-        ("cpu_seconds", "utime+stime of the controller process during the scenario (/proc/<pid>/stat)"),
-        ("api_requests", "requests by the operator identity in the apiserver audit log during the scenario, a watch counted once when it opens; watches excluded for idle only (api_watches has them)"),
-        ("api_writes", "create+update+patch+delete+deletecollection by the operator identity, Events included"),
+        (
+            "wall_seconds",
+            "cold_start/update_storm: first user request until an independent watcher sees every rollout Deployed, observedGeneration == generation and ChildResourcesHealthy=True; idle: the idle period; restart: controller spawn until /readyz is 200, every rollout was reconciled once (the *_syncs_total counters) and all are converged",
+        ),
+        (
+            "rss_steady_mib",
+            "median VmRSS of the controller (sampled every 500 ms) over the settle period after convergence; idle: over the whole idle period",
+        ),
+        (
+            "rss_peak_mib",
+            "largest sampled VmRSS during the scenario (vm_hwm_mib is the kernel's lifetime peak)",
+        ),
+        (
+            "cpu_seconds",
+            "utime+stime of the controller process during the scenario (/proc/<pid>/stat)",
+        ),
+        (
+            "api_requests",
+            "requests by the operator identity in the apiserver audit log during the scenario, a watch counted once when it opens; watches excluded for idle only (api_watches has them)",
+        ),
+        (
+            "api_writes",
+            "create+update+patch+delete+deletecollection by the operator identity, Events included",
+        ),
         ("api_writes_per_rollout", "api_writes / rollouts"),
-        ("reconcile_p50_ms", "histogram_quantile-style interpolation over the difference of numaplane_reconcile_duration_seconds buckets (all controllers) scraped before and after the scenario; 0 when no reconcile ran"),
-        ("converge_p50_seconds", "per-rollout time from the scenario start until the watcher first saw it converged"),
+        (
+            "reconcile_p50_ms",
+            "histogram_quantile-style interpolation over the difference of numaplane_reconcile_duration_seconds buckets (all controllers) scraped before and after the scenario; 0 when no reconcile ran",
+        ),
+        (
+            "converge_p50_seconds",
+            "per-rollout time from the scenario start until the watcher first saw it converged",
+        ),
     ])
 }
 

@@ -105,9 +105,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
         monovertices: mvr_gen,
         isbsvcs: isb_gen,
     };
-    let conv = watcher
-        .wait(&expect, w.started, s.converge_timeout)
-        .await?;
+    let conv = watcher.wait(&expect, w.started, s.converge_timeout).await?;
     info!(n, seconds = conv.wall.as_secs_f64(), "cold_start converged");
     let steady_from = Instant::now();
     tokio::time::sleep(s.settle).await;
@@ -161,7 +159,11 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
     let conv = watcher
         .wait(&storm_only, w.started, s.converge_timeout)
         .await?;
-    info!(n, seconds = conv.wall.as_secs_f64(), "update_storm converged");
+    info!(
+        n,
+        seconds = conv.wall.as_secs_f64(),
+        "update_storm converged"
+    );
     let steady_from = Instant::now();
     tokio::time::sleep(s.settle).await;
     let mut sc = w
@@ -186,9 +188,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
     controller = Controller::start(&launch, "numaplane-2")?;
     rss = RssSampler::start(controller.pid(), RSS_PERIOD);
     let ready = controller.wait_ready(READY_TIMEOUT).await?;
-    watcher
-        .wait(&expect, w.started, s.converge_timeout)
-        .await?;
+    watcher.wait(&expect, w.started, s.converge_timeout).await?;
     let want = [
         ("pipeline_rollout_syncs_total", n),
         ("monovertex_rollout_syncs_total", n / 10),
@@ -196,7 +196,11 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
     ];
     wait_reconciled(&controller, &want, s.converge_timeout).await?;
     let wall = w.started.elapsed();
-    info!(n, seconds = wall.as_secs_f64(), "restart reconciled everything");
+    info!(
+        n,
+        seconds = wall.as_secs_f64(),
+        "restart reconciled everything"
+    );
     let steady_from = Instant::now();
     tokio::time::sleep(s.settle).await;
     let mut sc = w

@@ -178,8 +178,11 @@ impl Watcher {
             status: impl Fn(&K) -> Option<&Status>,
             out: &mut Vec<String>,
         ) {
-            let have: HashMap<String, std::sync::Arc<K>> =
-                store.state().into_iter().map(|o| (o.name_any(), o)).collect();
+            let have: HashMap<String, std::sync::Arc<K>> = store
+                .state()
+                .into_iter()
+                .map(|o| (o.name_any(), o))
+                .collect();
             for (name, min_gen) in want {
                 let ok = have.get(name).is_some_and(|o| {
                     let generation = o.meta().generation;
@@ -295,11 +298,11 @@ mod tests {
             phase,
             observed_generation: observed,
             conditions: vec![Condition {
-            type_: "ChildResourcesHealthy".into(),
-            status: healthy.into(),
-            reason: "x".into(),
-            message: String::new(),
-            observed_generation: None,
+                type_: "ChildResourcesHealthy".into(),
+                status: healthy.into(),
+                reason: "x".into(),
+                message: String::new(),
+                observed_generation: None,
                 last_transition_time: Time(Default::default()),
             }],
             ..Status::default()
@@ -308,10 +311,22 @@ mod tests {
 
     #[test]
     fn converged_needs_deployed_current_generation_and_health() {
-        assert!(converged(Some(&status(Phase::Deployed, 2, "True")), Some(2)));
-        assert!(!converged(Some(&status(Phase::Deployed, 1, "True")), Some(2)));
-        assert!(!converged(Some(&status(Phase::Deployed, 2, "False")), Some(2)));
-        assert!(!converged(Some(&status(Phase::Pending, 2, "True")), Some(2)));
+        assert!(converged(
+            Some(&status(Phase::Deployed, 2, "True")),
+            Some(2)
+        ));
+        assert!(!converged(
+            Some(&status(Phase::Deployed, 1, "True")),
+            Some(2)
+        ));
+        assert!(!converged(
+            Some(&status(Phase::Deployed, 2, "False")),
+            Some(2)
+        ));
+        assert!(!converged(
+            Some(&status(Phase::Pending, 2, "True")),
+            Some(2)
+        ));
         assert!(!converged(None, Some(1)));
     }
 
