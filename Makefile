@@ -42,7 +42,7 @@ $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN) &:
 demo: testenv-binaries
 	$(CARGO) run -q -p numaplane --example demo -- --dir "$(DEMO_DIR)" $(DEMO_ARGS)
 
-## bench: the scale benchmark (not part of `make test`; ~15 min on 2 cores): cold start, idle,
+## bench: the scale benchmark (not part of `make test`; ~10 min on 2 cores): cold start, idle,
 ## update storm and restart at N=100 and N=1000 PipelineRollouts, written to bench/results.json
 ## (BENCH_ARGS="--n 100 --out /tmp/r.json" for a quick run)
 BENCH_ARGS ?=
