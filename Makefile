@@ -50,4 +50,4 @@ bench: testenv-binaries
 	$(CARGO) build --release -p numaplane --bin numaplane -p numaplane-bench
 	$${CARGO_TARGET_DIR:-target}/release/numaplane-bench \
 		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
-		--command "make bench $(BENCH_ARGS)" $(BENCH_ARGS)
+		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)
