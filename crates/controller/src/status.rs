@@ -163,6 +163,19 @@ where
     write::<R, S>(obj, ctx, after).await
 }
 
+/// Records a child-name allocation before the child is created.
+pub async fn write_name_count<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
+where
+    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+    S: RolloutStatus,
+{
+    write::<R, S>(obj, ctx, st).await
+}
+
 async fn write<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
 where
     R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
