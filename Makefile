@@ -10,7 +10,7 @@ export KUBE_APISERVER_BIN := $(TESTENV_BIN)/kube-apiserver
 export KUBE_CONTROLLER_MANAGER_BIN := $(TESTENV_BIN)/kube-controller-manager
 export ETCD_BIN := $(TESTENV_BIN)/etcd
 
-.PHONY: test lint fmt manifests testenv-binaries demo build
+.PHONY: test lint fmt manifests testenv-binaries demo build bench
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests
 test: testenv-binaries lint
@@ -41,3 +41,13 @@ $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN) &:
 ## (DEMO_ARGS=--exit to stop at the end)
 demo: testenv-binaries
 	$(CARGO) run -q -p numaplane --example demo -- --dir "$(DEMO_DIR)" $(DEMO_ARGS)
+
+## bench: the scale benchmark (not part of `make test`; ~10 min on 2 cores): cold start, idle,
+## update storm and restart at N=100 and N=1000 PipelineRollouts, written to bench/results.json
+## (BENCH_ARGS="--n 100 --out /tmp/r.json" for a quick run)
+BENCH_ARGS ?=
+bench: testenv-binaries
+	$(CARGO) build --release -p numaplane --bin numaplane -p numaplane-bench
+	$${CARGO_TARGET_DIR:-target}/release/numaplane-bench \
+		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
+		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)

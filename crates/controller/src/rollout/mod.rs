@@ -408,6 +408,7 @@ async fn drive<R: Rollout>(
             // A live list right before creating: a stale cache must never give a rollout two
             // promoted children.
             let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
+            let taken: Vec<String> = live.iter().map(|c| c.name_any()).collect();
             // (A child being deleted is gone for our purposes: its replacement starts now.)
             if let Some(existing) = live
                 .iter()
@@ -431,7 +432,7 @@ async fn drive<R: Rollout>(
                     )
                     .await?;
                 }
-                let child_name = allocate_name(obj, ctx, st).await?;
+                let child_name = allocate_name::<R>(&name, st, &taken)?;
                 let desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
                 let created = children::create::<R::Child>(ctx, &desired).await?;
                 info!(child = %child_name, "created child");
@@ -593,26 +594,21 @@ fn check_owned<R: Rollout>(obj: &R, child: &R::Child) -> Result<(), Error> {
     }
 }
 
-/// Allocates the next child name and records the allocation in status before the create.
-async fn allocate_name<R: Rollout>(
-    obj: &R,
-    ctx: &Ctx,
+/// Allocates the next child name not in `taken` (the live children, listed just before). The
+/// allocation reaches the API with the status written at the end of the pass (also when the
+/// create fails), not in a write of its own: a crash between the create and that write is safe,
+/// because the live list before every create adopts the child.
+fn allocate_name<R: Rollout>(
+    name: &str,
     st: &mut R::Status,
+    taken: &[String],
 ) -> Result<String, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let taken: Vec<String> = children::list_live::<R::Child>(ctx, &ns, &name)
-        .await?
-        .iter()
-        .map(|c| c.name_any())
-        .collect();
     // Bounded: at most 1000 indices exist.
     for _ in 0..1000 {
         let (index, next) = numaplane_core::naming::allocate_index(*st.name_count());
         *st.name_count_mut() = Some(next);
-        let candidate = numaplane_core::naming::child_name(&name, index);
+        let candidate = numaplane_core::naming::child_name(name, index);
         if !taken.contains(&candidate) {
-            status::write_name_count(obj, ctx, st).await?;
             return Ok(candidate);
         }
     }

@@ -1,0 +1,231 @@
+//! Counting one user's API requests in the apiserver's JSON-lines audit log.
+//!
+//! A scenario remembers the log's length when it starts and counts the events appended until it
+//! ends. Every request is counted exactly once: a long-running request (a watch) at its
+//! `ResponseStarted` event, which is written when the watch opens, anything else at
+//! `ResponseComplete` (or `Panic`). The `RequestReceived` stage is omitted by the policy.
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Verbs that change state.
+pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// An audit policy that records only `user`'s requests, at Metadata level, so the simulator's and
+/// the benchmark's own traffic cost the apiserver nothing extra.
+pub fn policy_for(user: &str) -> String {
+    format!(
+        "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: [\"{user}\"]
+  - level: None
+"
+    )
+}
+
+#[derive(Deserialize)]
+struct Event {
+    #[serde(default)]
+    stage: String,
+    #[serde(default)]
+    verb: String,
+    #[serde(default)]
+    user: User,
+    #[serde(default, rename = "objectRef")]
+    object_ref: Option<ObjectRef>,
+}
+
+#[derive(Deserialize, Default)]
+struct User {
+    #[serde(default)]
+    username: String,
+}
+
+#[derive(Deserialize)]
+struct ObjectRef {
+    #[serde(default)]
+    resource: String,
+    #[serde(default)]
+    subresource: Option<String>,
+}
+
+/// Requests of one user, by verb and by `resource[/subresource]` for writes.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Counts {
+    pub by_verb: BTreeMap<String, u64>,
+    pub writes_by_resource: BTreeMap<String, u64>,
+}
+
+impl Counts {
+    pub fn total(&self) -> u64 {
+        self.by_verb.values().sum()
+    }
+
+    pub fn watches(&self) -> u64 {
+        self.by_verb.get("watch").copied().unwrap_or(0)
+    }
+
+    pub fn writes(&self) -> u64 {
+        WRITE_VERBS
+            .iter()
+            .filter_map(|v| self.by_verb.get(*v))
+            .sum()
+    }
+
+    /// Writes to any of `resources` (e.g. `pipelinerollouts/status`).
+    pub fn writes_to(&self, resources: &[&str]) -> u64 {
+        resources
+            .iter()
+            .filter_map(|r| self.writes_by_resource.get(*r))
+            .sum()
+    }
+
+    /// Adds one audit line; lines of other users, other stages or that do not parse are ignored.
+    pub fn add_line(&mut self, user: &str, line: &str) {
+        let Ok(ev) = serde_json::from_str::<Event>(line) else {
+            return;
+        };
+        if ev.user.username != user {
+            return;
+        }
+        let counted = if ev.verb == "watch" {
+            ev.stage == "ResponseStarted"
+        } else {
+            ev.stage == "ResponseComplete" || ev.stage == "Panic"
+        };
+        if !counted {
+            return;
+        }
+        if WRITE_VERBS.contains(&ev.verb.as_str()) {
+            let resource = match &ev.object_ref {
+                Some(o) => match &o.subresource {
+                    Some(s) => format!("{}/{s}", o.resource),
+                    None => o.resource.clone(),
+                },
+                None => "(none)".into(),
+            };
+            *self.writes_by_resource.entry(resource).or_default() += 1;
+        }
+        *self.by_verb.entry(ev.verb).or_default() += 1;
+    }
+
+    /// Counts the complete lines of `text`.
+    pub fn from_text(user: &str, text: &str) -> Self {
+        let mut c = Counts::default();
+        for line in text.lines() {
+            c.add_line(user, line);
+        }
+        c
+    }
+}
+
+/// The current length of the audit log (a scenario's starting mark).
+pub fn mark(path: &Path) -> Result<u64> {
+    Ok(std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len())
+}
+
+/// Counts `user`'s requests appended to the log since `from` (up to the last complete line).
+pub fn count_since(path: &Path, from: u64, user: &str) -> Result<Counts> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    f.seek(SeekFrom::Start(from))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    // A line still being written has no newline yet: leave it out.
+    let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
+    Ok(Counts::from_text(user, complete))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OP: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
+    const ADMIN: &str = "testenv-admin";
+    const DONE: &str = "ResponseComplete";
+    const OPENED: &str = "ResponseStarted";
+
+    fn line(stage: &str, verb: &str, user: &str, resource: &str, sub: Option<&str>) -> String {
+        let mut obj = serde_json::json!({"resource": resource, "namespace": "ns", "name": "x"});
+        if let Some(s) = sub {
+            obj["subresource"] = s.into();
+        }
+        serde_json::json!({
+            "kind": "Event", "level": "Metadata", "auditID": "a", "stage": stage,
+            "verb": verb, "user": {"username": user, "groups": ["g"]}, "objectRef": obj,
+            "responseStatus": {"code": 200}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn counts_each_request_once_by_verb_and_write_resource() {
+        let lines = [
+            // A watch appears twice (opened, closed); counted when it opens.
+            line(OPENED, "watch", OP, "pipelines", None),
+            line(DONE, "watch", OP, "pipelines", None),
+            line(DONE, "list", OP, "pipelines", None),
+            line(DONE, "get", OP, "pipelines", None),
+            line(DONE, "patch", OP, "pipelinerollouts", Some("status")),
+            line(DONE, "patch", OP, "pipelinerollouts", None),
+            line(DONE, "create", OP, "pipelines", None),
+            line(DONE, "create", OP, "events", None),
+            line(DONE, "delete", OP, "pipelines", None),
+            // Someone else's requests are not ours.
+            line(DONE, "create", ADMIN, "pipelines", None),
+            line(OPENED, "watch", ADMIN, "pipelines", None),
+        ];
+        let c = Counts::from_text(OP, &lines.join("\n"));
+        assert_eq!(c.watches(), 1);
+        assert_eq!(c.total(), 8);
+        assert_eq!(c.writes(), 5);
+        assert_eq!(c.by_verb["patch"], 2);
+        assert_eq!(c.writes_by_resource["pipelinerollouts/status"], 1);
+        assert_eq!(c.writes_by_resource["pipelines"], 2);
+        assert_eq!(
+            c.writes_to(&["pipelinerollouts", "pipelinerollouts/status"]),
+            2
+        );
+        assert_eq!(c.writes_to(&["events"]), 1);
+    }
+
+    #[test]
+    fn ignores_garbage_and_partial_lines() {
+        let full = line(DONE, "update", OP, "pipelinerollouts", None);
+        let text = format!("not json\n{full}\n{}", &full[..20]);
+        let c = Counts::from_text(OP, &text);
+        assert_eq!(c.writes(), 1);
+        assert_eq!(c.total(), 1);
+    }
+
+    #[test]
+    fn count_since_reads_only_new_complete_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.log");
+        let old = line(DONE, "create", OP, "pipelines", None);
+        std::fs::write(&path, format!("{old}\n")).expect("write");
+        let from = mark(&path).expect("mark");
+        let new = line(DONE, "get", OP, "pipelines", None);
+        let partial = &old[..30];
+        std::fs::write(&path, format!("{old}\n{new}\n{partial}")).expect("write");
+        let c = count_since(&path, from, OP).expect("count");
+        assert_eq!(c.total(), 1);
+        assert_eq!(c.by_verb["get"], 1);
+        assert_eq!(c.writes(), 0);
+    }
+
+    #[test]
+    fn policy_names_the_user() {
+        let p = policy_for(OP);
+        assert!(p.contains(&format!("users: [\"{OP}\"]")));
+        assert!(p.trim_end().ends_with("level: None"));
+    }
+}

@@ -1,0 +1,179 @@
+//! `bench/results.json`: the machine, the command and one record per scenario and N. The first
+//! eleven fields of a scenario are the required shape; the rest explain them.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Serialize)]
+pub struct Results {
+    pub machine: String,
+    pub command: String,
+    pub scenarios: Vec<Scenario>,
+    /// How each figure is measured.
+    pub method: BTreeMap<&'static str, &'static str>,
+    pub machine_detail: Machine,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub n: usize,
+    pub wall_seconds: f64,
+    pub rss_steady_mib: f64,
+    pub rss_peak_mib: f64,
+    pub cpu_seconds: f64,
+    pub api_requests: u64,
+    pub api_writes: u64,
+    pub api_writes_per_rollout: f64,
+    pub reconcile_p50_ms: f64,
+    pub reconcile_p99_ms: f64,
+    // Extras.
+    /// Rollouts the per-rollout figure divides by (created, updated or re-read).
+    pub rollouts: usize,
+    pub api_watches: u64,
+    pub requests_by_verb: BTreeMap<String, u64>,
+    pub writes_by_resource: BTreeMap<String, u64>,
+    /// Writes to PipelineRollouts (incl. status) and Pipelines, per PipelineRollout.
+    pub pipeline_writes_per_pipeline_rollout: f64,
+    pub reconciles: u64,
+    pub converge_p50_seconds: Option<f64>,
+    pub converge_p99_seconds: Option<f64>,
+    /// `VmHWM` at the end of the scenario (the process's lifetime peak).
+    pub vm_hwm_mib: f64,
+    /// Restart only: seconds until `/readyz` answered 200.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_seconds: Option<f64>,
+    /// CPU seconds of the other processes on the machine during the scenario.
+    pub other_cpu_seconds: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub cpu_model: String,
+    pub memory_gib: f64,
+    pub kernel: String,
+}
+
+impl Machine {
+    pub fn detect() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        Self::from_proc(&cpuinfo, &meminfo, kernel.trim())
+    }
+
+    pub fn from_proc(cpuinfo: &str, meminfo: &str, kernel: &str) -> Self {
+        let cores = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|rest| rest.split_once(':'))
+            .map(|(_, m)| m.trim().to_string())
+            .unwrap_or_else(|| "unknown CPU".into());
+        let mem_kib: f64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0);
+        Self {
+            cores,
+            cpu_model,
+            memory_gib: (mem_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+            kernel: kernel.to_string(),
+        }
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{} cores ({}), {} GiB RAM, Linux {}",
+            self.cores, self.cpu_model, self.memory_gib, self.kernel
+        )
+    }
+}
+
+pub fn method() -> BTreeMap<&'static str, &'static str> {
+    BTreeMap::from([
+        (
+            "wall_seconds",
+            "cold_start/update_storm: first user request until an independent watcher sees every rollout Deployed, observedGeneration == generation and ChildResourcesHealthy=True; idle: the idle period; restart: controller spawn until /readyz is 200, every rollout was reconciled once (the *_syncs_total counters) and all are converged",
+        ),
+        (
+            "rss_steady_mib",
+            "median VmRSS of the controller (sampled every 500 ms) over the settle period after convergence; idle: over the whole idle period",
+        ),
+        (
+            "rss_peak_mib",
+            "largest sampled VmRSS during the scenario (vm_hwm_mib is the kernel's lifetime peak)",
+        ),
+        (
+            "cpu_seconds",
+            "utime+stime of the controller process during the scenario (/proc/<pid>/stat)",
+        ),
+        (
+            "api_requests",
+            "requests by the operator identity in the apiserver audit log during the scenario, a watch counted once when it opens; watches excluded for idle only (api_watches has them)",
+        ),
+        (
+            "api_writes",
+            "create+update+patch+delete+deletecollection by the operator identity, Events included",
+        ),
+        ("api_writes_per_rollout", "api_writes / rollouts"),
+        (
+            "reconcile_p50_ms",
+            "histogram_quantile-style interpolation over the difference of numaplane_reconcile_duration_seconds buckets (all controllers) scraped before and after the scenario; 0 when no reconcile ran",
+        ),
+        (
+            "converge_p50_seconds",
+            "per-rollout time from the scenario start until the watcher first saw it converged",
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_from_proc_files() {
+        let cpuinfo = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n\nprocessor\t: 1\nmodel name\t: Intel(R) Xeon(R) Processor\n";
+        let meminfo = "MemTotal:       24683520 kB\nMemFree: 1 kB\n";
+        let m = Machine::from_proc(cpuinfo, meminfo, "6.1.0");
+        assert_eq!(m.cores, 2);
+        assert_eq!(m.cpu_model, "Intel(R) Xeon(R) Processor");
+        assert_eq!(m.memory_gib, 23.5);
+        assert_eq!(
+            m.summary(),
+            "2 cores (Intel(R) Xeon(R) Processor), 23.5 GiB RAM, Linux 6.1.0"
+        );
+    }
+
+    #[test]
+    fn scenario_serialises_the_required_keys() {
+        let s = Scenario {
+            name: "idle",
+            n: 100,
+            ..Scenario::default()
+        };
+        let v = serde_json::to_value(&s).expect("json");
+        for key in [
+            "name",
+            "n",
+            "wall_seconds",
+            "rss_steady_mib",
+            "rss_peak_mib",
+            "cpu_seconds",
+            "api_requests",
+            "api_writes",
+            "api_writes_per_rollout",
+            "reconcile_p50_ms",
+            "reconcile_p99_ms",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        assert!(v["n"].is_u64() && v["wall_seconds"].is_f64() && v["api_writes"].is_u64());
+    }
+}

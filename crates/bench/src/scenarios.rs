@@ -1,0 +1,254 @@
+//! The four scenarios for one N, in order on one fresh control plane: cold start, idle, update
+//! storm, restart.
+
+use crate::controller::{Controller, Launch};
+use crate::measure::{Window, other_processes};
+use crate::procfs::RssSampler;
+use crate::report::Scenario;
+use crate::workload::{self, Expect, Watcher};
+use crate::{prom, rbac};
+use anyhow::{Context, Result};
+use kube::Api;
+use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
+use numaplane_testenv::simulator::SimulatorConfig;
+use numaplane_testenv::{Simulator, TestEnv, TestEnvOptions};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tracing::info;
+
+const RSS_PERIOD: Duration = Duration::from_millis(500);
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub controller_binary: PathBuf,
+    pub workers: u16,
+    pub simulator_concurrency: u16,
+    pub idle: Duration,
+    pub settle: Duration,
+    pub converge_timeout: Duration,
+    pub work_dir: PathBuf,
+}
+
+/// Runs every scenario for `n` PipelineRollouts.
+pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
+    let dir = s.work_dir.join(format!("n{n}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let audit_log = dir.join("audit.log");
+    let _ = std::fs::remove_file(&audit_log);
+    info!(n, "starting the control plane");
+    let env = TestEnv::start_with(TestEnvOptions {
+        audit_log: Some(audit_log.clone()),
+        audit_policy: Some(crate::audit::policy_for(
+            numaplane_testenv::controlplane::OPERATOR_USER,
+        )),
+        dir: None,
+    })
+    .await?;
+    let client = env.client();
+    rbac::install(&client).await?;
+    let ns = env.try_create_namespace("bench").await?;
+    let _sim = Simulator::start_with(
+        client.clone(),
+        SimulatorConfig {
+            namespace: Some(ns.clone()),
+            concurrency: s.simulator_concurrency,
+            ..SimulatorConfig::default()
+        },
+    )
+    .await?;
+    let watcher = Watcher::start(&client, &ns);
+    let launch = Launch {
+        binary: s.controller_binary.clone(),
+        kubeconfig: env.operator_kubeconfig_path(),
+        config_file: crate::controller::write_config(&dir)?,
+        namespace: ns.clone(),
+        workers: s.workers,
+        log_dir: dir.clone(),
+    };
+    let others = other_processes(env.dir());
+    let mut controller = Controller::start(&launch, "numaplane-1")?;
+    controller.wait_ready(READY_TIMEOUT).await?;
+    let mut rss = RssSampler::start(controller.pid(), RSS_PERIOD);
+
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);
+    let mvrs: Api<MonoVertexRollout> = Api::namespaced(client.clone(), &ns);
+    let isbrs: Api<ISBServiceRollout> = Api::namespaced(client.clone(), &ns);
+    let pr_names = workload::pipeline_names(n);
+    let mvr_names = workload::monovertex_names(n);
+    let all = n + mvr_names.len() + 1;
+    let mut out = Vec::new();
+
+    // 1. Cold start.
+    info!(n, "cold_start");
+    let w = Window::open(&audit_log, Some(&controller), &others).await?;
+    let isb_gen = workload::apply_all(&isbrs, vec![workload::isbsvc_rollout()]).await?;
+    let (pr_gen, mvr_gen) = tokio::try_join!(
+        workload::apply_all(
+            &prs,
+            pr_names
+                .iter()
+                .map(|p| workload::pipeline_rollout(p, 5))
+                .collect()
+        ),
+        workload::apply_all(
+            &mvrs,
+            mvr_names
+                .iter()
+                .map(|m| workload::monovertex_rollout(m))
+                .collect()
+        ),
+    )?;
+    let mut expect = Expect {
+        pipelines: pr_gen,
+        monovertices: mvr_gen,
+        isbsvcs: isb_gen,
+    };
+    let conv = watcher.wait(&expect, w.started, s.converge_timeout).await?;
+    info!(n, seconds = conv.wall.as_secs_f64(), "cold_start converged");
+    let steady_from = Instant::now();
+    tokio::time::sleep(s.settle).await;
+    let mut sc = w
+        .close(
+            "cold_start",
+            n,
+            conv.wall.as_secs_f64(),
+            &controller,
+            &rss,
+            steady_from,
+            all,
+        )
+        .await?;
+    with_convergence(&mut sc, &conv.per_object);
+    out.push(sc);
+
+    // 2. Idle.
+    info!(n, seconds = s.idle.as_secs(), "idle");
+    let w = Window::open(&audit_log, Some(&controller), &others).await?;
+    tokio::time::sleep(s.idle).await;
+    let started = w.started;
+    out.push(
+        w.close(
+            "idle",
+            n,
+            s.idle.as_secs_f64(),
+            &controller,
+            &rss,
+            started,
+            all,
+        )
+        .await?,
+    );
+
+    // 3. Update storm: a direct-apply change to every PipelineRollout.
+    info!(n, "update_storm");
+    let w = Window::open(&audit_log, Some(&controller), &others).await?;
+    expect.pipelines = workload::apply_all(
+        &prs,
+        pr_names
+            .iter()
+            .map(|p| workload::pipeline_rollout(p, 6))
+            .collect(),
+    )
+    .await?;
+    let storm_only = Expect {
+        pipelines: expect.pipelines.clone(),
+        ..Expect::default()
+    };
+    let conv = watcher
+        .wait(&storm_only, w.started, s.converge_timeout)
+        .await?;
+    info!(
+        n,
+        seconds = conv.wall.as_secs_f64(),
+        "update_storm converged"
+    );
+    let steady_from = Instant::now();
+    tokio::time::sleep(s.settle).await;
+    let mut sc = w
+        .close(
+            "update_storm",
+            n,
+            conv.wall.as_secs_f64(),
+            &controller,
+            &rss,
+            steady_from,
+            n,
+        )
+        .await?;
+    with_convergence(&mut sc, &conv.per_object);
+    out.push(sc);
+
+    // 4. Restart: SIGKILL with everything Deployed, start a new process.
+    info!(n, "restart");
+    controller.kill()?;
+    drop(rss);
+    let w = Window::open(&audit_log, None, &others).await?;
+    controller = Controller::start(&launch, "numaplane-2")?;
+    rss = RssSampler::start(controller.pid(), RSS_PERIOD);
+    let ready = controller.wait_ready(READY_TIMEOUT).await?;
+    watcher.wait(&expect, w.started, s.converge_timeout).await?;
+    let want = [
+        ("pipeline_rollout_syncs_total", n),
+        ("monovertex_rollout_syncs_total", n / 10),
+        ("isb_service_rollout_syncs_total", 1),
+    ];
+    wait_reconciled(&controller, &want, s.converge_timeout).await?;
+    let wall = w.started.elapsed();
+    info!(
+        n,
+        seconds = wall.as_secs_f64(),
+        "restart reconciled everything"
+    );
+    let steady_from = Instant::now();
+    tokio::time::sleep(s.settle).await;
+    let mut sc = w
+        .close(
+            "restart",
+            n,
+            wall.as_secs_f64(),
+            &controller,
+            &rss,
+            steady_from,
+            all,
+        )
+        .await?;
+    sc.ready_seconds = Some(crate::measure::round3(ready.as_secs_f64()));
+    out.push(sc);
+
+    drop(controller);
+    drop(watcher);
+    drop(env);
+    Ok(out)
+}
+
+fn with_convergence(sc: &mut Scenario, per_object: &[f64]) {
+    sc.converge_p50_seconds = workload::nearest_rank(per_object, 0.5).map(crate::measure::round3);
+    sc.converge_p99_seconds = workload::nearest_rank(per_object, 0.99).map(crate::measure::round3);
+}
+
+/// Waits until the controller has started at least `want` reconciles per counter.
+async fn wait_reconciled(
+    controller: &Controller,
+    want: &[(&str, usize)],
+    timeout: Duration,
+) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let samples = prom::parse(&controller.metrics().await?);
+        let short: HashMap<&str, f64> = want
+            .iter()
+            .map(|(name, n)| (*name, prom::sum(&samples, name) - *n as f64))
+            .filter(|(_, d)| *d < 0.0)
+            .collect();
+        if short.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            start.elapsed() < timeout,
+            "reconciles missing after {timeout:?}: {short:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
