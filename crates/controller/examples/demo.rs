@@ -160,19 +160,19 @@ fn watched() -> Vec<(&'static str, ApiResource)> {
 }
 
 impl Snapshot {
-    fn all<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    fn all<'a, 'k>(&'a self, kind: &'k str) -> impl Iterator<Item = &'a Value> + use<'a, 'k> {
         self.objects
             .iter()
             .filter(move |(k, _)| *k == kind)
             .map(|(_, v)| v)
     }
 
-    fn get(&self, kind: &str, name: &str) -> Option<&Value> {
+    fn get<'a>(&'a self, kind: &str, name: &str) -> Option<&'a Value> {
         self.all(kind).find(|o| o["metadata"]["name"] == name)
     }
 
     /// The child of `rollout` in upgrade state `state` (`promoted`, `trial`, ...).
-    fn child(&self, kind: &str, rollout: &str, state: &str) -> Option<&Value> {
+    fn child<'a>(&'a self, kind: &str, rollout: &str, state: &str) -> Option<&'a Value> {
         self.all(kind).find(|o| {
             let labels = &o["metadata"]["labels"];
             labels[PARENT] == rollout && labels[STATE] == state
@@ -512,7 +512,7 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
                 .then(|| name(trial))
         })
         .await?;
-    let saved_scale = vertex(&pr, "cat")["scale"].clone();
+    let saved_scale = vertex(&pr["spec"]["pipeline"], "cat")["scale"].clone();
     c.until(
         &format!("{promoted} still promoted, cat scale restored to {saved_scale}"),
         |snap| {
