@@ -151,11 +151,11 @@ fn watched() -> Vec<(&'static str, ApiResource)> {
         ("NumaflowController", resource::<NumaflowController>()),
         ("Pipeline", resource::<Pipeline>()),
         ("MonoVertex", resource::<MonoVertex>()),
-        ("InterStepBufferService", resource::<InterStepBufferService>()),
         (
-            "Event",
-            resource::<k8s_openapi::api::events::v1::Event>(),
+            "InterStepBufferService",
+            resource::<InterStepBufferService>(),
         ),
+        ("Event", resource::<k8s_openapi::api::events::v1::Event>()),
     ]
 }
 
@@ -186,7 +186,10 @@ impl Snapshot {
             let st = &r["status"];
             st["phase"] == "Deployed"
                 && st["observedGeneration"] == r["metadata"]["generation"]
-                && st["upgradeInProgress"].as_str().unwrap_or_default().is_empty()
+                && st["upgradeInProgress"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .is_empty()
                 && condition(r, "ChildResourcesHealthy").is_some_and(|c| c["status"] == "True")
         })
     }
@@ -348,7 +351,9 @@ impl Cluster {
 }
 
 async fn apply(client: &Client, doc: &Value) -> anyhow::Result<()> {
-    let api_version = doc["apiVersion"].as_str().context("manifest without apiVersion")?;
+    let api_version = doc["apiVersion"]
+        .as_str()
+        .context("manifest without apiVersion")?;
     let kind = doc["kind"].as_str().context("manifest without kind")?;
     let name = doc["metadata"]["name"]
         .as_str()
@@ -365,9 +370,13 @@ async fn apply(client: &Client, doc: &Value) -> anyhow::Result<()> {
             Api::namespaced_with(client.clone(), ns, &ar)
         }
     };
-    api.patch(name, &PatchParams::apply("demo").force(), &Patch::Apply(doc))
-        .await
-        .with_context(|| format!("applying {kind} {name}"))?;
+    api.patch(
+        name,
+        &PatchParams::apply("demo").force(),
+        &Patch::Apply(doc),
+    )
+    .await
+    .with_context(|| format!("applying {kind} {name}"))?;
     Ok(())
 }
 
@@ -579,11 +588,14 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     isbr_next["spec"]["interStepBufferService"]["spec"]["jetstream"]["version"] = ISB_NEXT.into();
     c.apply(&isbr_next).await?;
     let isb_after = c
-        .until(&format!("a new ISB service promoted on {ISB_NEXT}"), |snap| {
-            let i = snap.child("InterStepBufferService", "my-isbsvc", "promoted")?;
-            (name(i) != isb_before && i["spec"]["jetstream"]["version"] == ISB_NEXT)
-                .then(|| name(i))
-        })
+        .until(
+            &format!("a new ISB service promoted on {ISB_NEXT}"),
+            |snap| {
+                let i = snap.child("InterStepBufferService", "my-isbsvc", "promoted")?;
+                (name(i) != isb_before && i["spec"]["jetstream"]["version"] == ISB_NEXT)
+                    .then(|| name(i))
+            },
+        )
         .await?;
     let carried = c
         .until(&format!("a new pipeline promoted on {isb_after}"), |snap| {
@@ -629,11 +641,14 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
         .then_some(())
     })
     .await?;
-    c.until(&format!("{mv_before} deleted, my-monovertex settled"), |snap| {
-        (snap.get("MonoVertex", &mv_before).is_none()
-            && snap.settled("MonoVertexRollout", "my-monovertex"))
-        .then_some(())
-    })
+    c.until(
+        &format!("{mv_before} deleted, my-monovertex settled"),
+        |snap| {
+            (snap.get("MonoVertex", &mv_before).is_none()
+                && snap.settled("MonoVertexRollout", "my-monovertex"))
+            .then_some(())
+        },
+    )
     .await?;
     c.tree().await?;
 
@@ -651,22 +666,29 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     let mut pr_v3 = pr.clone();
     set_cat_image(&mut pr_v3, CAT_V3)?;
     c.apply(&pr_v3).await?;
-    c.until(&format!("{carried} updated in place to :v3 and Running"), |snap| {
-        let p = snap.get("Pipeline", &carried)?;
-        (cat_image(p) == CAT_V3 && phase(p) == "Running").then_some(())
-    })
+    c.until(
+        &format!("{carried} updated in place to :v3 and Running"),
+        |snap| {
+            let p = snap.get("Pipeline", &carried)?;
+            (cat_image(p) == CAT_V3 && phase(p) == "Running").then_some(())
+        },
+    )
     .await?;
     c.until("my-pipeline settled", |snap| {
         snap.settled("PipelineRollout", "my-pipeline").then_some(())
     })
     .await?;
     recorder.abort();
-    let drained_before_update = seen.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|p| {
-        name(p) == carried
-            && phase(p) == "Paused"
-            && p["status"]["drainedOnPause"] == true
-            && cat_image(p) == CAT_V2
-    });
+    let drained_before_update = seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|p| {
+            name(p) == carried
+                && phase(p) == "Paused"
+                && p["status"]["drainedOnPause"] == true
+                && cat_image(p) == CAT_V2
+        });
     anyhow::ensure!(
         drained_before_update,
         "{carried} was not seen Paused and drained before its image changed"
@@ -696,21 +718,24 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("deleting {rollout}"))?;
     }
-    c.until("no rollouts, Pipelines, MonoVertices or ISB services left", |snap| {
-        [
-            "PipelineRollout",
-            "MonoVertexRollout",
-            "ISBServiceRollout",
-            "NumaflowControllerRollout",
-            "NumaflowController",
-            "Pipeline",
-            "MonoVertex",
-            "InterStepBufferService",
-        ]
-        .iter()
-        .all(|k| snap.all(k).next().is_none())
-        .then_some(())
-    })
+    c.until(
+        "no rollouts, Pipelines, MonoVertices or ISB services left",
+        |snap| {
+            [
+                "PipelineRollout",
+                "MonoVertexRollout",
+                "ISBServiceRollout",
+                "NumaflowControllerRollout",
+                "NumaflowController",
+                "Pipeline",
+                "MonoVertex",
+                "InterStepBufferService",
+            ]
+            .iter()
+            .all(|k| snap.all(k).next().is_none())
+            .then_some(())
+        },
+    )
     .await?;
     Ok(())
 }
@@ -730,7 +755,8 @@ fn set_cat_image(pr: &mut Value, image: &str) -> anyhow::Result<()> {
 
 // ---- Entry points ----------------------------------------------------------------------------
 
-const USAGE: &str = "usage: demo [--dir DIR] [--keep] | demo dev-up --dir DIR | demo dev-down --dir DIR";
+const USAGE: &str =
+    "usage: demo [--dir DIR] [--keep] | demo dev-up --dir DIR | demo dev-down --dir DIR";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -776,7 +802,9 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
     let dir = dir.canonicalize()?;
     let start = Instant::now();
 
-    println!("\x1b[1m==> Starting etcd, kube-apiserver and kube-controller-manager on loopback\x1b[0m");
+    println!(
+        "\x1b[1m==> Starting etcd, kube-apiserver and kube-controller-manager on loopback\x1b[0m"
+    );
     let env = TestEnv::start_with(TestEnvOptions {
         dir: Some(dir.join("cluster")),
         ..Default::default()
@@ -785,7 +813,9 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
     let client = env.client();
     println!("    kubeconfig: {}", env.kubeconfig_path().display());
 
-    println!("\x1b[1m==> Starting the Numaflow simulator, the analysis stand-in and Numaplane\x1b[0m");
+    println!(
+        "\x1b[1m==> Starting the Numaflow simulator, the analysis stand-in and Numaplane\x1b[0m"
+    );
     let config_file = dir.join("config.yaml");
     bootstrap(&client, &config_file).await?;
     let sim = Simulator::start(client.clone()).await?;
@@ -880,7 +910,10 @@ async fn dev_up(dir: &Path) -> anyhow::Result<()> {
         let client = Cluster::connect(&kubeconfig).await?;
         let config_file = dir.join("numaplane-config.yaml");
         bootstrap(&client, &config_file).await?;
-        println!("==> Starting numaplane (log: {})", dir.join("numaplane.log").display());
+        println!(
+            "==> Starting numaplane (log: {})",
+            dir.join("numaplane.log").display()
+        );
         start_numaplane(&numaplane, &dir, &config_file).await
     };
     if let Err(e) = up.await {
@@ -923,7 +956,9 @@ async fn start_numaplane(binary: &Path, dir: &Path, config_file: &Path) -> anyho
         .arg(config_file)
         .args(["--namespace", OPERATOR_NS])
         .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
-        .arg(format!("--health-probe-bind-address=127.0.0.1:{probe_port}"))
+        .arg(format!(
+            "--health-probe-bind-address=127.0.0.1:{probe_port}"
+        ))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -934,10 +969,7 @@ async fn start_numaplane(binary: &Path, dir: &Path, config_file: &Path) -> anyho
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait()? {
-            bail!(
-                "numaplane exited ({status}); see {}",
-                log_path.display()
-            );
+            bail!("numaplane exited ({status}); see {}", log_path.display());
         }
         if http_ok(probe_port, "/readyz") {
             println!(
@@ -981,11 +1013,11 @@ fn dev_down(dir: &Path) -> anyhow::Result<()> {
 
 fn read_pid(dir: &Path) -> anyhow::Result<Option<u32>> {
     match std::fs::read_to_string(dir.join(NUMAPLANE_PID)) {
-        Ok(s) => Ok(Some(
-            s.trim()
-                .parse()
-                .with_context(|| format!("bad pid in {NUMAPLANE_PID}: {s:?}"))?,
-        )),
+        Ok(s) => {
+            Ok(Some(s.trim().parse().with_context(|| {
+                format!("bad pid in {NUMAPLANE_PID}: {s:?}")
+            })?))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).context(format!("reading {NUMAPLANE_PID}")),
     }
