@@ -704,32 +704,17 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     c.tree().await?;
 
     s.step("Delete the rollouts: their children go with them");
-    for (ar, rollout) in [
-        (resource::<PipelineRollout>(), "my-pipeline"),
-        (resource::<MonoVertexRollout>(), "my-monovertex"),
-        (resource::<ISBServiceRollout>(), "my-isbsvc"),
-        (
-            resource::<NumaflowControllerRollout>(),
-            "numaflow-controller",
-        ),
-    ] {
-        Api::<DynamicObject>::namespaced_with(c.client.clone(), NS, &ar)
-            .delete(rollout, &DeleteParams::default())
-            .await
-            .with_context(|| format!("deleting {rollout}"))?;
-    }
+    // Pipelines and MonoVertices first, then what they run on, as a user would.
+    delete(c, resource::<PipelineRollout>(), "my-pipeline").await?;
+    delete(c, resource::<MonoVertexRollout>(), "my-monovertex").await?;
     c.until(
-        "no rollouts, Pipelines, MonoVertices or ISB services left",
+        "no PipelineRollouts, MonoVertexRollouts, Pipelines or MonoVertices left",
         |snap| {
             [
                 "PipelineRollout",
                 "MonoVertexRollout",
-                "ISBServiceRollout",
-                "NumaflowControllerRollout",
-                "NumaflowController",
                 "Pipeline",
                 "MonoVertex",
-                "InterStepBufferService",
             ]
             .iter()
             .all(|k| snap.all(k).next().is_none())
@@ -737,6 +722,33 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
         },
     )
     .await?;
+    delete(c, resource::<ISBServiceRollout>(), "my-isbsvc").await?;
+    delete(
+        c,
+        resource::<NumaflowControllerRollout>(),
+        "numaflow-controller",
+    )
+    .await?;
+    c.until("no ISB services or Numaflow controllers left", |snap| {
+        [
+            "ISBServiceRollout",
+            "NumaflowControllerRollout",
+            "NumaflowController",
+            "InterStepBufferService",
+        ]
+        .iter()
+        .all(|k| snap.all(k).next().is_none())
+        .then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+async fn delete(c: &Cluster, ar: ApiResource, name: &str) -> anyhow::Result<()> {
+    Api::<DynamicObject>::namespaced_with(c.client.clone(), NS, &ar)
+        .delete(name, &DeleteParams::default())
+        .await
+        .with_context(|| format!("deleting {} {name}", ar.kind))?;
     Ok(())
 }
 
