@@ -53,6 +53,7 @@ dev-up: testenv-binaries
 	$(CARGO) build -q -p kubectl-numaplane -p numaplane-testenv -p numaplane --bins
 	$(CARGO) run -q -p numaplane --example demo -- dev-up --dir "$(DEV_DIR)"
 
+# The same build as dev-up (another package set would unify features differently and rebuild).
 dev-down:
-	$(CARGO) build -q -p numaplane-testenv
+	$(CARGO) build -q -p kubectl-numaplane -p numaplane-testenv -p numaplane --bins
 	$(CARGO) run -q -p numaplane --example demo -- dev-down --dir "$(DEV_DIR)"
