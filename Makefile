@@ -4,17 +4,20 @@ K8S_VERSION ?= v1.37.2
 TESTENV_CACHE ?= $(HOME)/.cache/numaplane/testenv
 TESTENV_BIN := $(TESTENV_CACHE)/$(K8S_VERSION)
 DEMO_DIR ?= .demo
+DEV_DIR ?= .dev
 CARGO ?= cargo
 
 export KUBE_APISERVER_BIN := $(TESTENV_BIN)/kube-apiserver
 export KUBE_CONTROLLER_MANAGER_BIN := $(TESTENV_BIN)/kube-controller-manager
 export ETCD_BIN := $(TESTENV_BIN)/etcd
 
-.PHONY: test lint fmt manifests testenv-binaries demo build bench
+.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench
 
-## test: everything CI runs — formatting, clippy, unit, drift and integration tests
+## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
+## demo story (it fails if any step does not reach its expected state)
 test: testenv-binaries lint
 	$(CARGO) test --workspace --all-targets --no-fail-fast
+	$(MAKE) --no-print-directory demo
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -36,11 +39,24 @@ testenv-binaries: $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BI
 $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN) &:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 
-## demo: a local control plane, the Numaflow simulator and Numaplane walking the samples through
-## deploy, update, pause/resume and self-heal; keeps running for kubectl until Ctrl-C
-## (DEMO_ARGS=--exit to stop at the end)
+## demo: a local control plane, the Numaflow simulator and Numaplane walking the reference samples
+## through install, progressive upgrades (success, failure and rollback, fix with force-drain), an
+## ISB service upgrade, a MonoVertex upgrade and pause-and-drain; then tears everything down
+## (DEMO_ARGS=--keep to keep it running for kubectl until Ctrl-C)
 demo: testenv-binaries
+	$(CARGO) build -q -p kubectl-numaplane
 	$(CARGO) run -q -p numaplane --example demo -- --dir "$(DEMO_DIR)" $(DEMO_ARGS)
+
+## dev-up: the same environment (control plane, simulator, numaplane binary) left running in the
+## background, with instructions; dev-down stops it
+dev-up: testenv-binaries
+	$(CARGO) build -q -p kubectl-numaplane -p numaplane-testenv -p numaplane --bins
+	$(CARGO) run -q -p numaplane --example demo -- dev-up --dir "$(DEV_DIR)"
+
+# The same build as dev-up (another package set would unify features differently and rebuild).
+dev-down:
+	$(CARGO) build -q -p kubectl-numaplane -p numaplane-testenv -p numaplane --bins
+	$(CARGO) run -q -p numaplane --example demo -- dev-down --dir "$(DEV_DIR)"
 
 ## bench: the scale benchmark (not part of `make test`; ~10 min on 2 cores): cold start, idle,
 ## update storm and restart at N=100 and N=1000 PipelineRollouts, written to bench/results.json

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use numaplane_testenv::controlplane::tail;
-use numaplane_testenv::{Simulator, TestEnv, TestEnvOptions};
+use numaplane_testenv::{AnalysisStandIn, Simulator, TestEnv, TestEnvOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
 const PID_FILE: &str = "serve.pid";
@@ -64,7 +64,7 @@ struct ServeArgs {
     /// Also write an apiserver audit log here.
     #[arg(long)]
     audit_log: Option<PathBuf>,
-    /// Do not start the Numaflow simulator.
+    /// Do not start the Numaflow simulator (nor the AnalysisRun stand-in).
     #[arg(long)]
     no_simulator: bool,
 }
@@ -171,11 +171,15 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let simulator = if args.no_simulator {
         None
     } else {
-        Some(
+        Some((
             Simulator::start(env.client())
                 .await
                 .context("starting the Numaflow simulator")?,
-        )
+            // Completes Argo Rollouts AnalysisRuns (successfully) for progressive assessments.
+            AnalysisStandIn::start(env.client())
+                .await
+                .context("starting the analysis stand-in")?,
+        ))
     };
     fs::write(dir.join(READY_FILE), format!("{}\n", env.apiserver_url()))?;
     tracing::info!(url = env.apiserver_url(), kubeconfig = %env.kubeconfig_path().display(), "ready");
