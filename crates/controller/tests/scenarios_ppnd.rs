@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::ListParams;
-use numaplane_api::common::{Phase, Status, UpgradeStrategy};
+use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
@@ -18,97 +18,10 @@ use numaplane_api::{
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::fixtures::{definitions, image, nc_rollout, paused_drained_at, phase, record};
+use support::scenario::*;
 use support::{Harness, condition};
 
 const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
-const ISB: &str = "isb";
-const TAG: &str = "{{.pipeline-namespace}}-{{.pipeline-name}}";
-
-/// The common status and generation of the four rollout kinds.
-trait Rollout {
-    fn common(&self) -> Option<&Status>;
-    fn generation(&self) -> i64;
-}
-
-macro_rules! rollout {
-    ($($t:ty),*) => {$(
-        impl Rollout for $t {
-            fn common(&self) -> Option<&Status> {
-                self.status.as_ref().map(|s| &s.status)
-            }
-            fn generation(&self) -> i64 {
-                self.metadata.generation.unwrap_or(-1)
-            }
-        }
-    )*};
-}
-rollout!(
-    PipelineRollout,
-    MonoVertexRollout,
-    ISBServiceRollout,
-    NumaflowControllerRollout
-);
-
-/// Deployed, nothing in progress, current generation observed, child healthy.
-fn settled<R: Rollout>(r: Option<&R>) -> Option<()> {
-    let r = r?;
-    let st = r.common()?;
-    (st.phase == Phase::Deployed
-        && st.upgrade_in_progress == UpgradeStrategy::NoOp
-        && st.observed_generation == r.generation()
-        && condition(&st.conditions, "ChildResourcesHealthy")?.0 == "True")
-        .then_some(())
-}
-
-/// Deployed with nothing in progress (what the scenarios hold for a while; health may dip
-/// while a resumed pipeline scales back up).
-fn deployed_idle<R: Rollout>(r: Option<&R>) -> bool {
-    r.and_then(Rollout::common).is_some_and(|st| {
-        st.phase == Phase::Deployed && st.upgrade_in_progress == UpgradeStrategy::NoOp
-    })
-}
-
-fn not_in_progress<R: Rollout>(r: Option<&R>) -> bool {
-    r.and_then(Rollout::common)
-        .is_some_and(|st| st.upgrade_in_progress == UpgradeStrategy::NoOp)
-}
-
-fn isb(version: &str, volume: &str, memory: Option<&str>) -> Value {
-    let mut js = json!({"version": version, "persistence": {"volumeSize": volume}});
-    if let Some(m) = memory {
-        js["containerTemplate"] = json!({"resources": {"limits": {"memory": m}}});
-    }
-    support::fixtures::isb_rollout(ISB, js)
-}
-
-fn two_vertices() -> Value {
-    json!({
-        "interStepBufferServiceName": ISB,
-        "lifecycle": {"pauseGracePeriodSeconds": 30},
-        "vertices": [
-            {"name": "in", "scale": {"min": 1, "max": 2},
-             "source": {"generator": {"rpu": 5, "duration": "1s"}}},
-            {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
-        ],
-        "edges": [{"from": "in", "to": "out"}]
-    })
-}
-
-fn three_vertices(cat_image: &str) -> Value {
-    let mut spec = two_vertices();
-    spec["vertices"] = json!([
-        {"name": "in", "scale": {"min": 1, "max": 2},
-         "source": {"generator": {"rpu": 5, "duration": "1s"}}},
-        {"name": "cat", "scale": {"min": 1, "max": 1},
-         "udf": {"container": {"image": cat_image, "env": [{"name": "my-env", "value": TAG}]}}},
-        {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
-    ]);
-    spec["edges"] = json!([{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]);
-    spec
-}
-
-const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
-const BAD_CAT: &str = "quay.io/numaio/numaflow-go/map-badcat:stable";
 
 fn pr(spec: Value, metadata: Option<Value>, strategy: Option<Value>) -> Value {
     let mut pipeline = json!({"spec": spec});
@@ -126,10 +39,6 @@ fn pr(spec: Value, metadata: Option<Value>, strategy: Option<Value>) -> Value {
     }
     r
 }
-
-const MV_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stable";
-const MV_JAVA: &str = "quay.io/numaio/numaflow-java/source-simple-source:stable";
-const MV_BAD: &str = "quay.io/numaio/numaflow-java/source-simple-source:invalid";
 
 fn mvr(image: &str) -> Value {
     json!({
@@ -149,24 +58,6 @@ fn mvr(image: &str) -> Value {
             }
         }}
     })
-}
-
-fn mv_image(mv: &MonoVertex) -> &str {
-    mv.spec
-        .pointer("/source/udsource/container/image")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn js(i: &InterStepBufferService, pointer: &str) -> Value {
-    i.spec
-        .pointer(&format!("/jetstream{pointer}"))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-fn vertex_count(p: &Pipeline) -> usize {
-    p.spec["vertices"].as_array().map_or(0, Vec::len)
 }
 
 fn desired_phase(p: &Pipeline) -> Option<&str> {
@@ -231,7 +122,7 @@ async fn a1_functional_pipeline() {
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
         .await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
@@ -258,7 +149,7 @@ async fn a1_functional_pipeline() {
     // Metadata only: applied in place, no pause, no new child.
     let meta = json!({"labels": {"my-label": TAG}, "annotations": {"my-annotation": TAG}});
     let seen = record::<Pipeline>(&h, "pr-0");
-    h.apply::<PipelineRollout>(pr(two_vertices(), Some(meta.clone()), None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), Some(meta.clone()), None))
         .await;
     let want = format!("{}-pr-0", h.ns);
     h.until::<Pipeline, _, _>("templated metadata", "pr-0", |p| {
@@ -280,7 +171,7 @@ async fn a1_functional_pipeline() {
     // Topology change (data loss): paused and drained, updated in place while paused, resumed.
     let seen = record::<Pipeline>(&h, "pr-0");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone()), None))
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 30), Some(meta.clone()), None))
         .await;
     h.until::<Pipeline, _, _>("three vertices, running", "pr-0", |p| {
         let p = p?;
@@ -308,7 +199,7 @@ async fn a1_functional_pipeline() {
     assert_eq!(pipeline_child(&h).await, "pr-0");
 
     // User pause: a direct change, no strategy in progress; then resume.
-    let mut paused = three_vertices(CAT);
+    let mut paused = three_vertices(CAT, 30);
     paused["lifecycle"]["desiredPhase"] = "Paused".into();
     h.apply::<PipelineRollout>(pr(paused, Some(meta.clone()), None))
         .await;
@@ -324,7 +215,7 @@ async fn a1_functional_pipeline() {
         (phase(p) == "Paused" && p.status.as_ref()?["drainedOnPause"] == json!(true)).then_some(())
     })
     .await;
-    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone()), None))
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 30), Some(meta.clone()), None))
         .await;
     h.until::<Pipeline, _, _>("resumed", "pr-0", |p| {
         (phase(p?) == "Running").then_some(())
@@ -432,7 +323,7 @@ async fn a3_functional_numaflow_controller() {
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
         .await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
@@ -535,7 +426,7 @@ async fn concurrent(prefix: &str, isb_after: Value, check: fn(&InterStepBufferSe
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     let meta = json!({"labels": {"my-label": TAG}});
-    h.apply::<PipelineRollout>(pr(two_vertices(), Some(meta.clone()), None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), Some(meta.clone()), None))
         .await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
@@ -544,7 +435,7 @@ async fn concurrent(prefix: &str, isb_after: Value, check: fn(&InterStepBufferSe
         .await;
 
     let schedule = json!({"progressive": {"assessmentSchedule": "60,180,60,10"}});
-    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta), Some(schedule)))
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 30), Some(meta), Some(schedule)))
         .await;
     h.apply::<MonoVertexRollout>(mvr(MV_JAVA)).await;
     h.apply::<ISBServiceRollout>(isb_after).await;
@@ -627,7 +518,7 @@ async fn a6_rollback() {
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
         .await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
@@ -636,7 +527,7 @@ async fn a6_rollback() {
         .await;
 
     // 1. Update all four to something broken or risky, then revert all four.
-    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT), None, None))
+    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT, 30), None, None))
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "20Mi", None))
         .await;
@@ -644,7 +535,7 @@ async fn a6_rollback() {
     h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
         .await;
     tokio::time::sleep(Duration::from_secs(8)).await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
@@ -693,12 +584,12 @@ async fn a6_rollback() {
     assert_eq!(mv_image(&mv), MV_IMAGE);
 
     // 2. Roll back only the pipeline; the ISB service keeps its new size.
-    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT), None, None))
+    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT, 30), None, None))
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "20Mi", None))
         .await;
     tokio::time::sleep(Duration::from_secs(8)).await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None, None))
+    h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
         .await;
     h.until("isb settled", ISB, settled::<ISBServiceRollout>)
         .await;

@@ -9,15 +9,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::ListParams;
-use numaplane_api::common::{Phase, Status, UpgradeStrategy};
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
 };
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::Harness;
 use support::fixtures::{definitions, image, nc_rollout, phase};
-use support::{Harness, condition};
+use support::scenario::*;
 
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "progressive"
@@ -30,87 +30,6 @@ progressive:
     - kind: InterstepBufferService
       schedule: "0,0,0,1"
 "#;
-const ISB: &str = "isb";
-const TAG: &str = "{{.pipeline-namespace}}-{{.pipeline-name}}";
-const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
-const BAD_CAT: &str = "quay.io/numaio/numaflow-go/map-badcat:stable";
-const MV_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stable";
-const MV_JAVA: &str = "quay.io/numaio/numaflow-java/source-simple-source:stable";
-const MV_BAD: &str = "quay.io/numaio/numaflow-java/source-simple-source:invalid";
-
-trait Rollout {
-    fn common(&self) -> Option<&Status>;
-    fn generation(&self) -> i64;
-}
-
-macro_rules! rollout {
-    ($($t:ty),*) => {$(
-        impl Rollout for $t {
-            fn common(&self) -> Option<&Status> {
-                self.status.as_ref().map(|s| &s.status)
-            }
-            fn generation(&self) -> i64 {
-                self.metadata.generation.unwrap_or(-1)
-            }
-        }
-    )*};
-}
-rollout!(
-    PipelineRollout,
-    MonoVertexRollout,
-    ISBServiceRollout,
-    NumaflowControllerRollout
-);
-
-fn settled<R: Rollout>(r: Option<&R>) -> Option<()> {
-    let r = r?;
-    let st = r.common()?;
-    (st.phase == Phase::Deployed
-        && st.upgrade_in_progress == UpgradeStrategy::NoOp
-        && st.observed_generation == r.generation()
-        && condition(&st.conditions, "ChildResourcesHealthy")?.0 == "True")
-        .then_some(())
-}
-
-fn deployed_idle<R: Rollout>(r: Option<&R>) -> bool {
-    r.and_then(Rollout::common).is_some_and(|st| {
-        st.phase == Phase::Deployed && st.upgrade_in_progress == UpgradeStrategy::NoOp
-    })
-}
-
-fn isb(version: &str, volume: &str, memory: Option<&str>) -> Value {
-    let mut js = json!({"version": version, "persistence": {"volumeSize": volume}});
-    if let Some(m) = memory {
-        js["containerTemplate"] = json!({"resources": {"limits": {"memory": m}}});
-    }
-    support::fixtures::isb_rollout(ISB, js)
-}
-
-fn two_vertices() -> Value {
-    json!({
-        "interStepBufferServiceName": ISB,
-        "lifecycle": {"pauseGracePeriodSeconds": 10},
-        "vertices": [
-            {"name": "in", "scale": {"min": 1, "max": 2},
-             "source": {"generator": {"rpu": 5, "duration": "1s"}}},
-            {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
-        ],
-        "edges": [{"from": "in", "to": "out"}]
-    })
-}
-
-fn three_vertices(cat_image: &str) -> Value {
-    let mut spec = two_vertices();
-    spec["vertices"] = json!([
-        {"name": "in", "scale": {"min": 1, "max": 2},
-         "source": {"generator": {"rpu": 5, "duration": "1s"}}},
-        {"name": "cat", "scale": {"min": 1, "max": 1},
-         "udf": {"container": {"image": cat_image, "env": [{"name": "my-env", "value": TAG}]}}},
-        {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
-    ]);
-    spec["edges"] = json!([{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]);
-    spec
-}
 
 fn pr(spec: Value, metadata: Option<Value>) -> Value {
     let mut pipeline = json!({"spec": spec});
@@ -136,24 +55,6 @@ fn mvr(image: &str) -> Value {
             "sink": {"blackhole": {}}
         }}}
     })
-}
-
-fn js(i: &InterStepBufferService, pointer: &str) -> Value {
-    i.spec
-        .pointer(&format!("/jetstream{pointer}"))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-fn vertex_count(p: &Pipeline) -> usize {
-    p.spec["vertices"].as_array().map_or(0, Vec::len)
-}
-
-fn mv_image(mv: &MonoVertex) -> &str {
-    mv.spec
-        .pointer("/source/udsource/container/image")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// Names of the live children of kind `K` labelled promoted.
@@ -227,7 +128,7 @@ async fn a1_functional_pipeline() {
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
 
@@ -239,7 +140,7 @@ async fn a1_functional_pipeline() {
     })
     .await;
     let meta = json!({"labels": {"my-label": TAG}});
-    h.apply::<PipelineRollout>(pr(two_vertices(), Some(meta.clone())))
+    h.apply::<PipelineRollout>(pr(two_vertices(10), Some(meta.clone())))
         .await;
     let want = format!("{}-pr-0", h.ns);
     h.until::<Pipeline, _, _>("metadata in place", "pr-0", |p| {
@@ -249,7 +150,7 @@ async fn a1_functional_pipeline() {
     assert_eq!(promoted::<Pipeline>(&h).await, vec!["pr-0".to_string()]);
 
     // Topology change: a progressive upgrade to pr-1; pr-0 drains and goes.
-    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone())))
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 10), Some(meta.clone())))
         .await;
     only::<Pipeline>(&h, "topology upgrade", "pr-1").await;
     h.until("settled on pr-1", "pr", settled::<PipelineRollout>)
@@ -263,7 +164,7 @@ async fn a1_functional_pipeline() {
     assert_eq!(p1.labels().get("my-label"), Some(&want));
 
     // User pause and resume: in place.
-    let mut paused = three_vertices(CAT);
+    let mut paused = three_vertices(CAT, 10);
     paused["lifecycle"]["desiredPhase"] = "Paused".into();
     h.apply::<PipelineRollout>(pr(paused, Some(meta.clone())))
         .await;
@@ -271,7 +172,7 @@ async fn a1_functional_pipeline() {
         (phase(p?) == "Paused").then_some(())
     })
     .await;
-    h.apply::<PipelineRollout>(pr(three_vertices(CAT), Some(meta.clone())))
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 10), Some(meta.clone())))
         .await;
     h.until::<Pipeline, _, _>("running again", "pr-1", |p| {
         (phase(p?) == "Running").then_some(())
@@ -321,7 +222,7 @@ async fn a3_numaflow_controller_changes_apply_directly() {
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
     h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
@@ -351,14 +252,14 @@ async fn a4_concurrent_changes_settle() {
         .await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
     h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
         .await;
 
-    h.apply::<PipelineRollout>(pr(three_vertices(CAT), None))
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 10), None))
         .await;
     h.apply::<MonoVertexRollout>(mvr(MV_JAVA)).await;
     h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
@@ -400,7 +301,7 @@ async fn a6_rollback_discontinues_failed_upgrades() {
     let h = Harness::start_with_usde("a6-prog", CONFIG).await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
@@ -409,7 +310,7 @@ async fn a6_rollback_discontinues_failed_upgrades() {
 
     // Broken specs start progressive upgrades; reverting them discontinues the upgrades and
     // keeps the original children.
-    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT), None))
+    h.apply::<PipelineRollout>(pr(three_vertices(BAD_CAT, 10), None))
         .await;
     h.apply::<MonoVertexRollout>(mvr(MV_BAD)).await;
     h.until::<Pipeline, _, _>("pipeline trial", "pr-1", |p| p.map(|_| ()))
@@ -417,7 +318,7 @@ async fn a6_rollback_discontinues_failed_upgrades() {
     h.until::<MonoVertex, _, _>("monovertex trial", "mvr-1", |m| m.map(|_| ()))
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    h.apply::<PipelineRollout>(pr(two_vertices(), None)).await;
+    h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;

@@ -388,7 +388,6 @@ async fn drive<R: Rollout>(
         Ok(r) => r,
         Err(waiting) => return Ok(Pass::Waiting(waiting)),
     };
-    let cfg = ctx.settings.controller();
     let generation_changed = st.common().observed_generation != generation;
 
     let promoted = find_promoted::<R>(ctx, &ns, &name);
@@ -503,21 +502,9 @@ async fn drive<R: Rollout>(
     };
 
     // Riders follow their child: checked whenever something changed, else now and then.
-    let child_name = child.name_any();
     let uid = obj.uid().unwrap_or_default();
     let rider_force = changed || generation_changed;
-    let vertices = pipeline::vertex_names(child.spec());
-    let desired_riders = numaplane_core::riders::desired_riders(
-        &obj.rider_specs(),
-        &child_name,
-        &ns,
-        |vertex| match vertex {
-            Some(v) => TemplateVars::pipeline_vertex(&child_name, &ns, v),
-            None => R::template_vars(&child_name, &ns),
-        },
-        &vertices,
-        &cfg.permitted_riders,
-    )?;
+    let desired_riders = desired_riders(obj, ctx, &child)?;
     // A progressive upgrade owns the riders until it is done (the promoted HPA is removed
     // while a trial runs).
     let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
@@ -541,6 +528,28 @@ async fn drive<R: Rollout>(
         changed,
         created: created_child,
     })
+}
+
+/// The riders the rollout wants for `child` (templated with its name, per vertex where asked).
+pub(crate) fn desired_riders<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    child: &R::Child,
+) -> Result<Vec<numaplane_core::riders::DesiredRider>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = child.name_any();
+    let vertices = pipeline::vertex_names(child.spec());
+    Ok(numaplane_core::riders::desired_riders(
+        &obj.rider_specs(),
+        &name,
+        &ns,
+        |vertex| match vertex {
+            Some(v) => TemplateVars::pipeline_vertex(&name, &ns, v),
+            None => R::template_vars(&name, &ns),
+        },
+        &vertices,
+        &ctx.settings.controller().permitted_riders,
+    )?)
 }
 
 /// The newest child labelled `upgrade-state=promoted`.

@@ -62,20 +62,7 @@ pub async fn rider_changes<R: Rollout>(
     if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive {
         return Ok(Vec::new());
     }
-    let name = child.name_any();
-    let vertices = super::pipeline::vertex_names(child.spec());
-    let cfg = ctx.settings.controller();
-    let desired = numaplane_core::riders::desired_riders(
-        &obj.rider_specs(),
-        &name,
-        &ns,
-        |vertex| match vertex {
-            Some(v) => numaplane_core::template::TemplateVars::pipeline_vertex(&name, &ns, v),
-            None => R::template_vars(&name, &ns),
-        },
-        &vertices,
-        &cfg.permitted_riders,
-    )?;
+    let desired = super::desired_riders(obj, ctx, child)?;
     let have = crate::riders::existing(ctx, &ns, st.riders()).await?;
     let diff = numaplane_core::riders::diff_riders(&desired, &have);
     Ok(numaplane_core::usde::rider_changes(&diff))
@@ -512,23 +499,10 @@ async fn fetch_template(ctx: &Ctx, ns: &str, name: &str, cluster: bool) -> Resul
 /// scale is fixed while it is judged).
 async fn trial_riders<R: Rollout>(obj: &R, ctx: &Ctx, trial: &R::Child) -> Result<(), Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let name = trial.name_any();
-    let vertices = super::pipeline::vertex_names(trial.spec());
-    let cfg = ctx.settings.controller();
-    let riders: Vec<_> = numaplane_core::riders::desired_riders(
-        &obj.rider_specs(),
-        &name,
-        &ns,
-        |vertex| match vertex {
-            Some(v) => numaplane_core::template::TemplateVars::pipeline_vertex(&name, &ns, v),
-            None => R::template_vars(&name, &ns),
-        },
-        &vertices,
-        &cfg.permitted_riders,
-    )?
-    .into_iter()
-    .filter(|r| r.gvk.kind != "HorizontalPodAutoscaler")
-    .collect();
+    let riders: Vec<_> = super::desired_riders(obj, ctx, trial)?
+        .into_iter()
+        .filter(|r| r.gvk.kind != "HorizontalPodAutoscaler")
+        .collect();
     crate::riders::sync(ctx, &ns, trial, &[], &riders).await?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod scenario;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
