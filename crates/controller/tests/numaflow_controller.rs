@@ -16,6 +16,7 @@ use numaplane_api::{NumaflowController, NumaflowControllerRollout, PipelineRollo
 use serde_json::{Value, json};
 use std::fmt::Debug;
 use std::time::Duration;
+use support::fixtures::definitions;
 use support::{Harness, TEST_CONFIG, condition, eventually};
 
 const NAME: &str = "numaflow-controller";
@@ -26,22 +27,6 @@ fn config() -> String {
     format!(
         "{TEST_CONFIG}includedResources: \"group=apps,kind=Deployment;group=,kind=ConfigMap;group=,kind=ServiceAccount;group=,kind=Secret;group=,kind=Service;group=rbac.authorization.k8s.io,kind=RoleBinding;group=rbac.authorization.k8s.io,kind=Role\"\n"
     )
-}
-
-/// A fixture definitions ConfigMap, as JSON, moved to the test namespace.
-fn definitions(version: &str) -> Value {
-    let path = format!(
-        "{}/../../testdata/numaflow-controller-definitions/controller_def_{version}.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let cm: ConfigMap =
-        serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("parse");
-    let mut v = serde_json::to_value(cm).expect("json");
-    v["metadata"]
-        .as_object_mut()
-        .expect("metadata")
-        .remove("namespace");
-    v
 }
 
 async fn load_definitions(h: &Harness, version: &str) {
