@@ -3,7 +3,7 @@
 //! its child, plus a wholesale `spec` replace when someone else added fields to it.
 
 use crate::context::Ctx;
-use crate::error::{Error, KubeContext, is_not_found};
+use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy,
@@ -226,6 +226,33 @@ pub async fn delete<K: ChildObject>(
     match api::<K>(ctx, ns).delete(name, &dp).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e).ctx(|| format!("deleting {} {name}", K::kind(&()))),
+    }
+}
+
+/// Deletes `name` only if it is still exactly the version the caller decided on (uid and
+/// resourceVersion). Returns whether this call started the deletion: `false` when the object is
+/// gone or changed since (another pass already deleted it, or it must be looked at again), so
+/// outcome Events and metrics are reported once per object.
+pub async fn delete_unchanged<K: ChildObject>(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> Result<bool, Error> {
+    ctx.ensure_leader()?;
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version,
+        }),
+        ..Default::default()
+    };
+    match api::<K>(ctx, ns).delete(name, &dp).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(false),
         Err(e) => Err(e).ctx(|| format!("deleting {} {name}", K::kind(&()))),
     }
 }

@@ -60,7 +60,7 @@ fn rollout_spec_for(
     Ok(spec)
 }
 
-async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Result<(), Error> {
+async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Result<Pipeline, Error> {
     ctx.ensure_leader()?;
     let api: Api<Pipeline> =
         Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
@@ -73,8 +73,7 @@ async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Resul
         &Patch::Merge(&patch),
     )
     .await
-    .ctx(|| format!("{what} of pipeline {}", p.name_any()))?;
-    Ok(())
+    .ctx(|| format!("{what} of pipeline {}", p.name_any()))
 }
 
 /// Sets `min=max=n` (not disabled) on the named vertices, each guarded by its name at its index.
@@ -142,6 +141,10 @@ pub async fn recycle(
     ctx: &Ctx,
     p: &Pipeline,
 ) -> Result<Option<Timestamp>, Error> {
+    // Already on its way out: its outcome was reported by the pass that deleted it.
+    if p.metadata.deletion_timestamp.is_some() {
+        return Ok(None);
+    }
     let ns = rollout.namespace().unwrap_or_default();
     let name = rollout.name_any();
     let cfg = ctx.settings.controller();
@@ -203,8 +206,17 @@ pub async fn recycle(
     match step {
         Step::Delete(result) => {
             info!(%child, result = result.as_str(), "deleting recyclable pipeline");
-            report(ctx, rollout, p, result).await;
-            children::delete::<Pipeline>(ctx, &ns, &child, p.uid()).await?;
+            if children::delete_unchanged::<Pipeline>(
+                ctx,
+                &ns,
+                &child,
+                p.uid(),
+                p.resource_version(),
+            )
+            .await?
+            {
+                report(ctx, rollout, p, result).await;
+            }
         }
         Step::KeepExpired => {
             info!(%child, "recyclable pipeline expired undrained; kept scaled to zero");
@@ -287,7 +299,7 @@ pub async fn recycle(
                 &promoted,
                 dedup,
             );
-            merge_patch(
+            let recorded = merge_patch(
                 ctx,
                 p,
                 json!({"metadata": {"annotations": {
@@ -297,8 +309,10 @@ pub async fn recycle(
             .await?;
             if drained {
                 info!(%child, %promoted, "force-drained; deleting");
-                report(ctx, rollout, p, DrainResult::ForceDrain).await;
-                children::delete::<Pipeline>(ctx, &ns, &child, p.uid()).await?;
+                let rv = recorded.resource_version();
+                if children::delete_unchanged::<Pipeline>(ctx, &ns, &child, p.uid(), rv).await? {
+                    report(ctx, rollout, p, DrainResult::ForceDrain).await;
+                }
             } else {
                 info!(%child, %promoted, "force drain with this spec did not drain");
             }
