@@ -63,7 +63,7 @@ dev-down:
 ## (BENCH_ARGS="--n 100 --out /tmp/r.json" for a quick run)
 BENCH_ARGS ?=
 bench: testenv-binaries
-	$(CARGO) build --release -p numaplane --bin numaplane -p numaplane-bench
+	$(CARGO) build --release -p numaplane -p numaplane-bench --bin numaplane --bin numaplane-bench
 	$${CARGO_TARGET_DIR:-target}/release/numaplane-bench \
 		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
 		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)
