@@ -44,10 +44,15 @@ pub struct Ctx {
     pub rider_checks: Mutex<HashMap<String, Instant>>,
     /// Discovered API resources of rider kinds.
     pub rider_resources: Mutex<HashMap<String, kube::discovery::ApiResource>>,
+    /// Since when a status write of an object is held back while its child settles.
+    pub held_status: Mutex<HashMap<String, Instant>>,
 }
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.
 pub const RIDER_RECHECK: Duration = Duration::from_secs(300);
+/// How long a status write may be held back while a child catches up with what we just wrote:
+/// the child's own reaction usually arrives within it, so both go out as one write.
+pub const STATUS_HOLD: Duration = Duration::from_secs(5);
 /// Periodic re-reconcile of a quiet rollout (like an informer resync).
 pub const RESYNC: Duration = Duration::from_secs(900);
 
@@ -71,6 +76,7 @@ impl Ctx {
             failures: Mutex::default(),
             rider_checks: Mutex::default(),
             rider_resources: Mutex::default(),
+            held_status: Mutex::default(),
         }
     }
 
@@ -117,7 +123,26 @@ impl Ctx {
             .insert(uid.to_string(), Instant::now());
     }
 
+    /// Holds back the status write of `uid` (starting the hold now if none runs) and returns how
+    /// long is left; `None` once [`STATUS_HOLD`] has passed, when the write must go out.
+    pub fn hold_status(&self, uid: &str) -> Option<Duration> {
+        let mut m = self.held_status.lock().unwrap_or_else(|e| e.into_inner());
+        let since = *m.entry(uid.to_string()).or_insert_with(Instant::now);
+        STATUS_HOLD
+            .checked_sub(since.elapsed())
+            .filter(|d| !d.is_zero())
+    }
+
+    /// Ends any hold of `uid`'s status (it was written, or needs no write).
+    pub fn release_status(&self, uid: &str) {
+        self.held_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+
     pub fn forget(&self, uid: &str) {
+        self.release_status(uid);
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -271,21 +271,31 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let mut wake = None;
     let outcome = drive(obj, ctx, &mut st, generation, &now, &mut wake).await;
+    let settling = matches!(
+        outcome,
+        Ok(Pass::Done { settling: true, .. } | Pass::Waiting(_))
+    );
     let delay = match outcome {
-        Ok(Pass::Done { changed, created }) => {
+        Ok(Pass::Done {
+            changed, created, ..
+        }) => {
             st.common_mut().observed_generation = generation;
             if changed {
                 let phase = if created { "create" } else { "update" };
                 ctx.metrics
                     .child_change(R::CONTROLLER, phase, started.elapsed().as_secs_f64());
-                publish(
-                    &ctx.events,
-                    obj,
-                    EventType::Normal,
-                    R::SUCCESS_EVENT,
-                    "Reconciliation successful".into(),
-                )
-                .await;
+                // One Event per new child; routine updates show in status and metrics only
+                // (an Event per update would double the writes of a mass update).
+                if created {
+                    publish(
+                        &ctx.events,
+                        obj,
+                        EventType::Normal,
+                        R::SUCCESS_EVENT,
+                        "Reconciliation successful: child created".into(),
+                    )
+                    .await;
+                }
             } else {
                 debug!("in sync, nothing to do");
             }
@@ -319,6 +329,16 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     };
     record_health::<R>(ctx, obj, st.common());
     obj.observe_metrics(ctx, &st, &now);
+    let uid = obj.uid().unwrap_or_default();
+    if before != st
+        && settling
+        && holdable::<R>(&before, &st)
+        && let Some(left) = ctx.hold_status(&uid)
+    {
+        debug!(?left, "child settling; status write held back");
+        return Ok(Action::requeue(left));
+    }
+    ctx.release_status(&uid);
     status::write_if_changed(obj, ctx, &before, &st).await?;
     // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
     let until_wake = wake.map(|w: Timestamp| {
@@ -326,6 +346,13 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             + Duration::from_millis(100)
     });
     Ok(Action::requeue(until_wake.map_or(delay, |w| w.min(delay))))
+}
+
+/// Whether a status change is only an observation that may wait for the child to settle: no
+/// strategy starts, runs or ends in it (those are recorded before anything acts on them).
+fn holdable<R: Rollout>(before: &R::Status, after: &R::Status) -> bool {
+    let idle = |s: &R::Status| s.common().upgrade_in_progress == Default::default();
+    idle(before) && idle(after) && R::read_record(before) == R::read_record(after)
 }
 
 /// The one-hot health series of a rollout, and its count in its namespace.
@@ -364,7 +391,12 @@ pub enum Carry<C> {
 }
 
 enum Pass {
-    Done { changed: bool, created: bool },
+    /// `settling`: the child has not caught up with its spec yet (its reaction is on its way).
+    Done {
+        changed: bool,
+        created: bool,
+        settling: bool,
+    },
     Waiting(String),
 }
 
@@ -527,6 +559,7 @@ async fn drive<R: Rollout>(
     Ok(Pass::Done {
         changed,
         created: created_child,
+        settling: pending_message.is_none() && health.reason == keys::reason::PROGRESSING,
     })
 }
 
