@@ -44,15 +44,18 @@ pub struct Ctx {
     pub rider_checks: Mutex<HashMap<String, Instant>>,
     /// Discovered API resources of rider kinds.
     pub rider_resources: Mutex<HashMap<String, kube::discovery::ApiResource>>,
-    /// Since when a status write of an object is held back while its child settles.
-    pub held_status: Mutex<HashMap<String, Instant>>,
+    /// Status writes held back while a child settles: since when, and the status held (the base
+    /// of the next pass, so nothing it recorded is lost).
+    pub held_status: Mutex<HashMap<String, (Instant, serde_json::Value)>>,
 }
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.
 pub const RIDER_RECHECK: Duration = Duration::from_secs(300);
 /// How long a status write may be held back while a child catches up with what we just wrote:
-/// the child's own reaction usually arrives within it, so both go out as one write.
-pub const STATUS_HOLD: Duration = Duration::from_secs(5);
+/// the child's own reaction usually arrives within it, so both go out as one write (even with a
+/// Numaflow controller busy with a mass update). Meanwhile `observedGeneration` still shows the
+/// change as not yet observed.
+pub const STATUS_HOLD: Duration = Duration::from_secs(10);
 /// Periodic re-reconcile of a quiet rollout (like an informer resync).
 pub const RESYNC: Duration = Duration::from_secs(900);
 
@@ -123,14 +126,33 @@ impl Ctx {
             .insert(uid.to_string(), Instant::now());
     }
 
-    /// Holds back the status write of `uid` (starting the hold now if none runs) and returns how
-    /// long is left; `None` once [`STATUS_HOLD`] has passed, when the write must go out.
-    pub fn hold_status(&self, uid: &str) -> Option<Duration> {
+    /// Holds back the write of `status` for `uid` (starting the hold now if none runs) and returns
+    /// how long is left; `None` once [`STATUS_HOLD`] has passed, when the write must go out.
+    /// A new write to the child (`restart`) starts the hold afresh: the wait is for its reaction.
+    pub fn hold_status<S: serde::Serialize>(
+        &self,
+        uid: &str,
+        status: &S,
+        restart: bool,
+    ) -> Option<Duration> {
+        let value = serde_json::to_value(status).ok()?;
         let mut m = self.held_status.lock().unwrap_or_else(|e| e.into_inner());
-        let since = *m.entry(uid.to_string()).or_insert_with(Instant::now);
+        let held = m
+            .entry(uid.to_string())
+            .or_insert_with(|| (Instant::now(), serde_json::Value::Null));
+        if restart {
+            held.0 = Instant::now();
+        }
+        held.1 = value;
         STATUS_HOLD
-            .checked_sub(since.elapsed())
+            .checked_sub(held.0.elapsed())
             .filter(|d| !d.is_zero())
+    }
+
+    /// The status held back for `uid`, if any: newer than the cached one.
+    pub fn held_status_of<S: serde::de::DeserializeOwned>(&self, uid: &str) -> Option<S> {
+        let m = self.held_status.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::from_value(m.get(uid)?.1.clone()).ok()
     }
 
     /// Ends any hold of `uid`'s status (it was written, or needs no write).

@@ -25,7 +25,8 @@ fn json_patch(v: serde_json::Value) -> Result<json_patch::Patch, Error> {
     serde_json::from_value(v).map_err(|e| Error::InvalidSpec(format!("finalizer patch: {e}")))
 }
 
-pub async fn add<K>(ctx: &Ctx, obj: &K) -> Result<(), Error>
+/// Adds the finalizer and returns the object as written.
+pub async fn add<K>(ctx: &Ctx, obj: &K) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -51,8 +52,7 @@ where
             &Patch::<()>::Json(json_patch(patch)?),
         )
         .await
-        .ctx(|| "adding finalizer".into())?;
-    Ok(())
+        .ctx(|| "adding finalizer".into())
 }
 
 pub async fn remove<K>(ctx: &Ctx, obj: &K) -> Result<(), Error>

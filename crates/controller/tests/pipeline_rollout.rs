@@ -12,6 +12,7 @@ use numaplane_api::numaflow::{InterStepBufferService, Pipeline, Vertex};
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::fixtures::record;
 use support::{Harness, condition, eventually};
 
 fn isbsvc_rollout(name: &str) -> Value {
@@ -155,6 +156,27 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
     })
     .await;
 
+    // A direct-apply update costs two writes: the child once, the rollout's status once (held
+    // back while the child catches up, then written with its reaction).
+    let rollouts = record::<PipelineRollout>(&h, "pr");
+    let pipelines = record::<Pipeline>(&h, "pr-0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut faster = spec.clone();
+    faster["vertices"][0]["source"]["generator"]["rpu"] = json!(7);
+    h.apply::<PipelineRollout>(pipeline_rollout("pr", faster.clone()))
+        .await;
+    h.until("deployed after a direct apply", "pr", deployed_and_healthy)
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status_writes = versions_where(&rollouts, |a, b| a.status != b.status);
+    assert_eq!(status_writes, 1, "status writes for one update");
+    let child_writes = versions_where(&pipelines, |a, b| a.spec != b.spec);
+    assert_eq!(child_writes, 1, "child spec writes for one update");
+    h.apply::<PipelineRollout>(pipeline_rollout("pr", spec.clone()))
+        .await;
+    h.until("deployed after the revert", "pr", deployed_and_healthy)
+        .await;
+
     // Self-heal: a field added on the child by someone else is removed.
     h.merge::<Pipeline>("pr-0", json!({"spec": {"watermark": {"disabled": true}}}))
         .await;
@@ -265,6 +287,12 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
         .expect("delete isb");
     h.until::<InterStepBufferService, _, _>("isbsvc gone", "isb-0", |i| i.is_none().then_some(()))
         .await;
+}
+
+/// How many consecutive versions seen by a [`record`] watch differ as `differs` says.
+fn versions_where<K>(seen: &std::sync::Mutex<Vec<K>>, differs: impl Fn(&K, &K) -> bool) -> usize {
+    let seen = seen.lock().expect("lock");
+    seen.windows(2).filter(|w| differs(&w[0], &w[1])).count()
 }
 
 async fn pr_spec_of(h: &Harness) -> Value {

@@ -143,7 +143,8 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
         remaining
     } else {
         if !finalizer::has(r) {
-            finalizer::add(ctx, r).await?;
+            let added = finalizer::add(ctx, r).await?;
+            crate::status::remember(ctx, &added);
         }
         None
     };

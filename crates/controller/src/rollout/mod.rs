@@ -262,10 +262,17 @@ pub fn error_policy<R: Rollout>(_obj: Arc<R>, err: &Error, _ctx: Arc<Ctx>) -> Ac
 /// One pass for a live (not deleting) rollout. Failures are written to status here.
 async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if !finalizer::has(obj) {
-        finalizer::add(ctx, obj).await?;
+        // Remembered so a pass that starts before the watch shows the finalizer doesn't add
+        // it again (a failed patch, and a wasted write).
+        let added = finalizer::add(ctx, obj).await?;
+        status::remember(ctx, &added);
     }
+    let uid = obj.uid().unwrap_or_default();
     let before = obj.status_of().cloned().unwrap_or_default();
-    let mut st = before.clone();
+    // A status held back by an earlier pass is newer than the cached one.
+    let mut st = ctx
+        .held_status_of::<R::Status>(&uid)
+        .unwrap_or_else(|| before.clone());
     let generation = obj.meta().generation.unwrap_or_default();
     let now = status::now();
     let started = std::time::Instant::now();
@@ -275,6 +282,7 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
         outcome,
         Ok(Pass::Done { settling: true, .. } | Pass::Waiting(_))
     );
+    let wrote_child = matches!(outcome, Ok(Pass::Done { changed: true, .. }));
     let delay = match outcome {
         Ok(Pass::Done {
             changed, created, ..
@@ -324,22 +332,23 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             record_health::<R>(ctx, obj, st.common());
             obj.observe_metrics(ctx, &st, &now);
             status::write_if_changed(obj, ctx, &before, &st).await?;
+            ctx.release_status(&uid);
             return Err(e);
         }
     };
     record_health::<R>(ctx, obj, st.common());
     obj.observe_metrics(ctx, &st, &now);
-    let uid = obj.uid().unwrap_or_default();
     if before != st
         && settling
         && holdable::<R>(&before, &st)
-        && let Some(left) = ctx.hold_status(&uid)
+        && let Some(left) = ctx.hold_status(&uid, &st, wrote_child)
     {
         debug!(?left, "child settling; status write held back");
         return Ok(Action::requeue(left));
     }
-    ctx.release_status(&uid);
+    // Released only once written: a failed write keeps what the held status recorded.
     status::write_if_changed(obj, ctx, &before, &st).await?;
+    ctx.release_status(&uid);
     // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
     let until_wake = wake.map(|w: Timestamp| {
         Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
@@ -352,7 +361,14 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
 /// strategy starts, runs or ends in it (those are recorded before anything acts on them).
 fn holdable<R: Rollout>(before: &R::Status, after: &R::Status) -> bool {
     let idle = |s: &R::Status| s.common().upgrade_in_progress == Default::default();
-    idle(before) && idle(after) && R::read_record(before) == R::read_record(after)
+    // The name count and pod history are observations too (a new name is checked against a
+    // live list before use; the history only sizes later drains).
+    let durable = |s: &R::Status| numaplane_core::progressive::Record {
+        name_count: None,
+        historical_pod_count: None,
+        ..R::read_record(s)
+    };
+    idle(before) && idle(after) && durable(before) == durable(after)
 }
 
 /// The one-hot health series of a rollout, and its count in its namespace.
