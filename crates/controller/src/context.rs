@@ -44,9 +44,25 @@ pub struct Ctx {
     pub rider_checks: Mutex<HashMap<String, Instant>>,
     /// Discovered API resources of rider kinds.
     pub rider_resources: Mutex<HashMap<String, kube::discovery::ApiResource>>,
-    /// Status writes held back while a child settles: since when, and the status held (the base
-    /// of the next pass, so nothing it recorded is lost).
-    pub held_status: Mutex<HashMap<String, (Instant, serde_json::Value)>>,
+    /// Status writes held back while a child settles (the held status is the base of the next
+    /// pass, so nothing it recorded is lost).
+    pub held_status: Mutex<HashMap<String, HeldStatus>>,
+}
+
+pub struct HeldStatus {
+    /// When the hold began; it never lasts beyond twice [`STATUS_HOLD`] from here.
+    first: Instant,
+    /// When it was last (re)started by a write to the child.
+    since: Instant,
+    status: serde_json::Value,
+}
+
+/// What is left of a hold that began `first` ago and was last restarted `since` ago.
+fn hold_left(first: Duration, since: Duration) -> Option<Duration> {
+    let left = STATUS_HOLD
+        .saturating_sub(since)
+        .min((STATUS_HOLD * 2).saturating_sub(first));
+    (!left.is_zero()).then_some(left)
 }
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.
@@ -128,7 +144,9 @@ impl Ctx {
 
     /// Holds back the write of `status` for `uid` (starting the hold now if none runs) and returns
     /// how long is left; `None` once [`STATUS_HOLD`] has passed, when the write must go out.
-    /// A new write to the child (`restart`) starts the hold afresh: the wait is for its reaction.
+    /// A new write to the child (`restart`) starts the hold afresh, the wait being for its
+    /// reaction, but a child rewritten on every pass (someone fighting over it) cannot keep the
+    /// status from being written for more than twice [`STATUS_HOLD`].
     pub fn hold_status<S: serde::Serialize>(
         &self,
         uid: &str,
@@ -137,22 +155,23 @@ impl Ctx {
     ) -> Option<Duration> {
         let value = serde_json::to_value(status).ok()?;
         let mut m = self.held_status.lock().unwrap_or_else(|e| e.into_inner());
-        let held = m
-            .entry(uid.to_string())
-            .or_insert_with(|| (Instant::now(), serde_json::Value::Null));
+        let now = Instant::now();
+        let held = m.entry(uid.to_string()).or_insert_with(|| HeldStatus {
+            first: now,
+            since: now,
+            status: serde_json::Value::Null,
+        });
         if restart {
-            held.0 = Instant::now();
+            held.since = now;
         }
-        held.1 = value;
-        STATUS_HOLD
-            .checked_sub(held.0.elapsed())
-            .filter(|d| !d.is_zero())
+        held.status = value;
+        hold_left(held.first.elapsed(), held.since.elapsed())
     }
 
     /// The status held back for `uid`, if any: newer than the cached one.
     pub fn held_status_of<S: serde::de::DeserializeOwned>(&self, uid: &str) -> Option<S> {
         let m = self.held_status.lock().unwrap_or_else(|e| e.into_inner());
-        serde_json::from_value(m.get(uid)?.1.clone()).ok()
+        serde_json::from_value(m.get(uid)?.status.clone()).ok()
     }
 
     /// Ends any hold of `uid`'s status (it was written, or needs no write).
@@ -173,5 +192,23 @@ impl Ctx {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_ends_after_its_window_and_restarts_cannot_stretch_it_past_twice_that() {
+        let s = Duration::from_secs;
+        assert_eq!(hold_left(s(0), s(0)), Some(STATUS_HOLD));
+        assert_eq!(hold_left(s(4), s(4)), Some(STATUS_HOLD - s(4)));
+        assert_eq!(hold_left(STATUS_HOLD, STATUS_HOLD), None);
+        // Restarted by a child write: a fresh window...
+        assert_eq!(hold_left(STATUS_HOLD, s(0)), Some(STATUS_HOLD));
+        // ...but never beyond twice the window from the start.
+        assert_eq!(hold_left(STATUS_HOLD * 2 - s(1), s(0)), Some(s(1)));
+        assert_eq!(hold_left(STATUS_HOLD * 2, s(0)), None);
     }
 }
