@@ -11,6 +11,7 @@ use numaplane_api::common::Phase;
 use numaplane_api::numaflow::MonoVertex;
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::fixtures::{record, versions_where};
 use support::{Harness, condition};
 
 fn mv_spec(image: &str) -> Value {
@@ -69,6 +70,8 @@ fn phase(mv: &MonoVertex) -> &str {
 async fn monovertex_rollout_lifecycle_with_riders() {
     let h = Harness::start("mvr-life").await;
     let spec = mv_spec("quay.io/numaio/numaflow-go/source-simple-source:stable");
+    let versions = record::<MonoVertexRollout>(&h, "mvr").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<MonoVertexRollout>(mv_rollout(spec.clone(), cm_rider("1"), json!({})))
         .await;
     h.until(
@@ -77,6 +80,14 @@ async fn monovertex_rollout_lifecycle_with_riders() {
         deployed_healthy,
     )
     .await;
+    // A new rollout's status is written once, with its child's first reaction (a new MonoVertex
+    // reads "Unknown" until Numaflow observes it; that is settling, not news).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        versions_where(&versions, |a, b| a.status != b.status),
+        1,
+        "status writes for a new MonoVertexRollout"
+    );
     let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
     assert_eq!(mv.spec, templated(&spec, &h.ns, "mvr-0"));
     assert_eq!(mv.labels()["my-label"], "mvr-0");

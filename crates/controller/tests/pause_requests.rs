@@ -135,8 +135,8 @@ async fn isb_service_version_change_pauses_its_pipelines_first() {
         "pa-0",
         PipelineBehaviour::SlowDrain(Duration::from_secs(3)),
     );
-    let pa_seen = record::<Pipeline>(&h, "pa-0");
-    let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0");
+    let pa_seen = record::<Pipeline>(&h, "pa-0").await;
+    let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     h.apply::<ISBServiceRollout>(isb_rollout(json!({
         "version": "2.10.11",
@@ -244,8 +244,8 @@ async fn numaflow_controller_version_change_pauses_the_namespace_first() {
         "pn-0",
         PipelineBehaviour::SlowDrain(Duration::from_secs(3)),
     );
-    let pn_seen = record::<Pipeline>(&h, "pn-0");
-    let deployment_seen = record::<Deployment>(&h, "numaflow-controller");
+    let pn_seen = record::<Pipeline>(&h, "pn-0").await;
+    let deployment_seen = record::<Deployment>(&h, "numaflow-controller").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     h.apply::<NumaflowControllerRollout>(nc_rollout("1.7.5"))
         .await;
@@ -331,9 +331,9 @@ async fn restart_while_paused_resumes_only_after_the_update() {
     h.until("isb deployed", "default", isbr_settled).await;
     h.sim
         .set_pipeline_behaviour(&h.ns, "pb-0", PipelineBehaviour::NeverDrain);
-    let pa_seen = record::<Pipeline>(&h, "pa-0");
-    let pc_seen = record::<Pipeline>(&h, "pc-0");
-    let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0");
+    let pa_seen = record::<Pipeline>(&h, "pa-0").await;
+    let pc_seen = record::<Pipeline>(&h, "pc-0").await;
+    let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.11"})))
@@ -480,9 +480,9 @@ async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str,
     h.apply::<PipelineRollout>(pipeline_rollout("pr")).await;
     h.until("pr deployed", "pr", pr_settled).await;
     h.until("isb deployed", "default", isbr_settled).await;
-    let pr_seen = record::<Pipeline>(&h, "pr-0");
-    let isb_seen = record::<InterStepBufferService>(&h, "default-0");
-    let isbr_seen = record::<ISBServiceRollout>(&h, "default");
+    let pr_seen = record::<Pipeline>(&h, "pr-0").await;
+    let isb_seen = record::<InterStepBufferService>(&h, "default-0").await;
+    let isbr_seen = record::<ISBServiceRollout>(&h, "default").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     h.apply::<ISBServiceRollout>(isb_with_volume("20Mi")).await;

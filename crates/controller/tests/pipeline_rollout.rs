@@ -12,7 +12,7 @@ use numaplane_api::numaflow::{InterStepBufferService, Pipeline, Vertex};
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::fixtures::record;
+use support::fixtures::{record, versions_where};
 use support::{Harness, condition, eventually};
 
 fn isbsvc_rollout(name: &str) -> Value {
@@ -158,8 +158,8 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
 
     // A direct-apply update costs two writes: the child once, the rollout's status once (held
     // back while the child catches up, then written with its reaction).
-    let rollouts = record::<PipelineRollout>(&h, "pr");
-    let pipelines = record::<Pipeline>(&h, "pr-0");
+    let rollouts = record::<PipelineRollout>(&h, "pr").await;
+    let pipelines = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut faster = spec.clone();
     faster["vertices"][0]["source"]["generator"]["rpu"] = json!(7);
@@ -287,12 +287,6 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
         .expect("delete isb");
     h.until::<InterStepBufferService, _, _>("isbsvc gone", "isb-0", |i| i.is_none().then_some(()))
         .await;
-}
-
-/// How many consecutive versions seen by a [`record`] watch differ as `differs` says.
-fn versions_where<K>(seen: &std::sync::Mutex<Vec<K>>, differs: impl Fn(&K, &K) -> bool) -> usize {
-    let seen = seen.lock().expect("lock");
-    seen.windows(2).filter(|w| differs(&w[0], &w[1])).count()
 }
 
 async fn pr_spec_of(h: &Harness) -> Value {

@@ -93,8 +93,8 @@ async fn monovertex_success_then_failure_and_force_promote() {
         (m?.status.as_ref()?["replicas"] == json!(4)).then_some(())
     })
     .await;
-    let promoted_seen = record::<MonoVertex>(&h, "mvr-0");
-    let trial_seen = record::<MonoVertex>(&h, "mvr-1");
+    let promoted_seen = record::<MonoVertex>(&h, "mvr-0").await;
+    let trial_seen = record::<MonoVertex>(&h, "mvr-1").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Success: a trial mvr-1 beside mvr-0, pods split 2/2, then promoted.
@@ -179,7 +179,7 @@ async fn monovertex_success_then_failure_and_force_promote() {
     assert_eq!(cond.0, "True");
 
     // Failure: a bad image; the trial never becomes healthy before `end`.
-    let failed_seen = record::<MonoVertex>(&h, "mvr-2");
+    let failed_seen = record::<MonoVertex>(&h, "mvr-2").await;
     h.apply::<MonoVertexRollout>(mvr(BAD, Some("0,6,2,1")))
         .await;
     let failed = h
@@ -324,8 +324,8 @@ async fn pipeline_setup(prefix: &str) -> Harness {
 async fn pipeline_success_drains_the_old_promoted() {
     use numaplane_api::numaflow::Pipeline;
     let h = pipeline_setup("prog-pl").await;
-    let old_seen = record::<Pipeline>(&h, "pr-0");
-    let trial_seen = record::<Pipeline>(&h, "pr-1");
+    let old_seen = record::<Pipeline>(&h, "pr-0").await;
+    let trial_seen = record::<Pipeline>(&h, "pr-1").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<numaplane_api::PipelineRollout>(pr(CAT2, json!({})))
         .await;
@@ -409,7 +409,7 @@ async fn pipeline_success_drains_the_old_promoted() {
 async fn pipeline_failure_then_fix_force_drains_the_failed_trial() {
     use numaplane_api::numaflow::Pipeline;
     let h = pipeline_setup("prog-plfail").await;
-    let failed_seen = record::<Pipeline>(&h, "pr-1");
+    let failed_seen = record::<Pipeline>(&h, "pr-1").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fast = json!({"progressive": {"assessmentSchedule": "0,6,2,1"}});
     h.apply::<numaplane_api::PipelineRollout>(pr(BADCAT, fast.clone()))

@@ -146,7 +146,7 @@ fn drains(h: &Harness, result: &str, pipeline: &str) -> f64 {
 async fn replaced_pipeline_drains_with_its_own_spec_then_is_deleted() {
     let h = Harness::start_with_usde("recycle-drain", TEST_CONFIG).await;
     setup(&h).await;
-    let seen = record::<Pipeline>(&h, "pr-0");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The old promoted child after a successful upgrade: the rollout creates a new one.
     h.api::<Pipeline>()
@@ -207,8 +207,8 @@ async fn replaced_pipeline_drains_with_its_own_spec_then_is_deleted() {
 async fn failed_pipelines_are_force_drained_with_the_promoted_spec() {
     let h = Harness::start_with_usde("recycle-force", TEST_CONFIG).await;
     setup(&h).await;
-    let seen1 = record::<Pipeline>(&h, "pr-5");
-    let seen2 = record::<Pipeline>(&h, "pr-6");
+    let seen1 = record::<Pipeline>(&h, "pr-5").await;
+    let seen2 = record::<Pipeline>(&h, "pr-6").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Two failed trials in a row.
     recyclable(&h, "pr-5", BAD, "progressive-replaced-failed", true, 0).await;
@@ -250,7 +250,7 @@ async fn failed_pipelines_are_force_drained_with_the_promoted_spec() {
 async fn never_ingested_pipeline_is_deleted_without_draining() {
     let h = Harness::start_with_usde("recycle-nodrain", TEST_CONFIG).await;
     setup(&h).await;
-    let seen = record::<Pipeline>(&h, "pr-7");
+    let seen = record::<Pipeline>(&h, "pr-7").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     recyclable(&h, "pr-7", GOOD, "progressive-success", false, 0).await;
     gone(&h, "pr-7").await;

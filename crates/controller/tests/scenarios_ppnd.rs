@@ -148,7 +148,7 @@ async fn a1_functional_pipeline() {
 
     // Metadata only: applied in place, no pause, no new child.
     let meta = json!({"labels": {"my-label": TAG}, "annotations": {"my-annotation": TAG}});
-    let seen = record::<Pipeline>(&h, "pr-0");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(pr(two_vertices(30), Some(meta.clone()), None))
         .await;
     let want = format!("{}-pr-0", h.ns);
@@ -169,7 +169,7 @@ async fn a1_functional_pipeline() {
     );
 
     // Topology change (data loss): paused and drained, updated in place while paused, resumed.
-    let seen = record::<Pipeline>(&h, "pr-0");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<PipelineRollout>(pr(three_vertices(CAT, 30), Some(meta.clone()), None))
         .await;
@@ -225,7 +225,7 @@ async fn a1_functional_pipeline() {
         .await;
 
     // ISB version (data loss): the pipeline pauses first; names unchanged.
-    let seen = record::<Pipeline>(&h, "pr-0");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
         .await;
@@ -338,7 +338,7 @@ async fn a3_functional_numaflow_controller() {
     .await;
 
     // 1.7.5 → 1.8.1: pipelines pause and drain, then resume.
-    let seen = record::<Pipeline>(&h, "pr-0");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
         .await;
@@ -399,7 +399,7 @@ async fn a3_functional_numaflow_controller() {
     .await;
 
     // Back to 1.8.1: a version change again, so a pause again.
-    let seen = record::<Pipeline>(&h, "pr-0");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
         .await;

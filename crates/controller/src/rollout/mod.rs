@@ -575,8 +575,20 @@ async fn drive<R: Rollout>(
     Ok(Pass::Done {
         changed,
         created: created_child,
-        settling: pending_message.is_none() && health.reason == keys::reason::PROGRESSING,
+        settling: pending_message.is_none()
+            && (health.reason == keys::reason::PROGRESSING || not_yet_observed(&child)),
     })
+}
+
+/// Whether the child's controller has yet to observe its current generation (a new MonoVertex
+/// reads as "Unknown" rather than "Progressing" until Numaflow first writes its status).
+fn not_yet_observed<C: ChildObject>(child: &C) -> bool {
+    let observed = child
+        .status()
+        .and_then(|s| s.get("observedGeneration"))
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(0);
+    observed < child.meta().generation.unwrap_or(0)
 }
 
 /// The riders the rollout wants for `child` (templated with its name, per vertex where asked).

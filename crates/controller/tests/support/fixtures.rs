@@ -63,8 +63,9 @@ pub fn phase(p: &Pipeline) -> &str {
 }
 
 /// Every version of object `name` of kind `K` seen from now on (a watch misses no write, unlike
-/// polling: a pipeline may be Paused for less than a poll interval).
-pub fn record<K>(h: &Harness, name: &str) -> Arc<Mutex<Vec<K>>>
+/// polling: a pipeline may be Paused for less than a poll interval). Returns once the watch's
+/// initial list is in, so no write made after the call is missed.
+pub async fn record<K>(h: &Harness, name: &str) -> Arc<Mutex<Vec<K>>>
 where
     K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -77,15 +78,35 @@ where
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (out, api) = (seen.clone(), h.api::<K>());
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let (listed_tx, listed) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff().applied_objects());
+        let mut listed_tx = Some(listed_tx);
+        let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
         while let Some(ev) = stream.next().await {
-            if let Ok(obj) = ev {
-                out.lock().expect("lock").push(obj);
+            match ev {
+                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                    out.lock().expect("lock").push(obj)
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
             }
         }
     });
+    tokio::time::timeout(std::time::Duration::from_secs(30), listed)
+        .await
+        .expect("record: the watch's initial list did not arrive within 30 s")
+        .expect("record: the watch task ended");
     seen
+}
+
+/// How many consecutive versions seen by a [`record`] watch differ as `differs` says.
+pub fn versions_where<K>(seen: &Mutex<Vec<K>>, differs: impl Fn(&K, &K) -> bool) -> usize {
+    let seen = seen.lock().expect("lock");
+    seen.windows(2).filter(|w| differs(&w[0], &w[1])).count()
 }
 
 pub fn rv<K: kube::Resource>(k: &K) -> u64 {
