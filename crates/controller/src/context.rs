@@ -52,8 +52,10 @@ pub struct Ctx {
 pub struct HeldStatus {
     /// When the hold began; it never lasts beyond twice [`STATUS_HOLD`] from here.
     first: Instant,
-    /// When it was last (re)started by a write to the child.
+    /// When it was last (re)started by a change of the child.
     since: Instant,
+    /// The child's resourceVersion when the hold was last (re)started.
+    child_version: String,
     status: serde_json::Value,
 }
 
@@ -67,10 +69,10 @@ fn hold_left(first: Duration, since: Duration) -> Option<Duration> {
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.
 pub const RIDER_RECHECK: Duration = Duration::from_secs(300);
-/// How long a status write may be held back while a child catches up with what we just wrote:
-/// the child's own reaction usually arrives within it, so both go out as one write (even with a
-/// Numaflow controller busy with a mass update). Meanwhile `observedGeneration` still shows the
-/// change as not yet observed.
+/// How long a status write may be held back while a child catches up with what we just wrote
+/// (restarted while the child keeps moving, at most twice this in all): the child's own reaction
+/// usually arrives within it, so both go out as one write (even with a Numaflow controller busy
+/// with a mass update). Meanwhile `observedGeneration` still shows the change as not yet observed.
 pub const STATUS_HOLD: Duration = Duration::from_secs(10);
 /// Periodic re-reconcile of a quiet rollout (like an informer resync).
 pub const RESYNC: Duration = Duration::from_secs(900);
@@ -144,14 +146,14 @@ impl Ctx {
 
     /// Holds back the write of `status` for `uid` (starting the hold now if none runs) and returns
     /// how long is left; `None` once [`STATUS_HOLD`] has passed, when the write must go out.
-    /// A new write to the child (`restart`) starts the hold afresh, the wait being for its
-    /// reaction, but a child rewritten on every pass (someone fighting over it) cannot keep the
-    /// status from being written for more than twice [`STATUS_HOLD`].
+    /// A change of the child (a new `child_version`: our write, or its controller at work)
+    /// starts the hold afresh, the wait being for its next step, but a child that changes on
+    /// every pass cannot keep the status from being written for more than twice [`STATUS_HOLD`].
     pub fn hold_status<S: serde::Serialize>(
         &self,
         uid: &str,
         status: &S,
-        restart: bool,
+        child_version: &str,
     ) -> Option<Duration> {
         let value = serde_json::to_value(status).ok()?;
         let mut m = self.held_status.lock().unwrap_or_else(|e| e.into_inner());
@@ -159,10 +161,12 @@ impl Ctx {
         let held = m.entry(uid.to_string()).or_insert_with(|| HeldStatus {
             first: now,
             since: now,
+            child_version: child_version.to_string(),
             status: serde_json::Value::Null,
         });
-        if restart {
+        if held.child_version != child_version {
             held.since = now;
+            held.child_version = child_version.to_string();
         }
         held.status = value;
         hold_left(held.first.elapsed(), held.since.elapsed())

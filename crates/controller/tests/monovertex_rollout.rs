@@ -4,6 +4,7 @@
 mod support;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use numaplane_api::MonoVertexRollout;
@@ -88,6 +89,27 @@ async fn monovertex_rollout_lifecycle_with_riders() {
         1,
         "status writes for a new MonoVertexRollout"
     );
+    // One Event for the child's creation, as the recorder would have written it.
+    let created: Vec<Event> = h
+        .api::<Event>()
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("mvr"))
+        .filter(|e| e.reason.as_deref() == Some("ReconciliationSuccessful"))
+        .collect();
+    assert_eq!(created.len(), 1, "creation Events: {created:?}");
+    let ev = &created[0];
+    assert_eq!(ev.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        ev.reporting_controller.as_deref(),
+        Some("monovertex-rollout")
+    );
+    assert_eq!(ev.action.as_deref(), Some("ReconciliationSuccessful"));
+    assert!(ev.event_time.is_some() && ev.reporting_instance.is_some());
+    assert!(ev.name_any().starts_with("mvr."), "{}", ev.name_any());
     let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
     assert_eq!(mv.spec, templated(&spec, &h.ns, "mvr-0"));
     assert_eq!(mv.labels()["my-label"], "mvr-0");

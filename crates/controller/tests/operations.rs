@@ -30,6 +30,17 @@ async fn probes_metrics_and_live_log_level() {
         (p.probe("/healthz").await == Some(200)).then_some(())
     })
     .await;
+    // The jemalloc configuration compiled in from .cargo/config.toml is in force: its background
+    // thread returns freed pages while the controller idles (README "Benchmarks").
+    let threads = std::fs::read_dir(format!("/proc/{}/task", p.child.id())).expect("tasks");
+    let names: Vec<String> = threads
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    assert!(
+        names.iter().any(|n| n == "jemalloc_bg_thd"),
+        "no jemalloc background thread among {names:?}"
+    );
     for _ in 0..10 {
         assert_eq!(
             p.probe("/readyz").await,

@@ -282,7 +282,12 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
         outcome,
         Ok(Pass::Done { settling: true, .. } | Pass::Waiting(_))
     );
-    let wrote_child = matches!(outcome, Ok(Pass::Done { changed: true, .. }));
+    // The child's version: the hold restarts whenever it moves (our write, or its controller
+    // at work), since a report made now would be outdated by the child's next step.
+    let child_version = match &outcome {
+        Ok(Pass::Done { child_version, .. }) => child_version.clone(),
+        _ => String::new(),
+    };
     let delay = match outcome {
         Ok(Pass::Done {
             changed, created, ..
@@ -295,14 +300,15 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
                 // One Event per new child; routine updates show in status and metrics only
                 // (an Event per update would double the writes of a mass update).
                 if created {
-                    publish(
-                        &ctx.events,
-                        obj,
-                        EventType::Normal,
-                        R::SUCCESS_EVENT,
-                        "Reconciliation successful: child created".into(),
-                    )
-                    .await;
+                    ctx.events
+                        .publish_once(
+                            R::EVENT_SOURCE,
+                            &object_ref(obj),
+                            EventType::Normal,
+                            R::SUCCESS_EVENT,
+                            "Reconciliation successful: child created".into(),
+                        )
+                        .await;
                 }
             } else {
                 debug!("in sync, nothing to do");
@@ -341,7 +347,7 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if before != st
         && settling
         && holdable::<R>(&before, &st)
-        && let Some(left) = ctx.hold_status(&uid, &st, wrote_child)
+        && let Some(left) = ctx.hold_status(&uid, &st, &child_version)
     {
         debug!(?left, "child settling; status write held back");
         return Ok(Action::requeue(left));
@@ -412,6 +418,7 @@ enum Pass {
         changed: bool,
         created: bool,
         settling: bool,
+        child_version: String,
     },
     Waiting(String),
 }
@@ -577,6 +584,7 @@ async fn drive<R: Rollout>(
         created: created_child,
         settling: pending_message.is_none()
             && (health.reason == keys::reason::PROGRESSING || not_yet_observed(&child)),
+        child_version: child.resource_version().unwrap_or_default(),
     })
 }
 
