@@ -56,6 +56,10 @@ pub struct SimulatorConfig {
     pub deletion_delay: Duration,
     /// Concurrent reconciles per kind. Default 8.
     pub concurrency: u16,
+    /// How long a simulated controller lets the triggers of one object gather before it
+    /// reconciles it (a pod created and made Ready, a vertex status, its own status write),
+    /// as Numaflow's work queue merges a burst for one key. Default 200 ms.
+    pub debounce: Duration,
 }
 
 impl Default for SimulatorConfig {
@@ -65,6 +69,7 @@ impl Default for SimulatorConfig {
             drain_delay: Duration::from_secs(2),
             deletion_delay: Duration::from_secs(1),
             concurrency: 8,
+            debounce: Duration::from_millis(200),
         }
     }
 }
@@ -176,7 +181,9 @@ pub(crate) async fn drive<T, E1, E2>(
 }
 
 pub(crate) fn controller_config(ctx: &Ctx) -> controller::Config {
-    controller::Config::default().concurrency(ctx.config.concurrency)
+    controller::Config::default()
+        .concurrency(ctx.config.concurrency)
+        .debounce(ctx.config.debounce)
 }
 
 impl Simulator {

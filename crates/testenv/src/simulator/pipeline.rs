@@ -198,7 +198,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
         || phase == "Paused"
         || pl.annotations().contains_key(A_PAUSE_TS);
     let vertices = children::sync_vertices(&ctx, &pl, &spec, lifecycle_change).await?;
-    children::sync_daemon(&ctx, &pl).await?;
+    let daemon = children::sync_daemon(&ctx, &pl).await?;
     set_condition(
         &mut st,
         "Deployed",
@@ -211,7 +211,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
     if !lifecycle_change {
         set_key(&mut st, "phase", json!(desired));
     }
-    health_conditions(&ctx, &pl, &spec, &vertices, &mut st).await?;
+    health_conditions(&pl, &spec, &vertices, daemon.as_ref(), &mut st);
     if lifecycle_change {
         let annotated = pl.annotations().contains_key(A_PAUSE_TS);
         let next = if desired == "Paused" && phase != "Paused" {
@@ -356,14 +356,14 @@ fn note_ingestion(
 }
 
 /// DaemonServiceHealthy, SideInputsManagersHealthy and VerticesHealthy, plus the "Degraded" message.
-async fn health_conditions(
-    ctx: &Ctx,
+fn health_conditions(
     pl: &DynamicObject,
     spec: &Value,
     vertices: &BTreeMap<String, DynamicObject>,
+    daemon: Option<&Deployment>,
     st: &mut Value,
-) -> Result<(), SimError> {
-    let (s, r, m) = daemon_health(ctx, pl).await?;
+) {
+    let (s, r, m) = daemon_health(pl, daemon);
     set_condition(st, "DaemonServiceHealthy", s, r, &m);
     let side_inputs = at(spec, &["sideInputs"])
         .and_then(Value::as_array)
@@ -411,24 +411,22 @@ async fn health_conditions(
     .find(|c| c["status"] == "False")
     .map(|c| format!("Degraded: {}", c["message"].as_str().unwrap_or("")));
     set_key(st, "message", json!(degraded.unwrap_or_default()));
-    Ok(())
 }
 
-async fn daemon_health(
-    ctx: &Ctx,
+/// DaemonServiceHealthy from the daemon Deployment as this reconcile read or created it.
+fn daemon_health(
     pl: &DynamicObject,
-) -> Result<(&'static str, &'static str, String), SimError> {
-    let ns = pl.namespace().unwrap_or_default();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let name = children::daemon_name(&pl.name_any());
-    let Some(d) = api.get_opt(&name).await? else {
-        return Ok((
+    daemon: Option<&Deployment>,
+) -> (&'static str, &'static str, String) {
+    let Some(d) = daemon else {
+        let name = children::daemon_name(&pl.name_any());
+        return (
             "False",
             "GetDaemonServiceFailed",
             format!("Daemon deployment {name} not found"),
-        ));
+        );
     };
-    Ok(deployment_health(&d))
+    deployment_health(d)
 }
 
 /// Health of a Deployment the way Numaflow reports its daemons.

@@ -188,13 +188,17 @@ async fn delete_vertex(
 }
 
 /// Creates the daemon Deployment (one pod) when missing; it stays while the pipeline is paused.
-pub(crate) async fn sync_daemon(ctx: &Ctx, pl: &DynamicObject) -> Result<(), SimError> {
+/// Returns it as read or created (`None` if it vanished meanwhile), for the health check.
+pub(crate) async fn sync_daemon(
+    ctx: &Ctx,
+    pl: &DynamicObject,
+) -> Result<Option<Deployment>, SimError> {
     let ns = pl.namespace().unwrap_or_default();
     let pl_name = pl.name_any();
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let name = daemon_name(&pl_name);
-    if api.get_opt(&name).await?.is_some() {
-        return Ok(());
+    if let Some(existing) = api.get_opt(&name).await? {
+        return Ok(Some(existing));
     }
     let pod_labels = labels(&[
         (L_COMPONENT, "daemon"),
@@ -222,8 +226,8 @@ pub(crate) async fn sync_daemon(ctx: &Ctx, pl: &DynamicObject) -> Result<(), Sim
     });
     let d: Deployment = serde_json::from_value(d).map_err(anyhow::Error::from)?;
     match api.create(&post_params(), &d).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Ok(created) => Ok(Some(created)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(api.get_opt(&name).await?),
         Err(e) => Err(e.into()),
     }
 }
