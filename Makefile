@@ -58,7 +58,7 @@ dev-down:
 	$(CARGO) build -q -p kubectl-numaplane -p numaplane-testenv -p numaplane --bins
 	$(CARGO) run -q -p numaplane --example demo -- dev-down --dir "$(DEV_DIR)"
 
-## bench: the scale benchmark (not part of `make test`; ~16 min on 2 cores): cold start, idle,
+## bench: the scale benchmark (not part of `make test`; ~10 min on 2 cores): cold start, idle,
 ## update storm and restart at N=100 and N=1000 PipelineRollouts, written to bench/results.json
 ## (BENCH_ARGS="--n 100 --out /tmp/r.json" for a quick run)
 BENCH_ARGS ?=
