@@ -21,7 +21,8 @@ const LEASE_DURATION: u64 = 15;
 const LEASE_GRACE: u64 = 5;
 
 /// jemalloc returns the memory of the initial lists to the system; glibc malloc keeps most of
-/// that spike resident (measured in `make bench`, README "Benchmark").
+/// that spike resident (measured in `make bench`, README "Benchmarks"). Its purge settings are
+/// compiled in from `.cargo/config.toml`.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
