@@ -266,7 +266,24 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
             .map(|p| p.name.to_string())
             .chain(input.older_promoted.iter().cloned())
             .collect();
-        return Ok(promote(rec, input, t, previous));
+        return Ok(promote(rec, input, t.name, previous));
+    }
+    // The promoted trial can be older than the newest promoted child: one recreated while the
+    // trial was judged (the old one vanished). A promotion cut short there leaves both labelled
+    // promoted; the recorded success says which one stays.
+    if let Some(u) = &rec.upgrading
+        && u.assessment_result == Some(AssessmentResult::Success)
+        && input.older_promoted.contains(&u.name)
+    {
+        let winner = u.name.clone();
+        let previous = input
+            .promoted
+            .iter()
+            .map(|p| p.name.to_string())
+            .chain(input.older_promoted.iter().cloned())
+            .filter(|n| *n != winner)
+            .collect();
+        return Ok(promote(rec, input, &winner, previous));
     }
 
     let Some(promoted) = input.promoted else {
@@ -578,13 +595,8 @@ fn restore(
 }
 
 /// Records the success (and a forced one's reason) and promotes `t`.
-fn promote(
-    mut rec: Record,
-    input: &StepInput<'_>,
-    t: &TrialChild<'_>,
-    previous: Vec<String>,
-) -> Plan {
-    let forced = rec.upgrading_for(t.name).is_some_and(|u| u.forced_success);
+fn promote(mut rec: Record, input: &StepInput<'_>, trial: &str, previous: Vec<String>) -> Plan {
+    let forced = rec.upgrading_for(trial).is_some_and(|u| u.forced_success);
     if let Some(u) = rec.upgrading.as_mut() {
         u.assessment_result = Some(AssessmentResult::Success);
     }
@@ -603,11 +615,11 @@ fn promote(
     let mut p = plan(
         rec,
         Action::Promote {
-            trial: t.name.to_string(),
+            trial: trial.to_string(),
             previous,
             result_label,
         },
-        format!("promoting trial {}", t.name),
+        format!("promoting trial {trial}"),
     );
     p.after = Some(after);
     p
@@ -635,7 +647,7 @@ fn assess(
             u.forced_success = true;
             u.forced_success_reason = Some(reason);
         }
-        return Ok(promote(rec, input, trial, previous));
+        return Ok(promote(rec, input, trial.name, previous));
     }
 
     let Some(u) = rec.upgrading.as_mut() else {
@@ -675,7 +687,7 @@ fn assess(
     };
     let interval = super::time::secs(input.schedule.requeue_interval());
     match verdict {
-        AnalysisVerdict::Success => Ok(promote(rec, input, trial, previous)),
+        AnalysisVerdict::Success => Ok(promote(rec, input, trial.name, previous)),
         AnalysisVerdict::Failure(reason) => {
             if let Some(u) = rec.upgrading.as_mut() {
                 u.assessment_result = Some(AssessmentResult::Failure);
