@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams},
+    api::{DeleteParams, DynamicObject},
 };
 use serde_json::{Value, json};
 
@@ -17,7 +17,7 @@ use super::{
     util::{
         A_HASH, L_COMPONENT, L_MANAGED_BY, L_PART_OF, L_PIPELINE, L_VERTEX, NUMAFLOW_IMAGE, at,
         bool_at, clamp_to_scale, dyn_api, dyn_owner_ref, i64_at, labels, post_params, remove_key,
-        scale_range, selector_string, set_key, stable_hash, str_at, vertex_resource,
+        scale_range, set_key, stable_hash, str_at, vertex_resource,
     },
 };
 
@@ -80,9 +80,11 @@ pub(crate) async fn sync_vertices(
     let pl_name = pl.name_any();
     let pl_uid = pl.uid().unwrap_or_default();
     let api = dyn_api(&ctx.client, &ns, &vertex_resource());
-    let lp = ListParams::default().labels(&selector_string(&vertex_selector(&pl_name)));
+    // From the cache: a create the cache has not seen yet fails with AlreadyExists, an update of a
+    // stale copy with a conflict, and both are retried.
     let mut existing: BTreeMap<String, DynamicObject> = BTreeMap::new();
-    for v in api.list(&lp).await?.items {
+    for v in ctx.caches.vertices.list(&ns, &vertex_selector(&pl_name)) {
+        let v = DynamicObject::clone(&v);
         let ours = v.owner_references().iter().any(|o| o.uid == pl_uid);
         if ours {
             existing.insert(v.name_any(), v);
@@ -191,9 +193,9 @@ async fn delete_vertex(
 pub(crate) async fn sync_daemon(ctx: &Ctx, pl: &DynamicObject) -> Result<(), SimError> {
     let ns = pl.namespace().unwrap_or_default();
     let pl_name = pl.name_any();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let name = daemon_name(&pl_name);
-    if api.get_opt(&name).await?.is_some() {
+    // A daemon missing only from the cache makes the create below fail with AlreadyExists.
+    if ctx.caches.deployments.get(&ns, &name).is_some() {
         return Ok(());
     }
     let pod_labels = labels(&[
@@ -221,6 +223,7 @@ pub(crate) async fn sync_daemon(ctx: &Ctx, pl: &DynamicObject) -> Result<(), Sim
         },
     });
     let d: Deployment = serde_json::from_value(d).map_err(anyhow::Error::from)?;
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     match api.create(&post_params(), &d).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
