@@ -7,12 +7,14 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::{
     Api, ResourceExt,
     api::{DynamicObject, Patch},
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, controller::Action},
 };
 use serde_json::{Value, json};
 
 use super::{
-    Ctx, SimError, controller_config, drive, error_policy,
+    Ctx, SimError,
+    cache::all,
+    controller_config, drive, error_policy,
     pipeline::patch_params,
     util::{
         A_HASH, L_COMPONENT, L_ISBSVC, L_MANAGED_BY, L_PART_OF, at, dyn_api, dyn_owner_ref,
@@ -45,14 +47,15 @@ const JETSTREAM_VERSIONS: [&str; 15] = [
 ];
 
 pub(crate) async fn run(ctx: Arc<Ctx>) {
-    let ar = isbsvc_resource();
-    let stream = Controller::new_with(ctx.dyn_scoped(&ar), watcher::Config::default(), ar)
-        .owns(
-            ctx.scoped::<StatefulSet>(),
-            watcher::Config::default().labels("app.kubernetes.io/component=isbsvc"),
-        )
-        .with_config(controller_config(&ctx))
-        .run(reconcile, error_policy, ctx);
+    let caches = &ctx.caches;
+    let stream = Controller::for_stream_with(
+        caches.isbsvcs.subscribe(all),
+        caches.isbsvcs.store(),
+        isbsvc_resource(),
+    )
+    .owns_stream(caches.statefulsets.subscribe(all))
+    .with_config(controller_config(&ctx))
+    .run(reconcile, error_policy, ctx);
     drive("isbsvc", stream).await;
 }
 
@@ -68,9 +71,8 @@ fn jetstream_replicas(spec: &Value) -> i64 {
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let ns = obj.namespace().unwrap_or_default();
     let api = dyn_api(&ctx.client, &ns, &isbsvc_resource());
-    let Some(mut isb) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The cached copy: every write to it carries its resourceVersion.
+    let mut isb = DynamicObject::clone(&obj);
     let name = isb.name_any();
     let has_finalizer = isb.finalizers().iter().any(|f| f == FINALIZER);
     if isb.metadata.deletion_timestamp.is_some() {
@@ -216,10 +218,14 @@ async fn ensure_statefulset(
         },
     });
     let hash = stable_hash(&sts_spec);
-    match api.get_opt(&sts_name).await? {
-        Some(existing) if existing.annotations().get(A_HASH) == Some(&hash) => Ok(existing),
+    // From the cache: a stale copy makes the replace fail with a conflict, a StatefulSet missing
+    // only from the cache makes the create fail with AlreadyExists; both are retried.
+    match ctx.caches.statefulsets.get(&ns, &sts_name) {
+        Some(existing) if existing.annotations().get(A_HASH) == Some(&hash) => {
+            Ok(StatefulSet::clone(&existing))
+        }
         Some(existing) => {
-            let mut updated = existing.clone();
+            let mut updated = StatefulSet::clone(&existing);
             updated.spec = serde_json::from_value(sts_spec).map_err(anyhow::Error::from)?;
             updated.annotations_mut().insert(A_HASH.into(), hash);
             Ok(api.replace(&sts_name, &post_params(), &updated).await?)

@@ -5,13 +5,15 @@
 //! `numaflow-controller[-<id>]` Deployments, and reacts to watch events with one
 //! `kube::runtime::Controller` per kind, writing what Numaflow and its kubelet-backed pods would:
 //! child objects, pods with a kubelet-like status, phases, conditions, `observedGeneration`,
-//! the pause/resume protocol and `drainedOnPause`. Timers are used only where Numaflow itself
+//! the pause/resume protocol and `drainedOnPause`. Like Numaflow, it reads from watch caches
+//! (`cache`) rather than the API server. Timers are used only where Numaflow itself
 //! uses time (pause grace period, drain delay, requeue while pausing, the deletion wait).
 //!
 //! Tests steer deviations from the default model through [`Simulator::set_pipeline_behaviour`]
 //! and [`Simulator::set_monovertex_behaviour`].
 
 mod behaviour;
+mod cache;
 mod isbsvc;
 mod monovertex;
 mod pipeline;
@@ -103,6 +105,7 @@ pub(crate) struct Ctx {
     pub(crate) client: Client,
     pub(crate) config: SimulatorConfig,
     pub(crate) state: behaviour::State,
+    pub(crate) caches: cache::Caches,
     pipeline_trigger: UnboundedSender<()>,
     monovertex_trigger: UnboundedSender<()>,
 }
@@ -110,24 +113,33 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// A dynamic API over the watched scope (one namespace or all).
     pub(crate) fn dyn_scoped(&self, ar: &ApiResource) -> Api<DynamicObject> {
-        match &self.config.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        }
+        dyn_scoped_api(&self.client, self.config.namespace.as_deref(), ar)
     }
+}
 
-    /// A typed API over the watched scope.
-    pub(crate) fn scoped<K>(&self) -> Api<K>
-    where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug,
-    {
-        match &self.config.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        }
+/// A dynamic API over one namespace, or all with `None`.
+pub(crate) fn dyn_scoped_api(
+    client: &Client,
+    namespace: Option<&str>,
+    ar: &ApiResource,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
+/// A typed API over one namespace, or all with `None`.
+pub(crate) fn scoped_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     }
 }
 
@@ -214,23 +226,26 @@ impl Simulator {
                 .await
                 .with_context(|| format!("the {} CRD must be installed", ar.kind))?;
         }
+        let (caches, mut tasks) =
+            cache::Caches::start(&client, config.namespace.as_deref()).await?;
         let (pipeline_trigger, pipeline_rx) = unbounded();
         let (monovertex_trigger, monovertex_rx) = unbounded();
         let ctx = Arc::new(Ctx {
             client,
             config,
             state: behaviour::State::default(),
+            caches,
             pipeline_trigger,
             monovertex_trigger,
         });
-        let tasks = vec![
+        tasks.extend([
             tokio::spawn(pipeline::run(ctx.clone(), pipeline_rx)),
             tokio::spawn(vertex::run(ctx.clone())),
             tokio::spawn(monovertex::run(ctx.clone(), monovertex_rx)),
             tokio::spawn(isbsvc::run(ctx.clone())),
             tokio::spawn(workloads::run_deployments(ctx.clone())),
             tokio::spawn(workloads::run_statefulsets(ctx.clone())),
-        ];
+        ]);
         Ok(Simulator {
             inner: Arc::new(Inner { ctx, tasks }),
         })

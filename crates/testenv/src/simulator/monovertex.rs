@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedReceiver;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, ResourceExt,
     api::DynamicObject,
@@ -15,6 +15,7 @@ use serde_json::json;
 use super::{
     Ctx, MonoVertexBehaviour, SimError,
     behaviour::fail_deadline,
+    cache::labelled,
     controller_config, drive, error_policy,
     pipeline::deployment_health,
     pods::{self, MetaKey, Naming, PodSet},
@@ -29,14 +30,13 @@ use super::{
 
 pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
     let ar = monovertex_resource();
+    let caches = &ctx.caches;
     let stream = Controller::new_with(ctx.dyn_scoped(&ar), watcher::Config::default(), ar)
-        .owns(
-            ctx.scoped::<Pod>(),
-            watcher::Config::default().labels("app.kubernetes.io/component=mono-vertex"),
-        )
-        .owns(
-            ctx.scoped::<Deployment>(),
-            watcher::Config::default().labels("app.kubernetes.io/component=mono-vertex-daemon"),
+        .owns_stream(caches.pods.subscribe(labelled(L_COMPONENT, "mono-vertex")))
+        .owns_stream(
+            caches
+                .deployments
+                .subscribe(labelled(L_COMPONENT, "mono-vertex-daemon")),
         )
         .reconcile_all_on(trigger)
         .with_config(controller_config(&ctx))
@@ -51,9 +51,8 @@ pub(crate) fn daemon_name(mv: &str) -> String {
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let ns = obj.namespace().unwrap_or_default();
     let api = dyn_api(&ctx.client, &ns, &monovertex_resource());
-    let Some(mv) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The cached copy: the status write carries its resourceVersion.
+    let mv = DynamicObject::clone(&obj);
     if mv.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -111,7 +110,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
         hash: hash.clone(),
         hash_key: MetaKey::Annotation(A_HASH),
     };
-    let counts = pods::reconcile(&ctx.client, &set, desired).await?;
+    let counts = pods::reconcile(&ctx, &set, desired).await?;
 
     // Pause is immediate: the phase follows desiredPhase on every reconcile.
     set_key(
@@ -128,8 +127,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
         "Successful",
         "Successfully deployed",
     );
-    let daemons: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let (s, r, m) = match daemons.get_opt(&daemon_name(&name)).await? {
+    let (s, r, m) = match ctx.caches.deployments.get(&ns, &daemon_name(&name)) {
         Some(d) => deployment_health(&d),
         None => (
             "False",
@@ -152,8 +150,13 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
 async fn ensure_daemon(ctx: &Ctx, mv: &DynamicObject) -> Result<(), SimError> {
     let ns = mv.namespace().unwrap_or_default();
     let name = mv.name_any();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    if api.get_opt(&daemon_name(&name)).await?.is_some() {
+    // A daemon missing only from the cache makes the create below fail with AlreadyExists.
+    if ctx
+        .caches
+        .deployments
+        .get(&ns, &daemon_name(&name))
+        .is_some()
+    {
         return Ok(());
     }
     // No app.kubernetes.io/name here: Numaplane counts MonoVertex pods by that label.
@@ -182,6 +185,7 @@ async fn ensure_daemon(ctx: &Ctx, mv: &DynamicObject) -> Result<(), SimError> {
         },
     });
     let d: Deployment = serde_json::from_value(d).map_err(anyhow::Error::from)?;
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     match api.create(&post_params(), &d).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),

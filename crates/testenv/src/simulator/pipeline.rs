@@ -15,11 +15,12 @@ use serde_json::{Value, json};
 use super::{
     Ctx, PipelineBehaviour, SimError,
     behaviour::fail_deadline,
+    cache::{all, labelled},
     controller_config, drive, error_policy, pipeline_children as children,
     pipeline_lifecycle as lifecycle,
     util::{
-        A_INSTANCE, FIELD_MANAGER, L_PIPELINE, at, condition, dyn_api, generation, i64_at,
-        init_conditions, is_healthy, isbsvc_resource, k8s_time, now, pipeline_resource,
+        A_INSTANCE, FIELD_MANAGER, L_COMPONENT, L_PIPELINE, at, condition, dyn_api, generation,
+        i64_at, init_conditions, is_healthy, isbsvc_resource, k8s_time, now, pipeline_resource,
         set_condition, set_key, spec_of, status_of, str_at, vertex_resource, write_status,
     },
 };
@@ -41,20 +42,17 @@ pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
     let store = ctrl.store();
     let pod_ar = ar.clone();
     let isb_ar = ar.clone();
+    let caches = &ctx.caches;
     let stream = ctrl
-        .owns_with(
-            ctx.dyn_scoped(&vertex_resource()),
-            vertex_resource(),
-            watcher::Config::default(),
-        )
-        .owns(
-            ctx.scoped::<Deployment>(),
-            watcher::Config::default().labels("app.kubernetes.io/component=daemon"),
+        .owns_stream_with(caches.vertices.subscribe(all), vertex_resource())
+        .owns_stream(
+            caches
+                .deployments
+                .subscribe(labelled(L_COMPONENT, "daemon")),
         )
         // Source pods going away drive the pause protocol.
-        .watches(
-            ctx.scoped::<Pod>(),
-            watcher::Config::default().labels("app.kubernetes.io/component=vertex"),
+        .watches_stream(
+            caches.pods.subscribe(labelled(L_COMPONENT, "vertex")),
             move |pod: Pod| {
                 let ns = pod.namespace()?;
                 let pl = pod.labels().get(L_PIPELINE)?.clone();
@@ -62,10 +60,8 @@ pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
             },
         )
         // A Pipeline follows the health of its ISB service.
-        .watches_with(
-            ctx.dyn_scoped(&isbsvc_resource()),
-            isbsvc_resource(),
-            watcher::Config::default(),
+        .watches_stream_with(
+            caches.isbsvcs.subscribe(all),
             move |isb: DynamicObject| {
                 let ns = isb.namespace().unwrap_or_default();
                 let isb_name = isb.name_any();
@@ -77,6 +73,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
                     .map(|pl| ObjectRef::new_with(&pl.name_any(), isb_ar.clone()).within(&ns))
                     .collect::<Vec<_>>()
             },
+            isbsvc_resource(),
         )
         .reconcile_all_on(trigger)
         .with_config(controller_config(&ctx))
@@ -123,10 +120,9 @@ pub(crate) fn source_vertices(spec: &Value) -> Vec<String> {
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let ns = obj.namespace().unwrap_or_default();
     let api = dyn_api(&ctx.client, &ns, &pipeline_resource());
-    // Read live: decisions such as "annotate pause-timestamp" must not be made on a stale cache.
-    let Some(mut pl) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The cached copy: every write to the Pipeline carries its resourceVersion, so a decision
+    // taken on a stale copy fails with a conflict and is retried on the newer one.
+    let mut pl = DynamicObject::clone(&obj);
     if pl.metadata.deletion_timestamp.is_some() {
         return lifecycle::delete(&ctx, &api, pl).await;
     }
@@ -177,7 +173,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
         "Successfully configured",
     );
 
-    if !isbsvc_usable(&ctx, &pl, &spec).await? {
+    if !isbsvc_usable(&ctx, &pl, &spec) {
         set_condition(
             &mut st,
             "Deployed",
@@ -326,14 +322,14 @@ pub(crate) fn validate(spec: &Value) -> Result<(), String> {
 }
 
 /// The ISB service exists, belongs to the same controller instance and is healthy.
-async fn isbsvc_usable(ctx: &Ctx, pl: &DynamicObject, spec: &Value) -> Result<bool, SimError> {
+fn isbsvc_usable(ctx: &Ctx, pl: &DynamicObject, spec: &Value) -> bool {
     let ns = pl.namespace().unwrap_or_default();
-    let api = dyn_api(&ctx.client, &ns, &isbsvc_resource());
-    let Some(isb) = api.get_opt(&isbsvc_name(spec)).await? else {
-        return Ok(false);
+    let Some(isb) = ctx.caches.isbsvcs.get(&ns, &isbsvc_name(spec)) else {
+        return false;
     };
+    let isb: &DynamicObject = &isb;
     let instance = |o: &DynamicObject| o.annotations().get(A_INSTANCE).cloned().unwrap_or_default();
-    Ok(instance(&isb) == instance(pl) && is_healthy(&status_of(&isb), &["Running"]))
+    instance(isb) == instance(pl) && is_healthy(&status_of(isb), &["Running"])
 }
 
 /// Data flowed once a source vertex had a ready pod; a pipeline that never ingested drains at once.

@@ -80,8 +80,10 @@ pub(crate) async fn sync_vertices(
     let pl_name = pl.name_any();
     let pl_uid = pl.uid().unwrap_or_default();
     let api = dyn_api(&ctx.client, &ns, &vertex_resource());
-    let lp = ListParams::default().labels(&selector_string(&vertex_selector(&pl_name)));
+    // Read live: the pause decision (drainedOnPause) is taken on these Vertices' status; with
+    // a lagging cache the recycling force-drain test failed in 2 of 5 runs.
     let mut existing: BTreeMap<String, DynamicObject> = BTreeMap::new();
+    let lp = ListParams::default().labels(&selector_string(&vertex_selector(&pl_name)));
     for v in api.list(&lp).await?.items {
         let ours = v.owner_references().iter().any(|o| o.uid == pl_uid);
         if ours {
@@ -195,10 +197,10 @@ pub(crate) async fn sync_daemon(
 ) -> Result<Option<Deployment>, SimError> {
     let ns = pl.namespace().unwrap_or_default();
     let pl_name = pl.name_any();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let name = daemon_name(&pl_name);
-    if let Some(existing) = api.get_opt(&name).await? {
-        return Ok(Some(existing));
+    // A daemon missing only from the cache makes the create below fail with AlreadyExists.
+    if let Some(existing) = ctx.caches.deployments.get(&ns, &name) {
+        return Ok(Some(Deployment::clone(&existing)));
     }
     let pod_labels = labels(&[
         (L_COMPONENT, "daemon"),
@@ -225,6 +227,7 @@ pub(crate) async fn sync_daemon(
         },
     });
     let d: Deployment = serde_json::from_value(d).map_err(anyhow::Error::from)?;
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     match api.create(&post_params(), &d).await {
         Ok(created) => Ok(Some(created)),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(api.get_opt(&name).await?),

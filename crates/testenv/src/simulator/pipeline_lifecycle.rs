@@ -52,7 +52,7 @@ pub(crate) async fn pause(
             .await?;
         return Ok(Some(REQUEUE));
     };
-    if source_pods_exist(ctx, pl, &sources).await? {
+    if source_pods_exist(ctx, pl, &sources) {
         // Pod deletions wake us up; the requeue is Numaflow's own safety net.
         return Ok(Some(REQUEUE));
     }
@@ -64,6 +64,10 @@ pub(crate) async fn pause(
     let drained_at = drained_at(ctx, pl, spec, vertices, &pause_ts, t);
     let drained = drained_at.is_some_and(|d| d <= t);
     if drained || t > deadline {
+        if source_pods_exist_live(ctx, pl, &sources).await? {
+            // One the cache has not shown yet: its events bring us back.
+            return Ok(Some(REQUEUE));
+        }
         let all: Vec<&DynamicObject> = vertices.values().collect();
         set_vertex_phase(ctx, &all, "Paused", false).await?;
         set_key(st, "drainedOnPause", json!(drained));
@@ -114,20 +118,38 @@ fn drained_at(
     Some(clock + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::zero()))
 }
 
-async fn source_pods_exist(
+fn source_pod_selectors(pl: &DynamicObject, sources: &[String]) -> Vec<BTreeMap<String, String>> {
+    let pl_name = pl.name_any();
+    sources
+        .iter()
+        .map(|s| {
+            labels(&[
+                (L_COMPONENT, "vertex"),
+                (L_PIPELINE, &pl_name),
+                (L_VERTEX, s),
+            ])
+        })
+        .collect()
+}
+
+/// Whether the cache holds a running source pod; its deletion triggers the next reconcile.
+fn source_pods_exist(ctx: &Ctx, pl: &DynamicObject, sources: &[String]) -> bool {
+    let ns = pl.namespace().unwrap_or_default();
+    source_pod_selectors(pl, sources)
+        .iter()
+        .any(|sel| pods::any_cached(ctx, &ns, sel))
+}
+
+/// The same, read live: Paused and the finalizer's removal are final, so they wait until no
+/// source pod exists, including one created after the cache was last updated.
+async fn source_pods_exist_live(
     ctx: &Ctx,
     pl: &DynamicObject,
     sources: &[String],
 ) -> Result<bool, SimError> {
     let ns = pl.namespace().unwrap_or_default();
-    let pl_name = pl.name_any();
-    for s in sources {
-        let sel = labels(&[
-            (L_COMPONENT, "vertex"),
-            (L_PIPELINE, &pl_name),
-            (L_VERTEX, s),
-        ]);
-        if pods::any_exist(&ctx.client, &ns, &sel).await? {
+    for sel in source_pod_selectors(pl, sources) {
+        if pods::any_live(&ctx.client, &ns, &sel).await? {
             return Ok(true);
         }
     }
@@ -215,16 +237,17 @@ pub(crate) async fn delete(
     let ns = pl.namespace().unwrap_or_default();
     let spec = spec_of(&pl);
     let sources = source_vertices(&spec);
-    let vapi = dyn_api(&ctx.client, &ns, &vertex_resource());
-    let mut source_objs = Vec::new();
-    for s in &sources {
-        if let Some(v) = vapi.get_opt(&format!("{}-{s}", pl.name_any())).await? {
-            source_objs.push(v);
-        }
-    }
-    let refs: Vec<&DynamicObject> = source_objs.iter().collect();
+    let source_objs: Vec<_> = sources
+        .iter()
+        .filter_map(|s| {
+            ctx.caches
+                .vertices
+                .get(&ns, &format!("{}-{s}", pl.name_any()))
+        })
+        .collect();
+    let refs: Vec<&DynamicObject> = source_objs.iter().map(|v| v.as_ref()).collect();
     set_vertex_phase(ctx, &refs, "Paused", false).await?;
-    if source_pods_exist(ctx, &pl, &sources).await? {
+    if source_pods_exist(ctx, &pl, &sources) {
         return Ok(Action::requeue(REQUEUE));
     }
     let deleted_at: DateTime<Utc> = pl
@@ -239,6 +262,9 @@ pub(crate) async fn delete(
         return Ok(Action::requeue(
             (ready_at - now()).to_std().unwrap_or(Duration::ZERO),
         ));
+    }
+    if source_pods_exist_live(ctx, &pl, &sources).await? {
+        return Ok(Action::requeue(REQUEUE));
     }
     let rest: Vec<String> = pl
         .finalizers()

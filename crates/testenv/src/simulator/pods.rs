@@ -11,7 +11,7 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    SimError,
+    Ctx, SimError,
     util::{A_REPLICA, FIELD_MANAGER, is_bad_image, now, post_params, rfc3339, selector_string},
 };
 
@@ -80,28 +80,59 @@ fn index_of(pod: &Pod, set: &PodSet) -> Option<i64> {
     }
 }
 
+/// The pods of a set to keep, by index, and the rest.
+struct Plan {
+    kept: BTreeMap<i64, Pod>,
+    surplus: Vec<Pod>,
+}
+
+impl Plan {
+    fn new(set: &PodSet, desired: i64, pods: impl IntoIterator<Item = Pod>) -> Plan {
+        let mut plan = Plan {
+            kept: BTreeMap::new(),
+            surplus: Vec::new(),
+        };
+        for pod in pods {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let idx = index_of(&pod, set)
+                .filter(|i| *i >= 0 && *i < desired && !plan.kept.contains_key(i));
+            let current = read_key(&pod, set.hash_key).as_deref() == Some(set.hash.as_str());
+            match idx {
+                Some(i) if current => {
+                    plan.kept.insert(i, pod);
+                }
+                _ => plan.surplus.push(pod),
+            }
+        }
+        plan
+    }
+
+    fn complete(&self, desired: i64) -> bool {
+        i64::try_from(self.kept.len()).is_ok_and(|n| n >= desired)
+    }
+}
+
 /// Keeps exactly `desired` up-to-date pods (indices `0..desired`) and settles their status.
 pub(crate) async fn reconcile(
-    client: &Client,
+    ctx: &Ctx,
     set: &PodSet,
     desired: i64,
 ) -> Result<PodCounts, SimError> {
-    let api = pod_api(client, &set.namespace);
-    let lp = ListParams::default().labels(&selector_string(&set.selector));
-    let mut kept: BTreeMap<i64, Pod> = BTreeMap::new();
-    for pod in api.list(&lp).await?.items {
-        if pod.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let idx = index_of(&pod, set).filter(|i| *i >= 0 && *i < desired && !kept.contains_key(i));
-        let current = read_key(&pod, set.hash_key).as_deref() == Some(set.hash.as_str());
-        match idx {
-            Some(i) if current => {
-                kept.insert(i, pod);
-            }
-            _ => delete_pod(&api, &pod.name_any()).await?,
-        }
+    let api = pod_api(&ctx.client, &set.namespace);
+    let cached = ctx.caches.pods.list(&set.namespace, &set.selector);
+    let mut plan = Plan::new(set, desired, cached.iter().map(|p| Pod::clone(p)));
+    if !plan.complete(desired) {
+        // A pod created moments ago may be missing from the cache; creating it again would
+        // duplicate it (generated names never collide), so look live before creating.
+        let lp = ListParams::default().labels(&selector_string(&set.selector));
+        plan = Plan::new(set, desired, api.list(&lp).await?.items);
     }
+    for pod in &plan.surplus {
+        delete_pod(&api, &pod.name_any()).await?;
+    }
+    let mut kept = plan.kept;
     for i in 0..desired {
         if kept.contains_key(&i) {
             continue;
@@ -111,7 +142,9 @@ pub(crate) async fn reconcile(
     }
     let mut counts = PodCounts::default();
     for pod in kept.values_mut() {
-        settle(&api, pod).await?;
+        if !settle(&api, pod).await? {
+            continue;
+        }
         counts.total += 1;
         counts.updated += 1;
         if is_ready(pod) {
@@ -124,7 +157,8 @@ pub(crate) async fn reconcile(
     Ok(counts)
 }
 
-/// Deletes every pod matching `selector` (e.g. the pods of a Vertex that is gone).
+/// Deletes every pod matching `selector` (e.g. the pods of a Vertex that is gone). Read live: it
+/// is rare, and must not miss a pod created just before.
 pub(crate) async fn delete_all(
     client: &Client,
     ns: &str,
@@ -138,8 +172,17 @@ pub(crate) async fn delete_all(
     Ok(())
 }
 
-/// Whether any non-terminating pod matches `selector`.
-pub(crate) async fn any_exist(
+/// Whether the cache holds a non-terminating pod matching `selector`.
+pub(crate) fn any_cached(ctx: &Ctx, ns: &str, selector: &BTreeMap<String, String>) -> bool {
+    ctx.caches
+        .pods
+        .list(ns, selector)
+        .iter()
+        .any(|p| p.metadata.deletion_timestamp.is_none())
+}
+
+/// Whether a non-terminating pod matching `selector` exists, read live.
+pub(crate) async fn any_live(
     client: &Client,
     ns: &str,
     selector: &BTreeMap<String, String>,
@@ -256,9 +299,10 @@ fn settled(pod: &Pod) -> bool {
 }
 
 /// Writes the status a kubelet would: Running and Ready, or Pending in ImagePullBackOff.
-async fn settle(api: &Api<Pod>, pod: &mut Pod) -> Result<(), SimError> {
+/// False when the pod is gone (a cached pod may have been deleted meanwhile).
+async fn settle(api: &Api<Pod>, pod: &mut Pod) -> Result<bool, SimError> {
     if settled(pod) {
-        return Ok(());
+        return Ok(true);
     }
     let ready = wants_ready(pod);
     let t = rfc3339(now());
@@ -311,12 +355,11 @@ async fn settle(api: &Api<Pod>, pod: &mut Pod) -> Result<(), SimError> {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    *pod = api
-        .patch_status(
-            &pod.name_any(),
-            &pp,
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await?;
-    Ok(())
+    let patch = Patch::Merge(json!({"status": status}));
+    match api.patch_status(&pod.name_any(), &pp, &patch).await {
+        Ok(patched) => *pod = patched,
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(true)
 }

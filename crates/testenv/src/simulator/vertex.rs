@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::{
     ResourceExt,
     api::DynamicObject,
-    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{Controller, controller::Action, reflector::ObjectRef},
 };
 use serde_json::{Value, json};
 
 use super::{
-    Ctx, SimError, controller_config, drive, error_policy,
+    Ctx, SimError,
+    cache::{all, labelled},
+    controller_config, drive, error_policy,
     pipeline::isbsvc_name,
     pods::{self, MetaKey, Naming, PodCounts, PodSet},
     util::{
@@ -25,18 +26,15 @@ use super::{
 
 pub(crate) async fn run(ctx: Arc<Ctx>) {
     let ar = vertex_resource();
-    let ctrl = Controller::new_with(ctx.dyn_scoped(&ar), watcher::Config::default(), ar.clone());
-    let store = ctrl.store();
+    let caches = &ctx.caches;
+    let store = caches.vertices.store();
+    let ctrl =
+        Controller::for_stream_with(caches.vertices.subscribe(all), store.clone(), ar.clone());
     let stream = ctrl
-        .owns(
-            ctx.scoped::<Pod>(),
-            watcher::Config::default().labels("app.kubernetes.io/component=vertex"),
-        )
+        .owns_stream(caches.pods.subscribe(labelled(L_COMPONENT, "vertex")))
         // Vertices go Failed and back with their ISB service.
-        .watches_with(
-            ctx.dyn_scoped(&isbsvc_resource()),
-            isbsvc_resource(),
-            watcher::Config::default(),
+        .watches_stream_with(
+            caches.isbsvcs.subscribe(all),
             move |isb: DynamicObject| {
                 let ns = isb.namespace().unwrap_or_default();
                 let isb_name = isb.name_any();
@@ -48,6 +46,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
                     .map(|v| ObjectRef::new_with(&v.name_any(), ar.clone()).within(&ns))
                     .collect::<Vec<_>>()
             },
+            isbsvc_resource(),
         )
         .with_config(controller_config(&ctx))
         .run(reconcile, error_policy, ctx);
@@ -99,9 +98,8 @@ pub(crate) fn set_replica_status(
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
     let ns = obj.namespace().unwrap_or_default();
     let api = dyn_api(&ctx.client, &ns, &vertex_resource());
-    let Some(v) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The cached copy: the status write carries its resourceVersion.
+    let v = DynamicObject::clone(&obj);
     if v.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -111,8 +109,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
     init_conditions(&mut st, &["Deployed", "PodsHealthy"]);
     set_key(&mut st, "observedGeneration", json!(generation(&v)));
 
-    let isb_api = dyn_api(&ctx.client, &ns, &isbsvc_resource());
-    let failure = match isb_api.get_opt(&isbsvc_name(&spec)).await? {
+    let failure = match ctx.caches.isbsvcs.get(&ns, &isbsvc_name(&spec)) {
         None => Some(("ISBSvcNotFound", "ISB Service not found.")),
         Some(isb) if !is_healthy(&status_of(&isb), &["Running"]) => {
             Some(("ISBSvcNotHealthy", "ISB Service not healthy."))
@@ -159,7 +156,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Sim
         hash: hash.clone(),
         hash_key: MetaKey::Annotation(A_HASH),
     };
-    let counts = pods::reconcile(&ctx.client, &set, desired).await?;
+    let counts = pods::reconcile(&ctx, &set, desired).await?;
 
     set_key(
         &mut st,

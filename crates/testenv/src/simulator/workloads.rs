@@ -6,41 +6,42 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use k8s_openapi::api::{
-    apps::v1::{Deployment, StatefulSet},
-    core::v1::Pod,
-};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::{
     Api, Resource, ResourceExt,
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, controller::Action},
 };
 use serde_json::{Value, json};
 
 use super::{
-    Ctx, SimError, controller_config, drive, error_policy,
+    Ctx, SimError,
+    cache::{all, labelled},
+    controller_config, drive, error_policy,
     pods::{self, MetaKey, Naming, PodCounts, PodSet},
-    util::{L_PART_OF, now, owner_ref, parse_time, post_params, rfc3339, stable_hash},
+    util::{L_COMPONENT, L_PART_OF, now, owner_ref, parse_time, post_params, rfc3339, stable_hash},
 };
 
 const DEFAULT_PROGRESS_DEADLINE_SECONDS: i64 = 600;
 
 pub(crate) async fn run_deployments(ctx: Arc<Ctx>) {
-    let stream = Controller::new(ctx.scoped::<Deployment>(), watcher::Config::default())
-        .owns(ctx.scoped::<Pod>(), watcher::Config::default())
-        .with_config(controller_config(&ctx))
-        .run(reconcile_deployment, error_policy, ctx);
+    let caches = &ctx.caches;
+    let stream = Controller::for_stream(
+        caches.deployments.subscribe(all),
+        caches.deployments.store(),
+    )
+    .owns_stream(caches.pods.subscribe(all))
+    .with_config(controller_config(&ctx))
+    .run(reconcile_deployment, error_policy, ctx);
     drive("deployment", stream).await;
 }
 
 pub(crate) async fn run_statefulsets(ctx: Arc<Ctx>) {
-    let stream = Controller::new(
-        ctx.scoped::<StatefulSet>(),
-        watcher::Config::default().labels("app.kubernetes.io/component=isbsvc"),
+    let caches = &ctx.caches;
+    let stream = Controller::for_stream(
+        caches.statefulsets.subscribe(all),
+        caches.statefulsets.store(),
     )
-    .owns(
-        ctx.scoped::<Pod>(),
-        watcher::Config::default().labels("app.kubernetes.io/component=isbsvc"),
-    )
+    .owns_stream(caches.pods.subscribe(labelled(L_COMPONENT, "isbsvc")))
     .with_config(controller_config(&ctx))
     .run(reconcile_statefulset, error_policy, ctx);
     drive("statefulset", stream).await;
@@ -81,9 +82,8 @@ async fn reconcile_deployment(obj: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Act
     }
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(d) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The cached copy: the status write carries its resourceVersion.
+    let d = Deployment::clone(&obj);
     let spec = serde_json::to_value(&d.spec).map_err(anyhow::Error::from)?;
     let desired = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
     let template = spec.get("template").cloned().unwrap_or_else(|| json!({}));
@@ -115,7 +115,7 @@ async fn reconcile_deployment(obj: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Act
     let counts = if paused {
         PodCounts::default()
     } else {
-        pods::reconcile(&ctx.client, &set, desired).await?
+        pods::reconcile(&ctx, &set, desired).await?
     };
     let rs_name = format!("{}-{hash}", d.name_any());
     let deadline_s = spec
@@ -233,9 +233,8 @@ async fn reconcile_statefulset(obj: Arc<StatefulSet>, ctx: Arc<Ctx>) -> Result<A
     }
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(sts) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The cached copy: the status write carries its resourceVersion.
+    let sts = StatefulSet::clone(&obj);
     let spec = serde_json::to_value(&sts.spec).map_err(anyhow::Error::from)?;
     let desired = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
     let template = spec.get("template").cloned().unwrap_or_else(|| json!({}));
@@ -265,7 +264,7 @@ async fn reconcile_statefulset(obj: Arc<StatefulSet>, ctx: Arc<Ctx>) -> Result<A
         hash: revision.clone(),
         hash_key: MetaKey::Label("controller-revision-hash"),
     };
-    let c = pods::reconcile(&ctx.client, &set, desired).await?;
+    let c = pods::reconcile(&ctx, &set, desired).await?;
     let status = json!({
         "observedGeneration": sts.metadata.generation.unwrap_or(0),
         "replicas": c.total,
