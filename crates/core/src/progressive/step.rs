@@ -594,7 +594,7 @@ fn restore(
     })
 }
 
-/// Records the success (and a forced one's reason) and promotes `t`.
+/// Records the success (and a forced one's reason) and promotes `trial`.
 fn promote(mut rec: Record, input: &StepInput<'_>, trial: &str, previous: Vec<String>) -> Plan {
     let forced = rec.upgrading_for(trial).is_some_and(|u| u.forced_success);
     if let Some(u) = rec.upgrading.as_mut() {
