@@ -348,6 +348,21 @@ impl Watches<'_> {
     }
 }
 
+/// A controller on every object of `api`, cached without `managedFields`: a rollout the user
+/// applies server-side carries a field tree per manager, kilobytes per object in memory.
+fn stripped_controller<K>(api: Api<K>) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(stream, reader)
+}
+
 /// A shared watch feeding `writer`, with a given reaction to deletions (which shared streams don't pass on).
 pub(crate) fn spawn_watch_with<K>(
     tasks: &mut JoinSet<()>,
@@ -473,11 +488,8 @@ fn spawn_controllers(
     } = wiring;
     let (watch_namespace, deletions) = (&watch_namespace, &deletions);
     // PipelineRollout: its Pipelines, the ISB services and ISBServiceRollouts it refers to.
-    let prs = Controller::new(
-        scoped::<PipelineRollout>(&client, watch_namespace),
-        watcher::Config::default(),
-    )
-    .with_config(cfg.clone());
+    let prs = stripped_controller(scoped::<PipelineRollout>(&client, watch_namespace))
+        .with_config(cfg.clone());
     let pr_store = prs.store();
     let (by_isbsvc, by_isbr, by_ncr) = (pr_store.clone(), pr_store.clone(), pr_store.clone());
     let prs = prs
@@ -512,11 +524,8 @@ fn spawn_controllers(
         .reconcile_on(deletion_triggers(deletions, &["Pipeline"]));
     run_controller(tasks, cancel, prs, ctx.clone(), &gained);
 
-    let mvrs = Controller::new(
-        scoped::<MonoVertexRollout>(&client, watch_namespace),
-        watcher::Config::default(),
-    )
-    .with_config(cfg.clone());
+    let mvrs = stripped_controller(scoped::<MonoVertexRollout>(&client, watch_namespace))
+        .with_config(cfg.clone());
     let mvr_store = mvrs.store();
     let mvrs = mvrs
         .owns_shared_stream(subs.monovertices)

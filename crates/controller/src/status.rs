@@ -137,8 +137,12 @@ fn rv_of(rv: Option<&str>) -> Option<u64> {
 /// Remembers an object as written, so [`fresher`] prefers it to an older cached copy.
 pub(crate) fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
     if let (Some(uid), Some(rv)) = (written.uid(), rv_of(written.resource_version().as_deref()))
-        && let Ok(v) = serde_json::to_value(written)
+        && let Ok(mut v) = serde_json::to_value(written)
     {
+        // Like the caches, without the field-manager bookkeeping.
+        if let Some(meta) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+        }
         ctx.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())

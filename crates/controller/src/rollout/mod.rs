@@ -284,9 +284,13 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     );
     // The child's version: the hold restarts whenever it moves (our write, or its controller
     // at work), since a report made now would be outdated by the child's next step.
-    let child_version = match &outcome {
-        Ok(Pass::Done { child_version, .. }) => child_version.clone(),
-        _ => String::new(),
+    let (child_version, unobserved) = match &outcome {
+        Ok(Pass::Done {
+            child_version,
+            unobserved,
+            ..
+        }) => (child_version.clone(), *unobserved),
+        _ => (String::new(), false),
     };
     let delay = match outcome {
         Ok(Pass::Done {
@@ -347,7 +351,7 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if before != st
         && settling
         && holdable::<R>(&before, &st)
-        && let Some(left) = ctx.hold_status(&uid, &st, &child_version)
+        && let Some(left) = ctx.hold_status(&uid, &st, &child_version, unobserved)
     {
         debug!(?left, "child settling; status write held back");
         return Ok(Action::requeue(left));
@@ -418,6 +422,8 @@ enum Pass {
         changed: bool,
         created: bool,
         settling: bool,
+        /// The child's controller has yet to observe its current generation.
+        unobserved: bool,
         child_version: String,
     },
     Waiting(String),
@@ -584,6 +590,7 @@ async fn drive<R: Rollout>(
         created: created_child,
         settling: pending_message.is_none()
             && (health.reason == keys::reason::PROGRESSING || not_yet_observed(&child)),
+        unobserved: not_yet_observed(&child),
         child_version: child.resource_version().unwrap_or_default(),
     })
 }

@@ -14,6 +14,7 @@
 
 mod behaviour;
 mod cache;
+mod expectations;
 mod isbsvc;
 mod monovertex;
 mod pipeline;
@@ -106,6 +107,8 @@ pub(crate) struct Ctx {
     pub(crate) config: SimulatorConfig,
     pub(crate) state: behaviour::State,
     pub(crate) caches: cache::Caches,
+    /// Pod writes the pod cache has yet to show.
+    pub(crate) pod_writes: expectations::PodWrites,
     pipeline_trigger: UnboundedSender<()>,
     monovertex_trigger: UnboundedSender<()>,
 }
@@ -235,6 +238,7 @@ impl Simulator {
             config,
             state: behaviour::State::default(),
             caches,
+            pod_writes: Default::default(),
             pipeline_trigger,
             monovertex_trigger,
         });

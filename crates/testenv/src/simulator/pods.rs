@@ -108,10 +108,6 @@ impl Plan {
         }
         plan
     }
-
-    fn complete(&self, desired: i64) -> bool {
-        i64::try_from(self.kept.len()).is_ok_and(|n| n >= desired)
-    }
 }
 
 /// Keeps exactly `desired` up-to-date pods (indices `0..desired`) and settles their status.
@@ -121,16 +117,24 @@ pub(crate) async fn reconcile(
     desired: i64,
 ) -> Result<PodCounts, SimError> {
     let api = pod_api(&ctx.client, &set.namespace);
-    let cached = ctx.caches.pods.list(&set.namespace, &set.selector);
-    let mut plan = Plan::new(set, desired, cached.iter().map(|p| Pod::clone(p)));
-    if !plan.complete(desired) {
-        // A pod created moments ago may be missing from the cache; creating it again would
-        // duplicate it (generated names never collide), so look live before creating.
-        let lp = ListParams::default().labels(&selector_string(&set.selector));
-        plan = Plan::new(set, desired, api.list(&lp).await?.items);
-    }
+    let (ns, selector) = (&set.namespace, &set.selector);
+    // The cache plus our own writes it has yet to show; read live only when one stays unseen.
+    let pods = match ctx
+        .pod_writes
+        .overlay(ns, selector, ctx.caches.pods.list(ns, selector))
+    {
+        Some(pods) => pods,
+        None => {
+            let lp = ListParams::default().labels(&selector_string(selector));
+            let live = api.list(&lp).await?.items;
+            ctx.pod_writes.forget(ns, selector);
+            live
+        }
+    };
+    let plan = Plan::new(set, desired, pods);
     for pod in &plan.surplus {
         delete_pod(&api, &pod.name_any()).await?;
+        ctx.pod_writes.deleted(ns, selector, &pod.name_any());
     }
     let mut kept = plan.kept;
     for i in 0..desired {
@@ -138,12 +142,20 @@ pub(crate) async fn reconcile(
             continue;
         }
         let pod: Pod = serde_json::from_value(build(set, i)).map_err(anyhow::Error::from)?;
-        kept.insert(i, api.create(&post_params(), &pod).await?);
+        let created = api.create(&post_params(), &pod).await?;
+        ctx.pod_writes.wrote(ns, selector, &created);
+        kept.insert(i, created);
     }
     let mut counts = PodCounts::default();
     for pod in kept.values_mut() {
+        let before = pod.resource_version();
         if !settle(&api, pod).await? {
+            // Gone meanwhile (perhaps before the cache ever showed our write): replaced next pass.
+            ctx.pod_writes.deleted(ns, selector, &pod.name_any());
             continue;
+        }
+        if pod.resource_version() != before {
+            ctx.pod_writes.wrote(ns, selector, pod);
         }
         counts.total += 1;
         counts.updated += 1;
@@ -160,11 +172,11 @@ pub(crate) async fn reconcile(
 /// Deletes every pod matching `selector` (e.g. the pods of a Vertex that is gone). Read live: it
 /// is rare, and must not miss a pod created just before.
 pub(crate) async fn delete_all(
-    client: &Client,
+    ctx: &Ctx,
     ns: &str,
     selector: &BTreeMap<String, String>,
 ) -> Result<(), SimError> {
-    let api = pod_api(client, ns);
+    let api = pod_api(&ctx.client, ns);
     let lp = ListParams::default().labels(&selector_string(selector));
     for pod in api.list(&lp).await?.items {
         delete_pod(&api, &pod.name_any()).await?;
