@@ -289,6 +289,55 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
         .await;
 }
 
+/// A pipeline created while its ISB service is still coming up is marked Failed by Numaflow
+/// until the service runs; that failure is about to clear, so the new rollout's status is still
+/// written once, with the pipeline running.
+#[tokio::test]
+async fn a_pipeline_waiting_for_its_isb_service_writes_its_status_once() {
+    let h = Harness::start("pr-isb-wait").await;
+    // Pods of this image never get ready: the service stays Running but unavailable.
+    let mut stuck = isbsvc_rollout("isb");
+    stuck["spec"]["interStepBufferService"]["spec"]["jetstream"]["containerTemplate"] =
+        json!({"image": "example.com/badpath/nats:2.10.17"});
+    h.apply::<ISBServiceRollout>(stuck).await;
+    h.until::<InterStepBufferService, _, _>("isbsvc running, pods not ready", "isb-0", |i| {
+        let st = i?.status.as_ref()?;
+        (st["phase"] == "Running").then_some(())
+    })
+    .await;
+
+    let versions = record::<PipelineRollout>(&h, "pr").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pr", pipeline_spec("isb")))
+        .await;
+    h.until::<Pipeline, _, _>("pipeline failed on its isbsvc", "pr-0", |p| {
+        (phase_of(p?) == "Failed").then_some(())
+    })
+    .await;
+    h.apply::<ISBServiceRollout>(isbsvc_rollout("isb")).await;
+    h.until(
+        "PipelineRollout deployed and healthy",
+        "pr",
+        deployed_and_healthy,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = versions.lock().expect("versions").clone();
+    let reported_failure = seen.iter().any(|pr| {
+        pr.status.as_ref().is_some_and(|s| {
+            s.status.phase == Phase::Failed
+                || condition(&s.status.conditions, "ChildResourcesHealthy")
+                    .is_some_and(|c| c.1 == "PipelineFailed")
+        })
+    });
+    assert!(!reported_failure, "the passing failure was never reported");
+    assert_eq!(
+        versions_where(&versions, |a, b| a.status != b.status),
+        1,
+        "status writes for a new PipelineRollout"
+    );
+}
+
 async fn pr_spec_of(h: &Harness) -> Value {
     let pr = h.api::<PipelineRollout>().get("pr").await.expect("pr");
     strip_server_fields(serde_json::to_value(&pr).expect("json"))

@@ -182,6 +182,14 @@ pub trait Rollout:
     /// Health of the promoted child (`ChildResourcesHealthy`).
     fn health(ctx: &Ctx, child: &Self::Child) -> Health;
 
+    /// Whether the child is failing only because something it needs is still coming up (a
+    /// pipeline whose InterStepBufferService is not running yet): its status may wait for it
+    /// like a settling child's rather than report a failure that is about to clear.
+    fn waits_on_dependency(ctx: &Ctx, child: &Self::Child) -> bool {
+        let _ = (ctx, child);
+        false
+    }
+
     /// The progressive strategy's view of this rollout; `None` for kinds without it.
     fn progressive_parts(&self) -> Option<progressive::Parts<'_>> {
         None
@@ -589,7 +597,9 @@ async fn drive<R: Rollout>(
         changed,
         created: created_child,
         settling: pending_message.is_none()
-            && (health.reason == keys::reason::PROGRESSING || not_yet_observed(&child)),
+            && (health.reason == keys::reason::PROGRESSING
+                || not_yet_observed(&child)
+                || R::waits_on_dependency(ctx, &child)),
         unobserved: not_yet_observed(&child),
         child_version: child.resource_version().unwrap_or_default(),
     })

@@ -568,6 +568,34 @@ impl Rollout for PipelineRollout {
         health::pipeline_health(&child.to_json())
     }
 
+    fn waits_on_dependency(ctx: &Ctx, child: &Pipeline) -> bool {
+        // Numaflow fails a pipeline whose ISB service is not healthy yet, with this message,
+        // until its next pass after the service runs.
+        let status = child.status();
+        let at = |k: &str| status.and_then(|s| s.get(k)).and_then(Value::as_str);
+        if at("phase") != Some("Failed") || at("message") != Some("isbsvc not healthy") {
+            return false;
+        }
+        let isb = child
+            .spec()
+            .get("interStepBufferServiceName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default");
+        let key = kube::runtime::reflector::ObjectRef::new(isb)
+            .within(&child.namespace().unwrap_or_default());
+        // Coming up (or just up, the pipeline not yet told), not broken: a pipeline on an ISB
+        // service Numaflow itself marked Failed is reported at once. The status hold bounds
+        // the wait either way.
+        ctx.stores.isbsvcs.get(&key).is_some_and(|svc| {
+            svc.status
+                .as_ref()
+                .and_then(|s| s.get("phase"))
+                .and_then(Value::as_str)
+                != Some("Failed")
+        })
+    }
+
     fn observe_metrics(&self, ctx: &Ctx, st: &PipelineRolloutStatus, now: &Time) {
         use crate::metrics::PauseGauge;
         let system = st.status.upgrade_in_progress
