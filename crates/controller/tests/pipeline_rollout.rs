@@ -88,6 +88,8 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
         .then_some(())
     })
     .await;
+    let isb_versions = record::<ISBServiceRollout>(&h, "isb").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     h.apply::<ISBServiceRollout>(isbsvc_rollout("isb")).await;
 
     // ISB service child, its PDB, health.
@@ -98,6 +100,13 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
             .then_some(())
     })
     .await;
+    // Pending, then pods starting: coming up, not news; the status is written once it runs.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        versions_where(&isb_versions, |a, b| a.status != b.status),
+        1,
+        "status writes for a new ISBServiceRollout"
+    );
     let isb: InterStepBufferService = h.api().get("isb-0").await.expect("isbsvc isb-0");
     assert_eq!(
         isb.labels()["numaplane.numaproj.io/upgrade-state"],

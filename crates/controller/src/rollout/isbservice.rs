@@ -376,6 +376,27 @@ impl Rollout for ISBServiceRollout {
         health::isbsvc_health(&child.to_json(), sts.as_ref())
     }
 
+    fn still_coming_up(_ctx: &Ctx, child: &InterStepBufferService) -> bool {
+        // Numaflow starts every ISB service in Pending, then runs it with its StatefulSet's pods
+        // unavailable until they are ready.
+        let Some(st) = child.status.as_ref() else {
+            return false;
+        };
+        match st.get("phase").and_then(Value::as_str) {
+            Some("Pending") => true,
+            Some("Running") => st
+                .get("conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("ChildrenResourcesHealthy")
+                        && c.get("reason").and_then(Value::as_str) == Some("Unavailable")
+                }),
+            _ => false,
+        }
+    }
+
     fn observe_metrics(&self, ctx: &Ctx, st: &ISBServiceRolloutStatus, now: &Time) {
         let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
         let secs = crate::pause_requests::request_seconds(

@@ -182,10 +182,11 @@ pub trait Rollout:
     /// Health of the promoted child (`ChildResourcesHealthy`).
     fn health(ctx: &Ctx, child: &Self::Child) -> Health;
 
-    /// Whether the child is failing only because something it needs is still coming up (a
-    /// pipeline whose InterStepBufferService is not running yet): its status may wait for it
-    /// like a settling child's rather than report a failure that is about to clear.
-    fn waits_on_dependency(ctx: &Ctx, child: &Self::Child) -> bool {
+    /// Whether the child is unhealthy only because it, or something it needs, is still coming up
+    /// (an ISB service whose pods are starting; a pipeline whose ISB service is not running
+    /// yet): its status may wait like a settling child's rather than report a state about to
+    /// clear. The status hold bounds the wait, so a child that never comes up is reported.
+    fn still_coming_up(ctx: &Ctx, child: &Self::Child) -> bool {
         let _ = (ctx, child);
         false
     }
@@ -599,7 +600,7 @@ async fn drive<R: Rollout>(
         settling: pending_message.is_none()
             && (health.reason == keys::reason::PROGRESSING
                 || not_yet_observed(&child)
-                || R::waits_on_dependency(ctx, &child)),
+                || R::still_coming_up(ctx, &child)),
         unobserved: not_yet_observed(&child),
         child_version: child.resource_version().unwrap_or_default(),
     })

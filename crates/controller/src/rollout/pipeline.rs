@@ -568,7 +568,7 @@ impl Rollout for PipelineRollout {
         health::pipeline_health(&child.to_json())
     }
 
-    fn waits_on_dependency(ctx: &Ctx, child: &Pipeline) -> bool {
+    fn still_coming_up(ctx: &Ctx, child: &Pipeline) -> bool {
         // Numaflow fails a pipeline whose ISB service is not healthy yet, with this message,
         // until its next pass after the service runs.
         let status = child.status();
