@@ -78,8 +78,10 @@ pub const RIDER_RECHECK: Duration = Duration::from_secs(300);
 /// How long a status write may be held back while a child catches up with what we just wrote
 /// (restarted while the child keeps moving, at most twice this from its controller's first
 /// reaction): the child's own reaction usually arrives within it, so both go out as one write.
-/// Meanwhile `observedGeneration` still shows the change as not yet observed.
-pub const STATUS_HOLD: Duration = Duration::from_secs(10);
+/// Meanwhile `observedGeneration` still shows the change as not yet observed. 30 s because a
+/// Numaflow controller busy with a thousand new pipelines leaves a progressing one untouched for
+/// 15 s and more (with 10 s and 15 s windows, one new rollout in ten wrote its status twice).
+pub const STATUS_HOLD: Duration = Duration::from_secs(30);
 /// How long a status write may wait for the child's controller to first observe what we wrote
 /// (a Numaflow controller working through a backlog, e.g. a thousand new pipelines): until it
 /// does, a write could only repeat that the child is progressing, and would be followed by
@@ -251,7 +253,7 @@ mod tests {
     #[test]
     fn a_hold_waits_for_the_child_controller_first_reaction_up_to_its_own_limit() {
         let s = Duration::from_secs;
-        // Not yet observed: no 10 s window, only the overall limit.
+        // Not yet observed: no window, only the overall limit.
         assert_eq!(hold_left(s(30), None, s(30)), Some(OBSERVE_HOLD - s(30)));
         assert_eq!(hold_left(OBSERVE_HOLD, None, s(0)), None);
         // Observed after 40 s: the usual windows count from then, not from the start.

@@ -431,7 +431,8 @@ enum Pass {
         changed: bool,
         created: bool,
         settling: bool,
-        /// The child's controller has yet to observe its current generation.
+        /// The child's controller has yet to observe its current generation, or the child is
+        /// still coming up: its first real reaction is still to come.
         unobserved: bool,
         child_version: String,
     },
@@ -594,14 +595,15 @@ async fn drive<R: Rollout>(
     let health = R::health(ctx, &child);
     status::set_health(st.common_mut(), &health, generation, now);
     R::observe_child(st, &child, generation, now);
+    // A child that waits for something to come up (a pipeline for its ISB service) may sit
+    // unchanged for long behind a busy Numaflow controller: its hold is the first reaction's.
+    let unobserved = not_yet_observed(&child) || R::still_coming_up(ctx, &child);
     Ok(Pass::Done {
         changed,
         created: created_child,
         settling: pending_message.is_none()
-            && (health.reason == keys::reason::PROGRESSING
-                || not_yet_observed(&child)
-                || R::still_coming_up(ctx, &child)),
-        unobserved: not_yet_observed(&child),
+            && (health.reason == keys::reason::PROGRESSING || unobserved),
+        unobserved,
         child_version: child.resource_version().unwrap_or_default(),
     })
 }
