@@ -259,8 +259,12 @@ mod tests {
         // Observed after 40 s: the usual windows count from then, not from the start.
         assert_eq!(hold_left(s(40), Some(s(0)), s(0)), Some(STATUS_HOLD));
         assert_eq!(
-            hold_left(s(55), Some(s(15)), s(1)),
-            Some(STATUS_HOLD * 2 - s(15))
+            hold_left(
+                s(40) + STATUS_HOLD * 2 - s(10),
+                Some(STATUS_HOLD * 2 - s(10)),
+                s(1)
+            ),
+            Some(s(10))
         );
         assert_eq!(hold_left(s(52), Some(s(12)), STATUS_HOLD), None);
     }
