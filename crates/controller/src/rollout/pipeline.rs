@@ -313,6 +313,14 @@ pub fn vertex_names(spec: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The InterStepBufferService a pipeline names, if any (Numaflow takes `default` otherwise).
+fn isbsvc_of(p: &Pipeline) -> Option<&str> {
+    p.spec
+        .get("interStepBufferServiceName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+}
+
 /// The ISB service child a pipeline of `isb_rollout` should use: the newest trial, else the
 /// newest promoted one.
 pub fn current_isbsvc(
@@ -461,11 +469,7 @@ impl Rollout for PipelineRollout {
             {
                 continue;
             }
-            let on = p
-                .spec
-                .get("interStepBufferServiceName")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let on = isbsvc_of(&p).unwrap_or_default();
             let retired = isbsvcs.iter().find(|i| {
                 i.namespace().as_deref() == Some(&ns)
                     && i.name_any() == on
@@ -576,12 +580,7 @@ impl Rollout for PipelineRollout {
         if at("phase") != Some("Failed") || at("message") != Some("isbsvc not healthy") {
             return false;
         }
-        let isb = child
-            .spec()
-            .get("interStepBufferServiceName")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .unwrap_or("default");
+        let isb = isbsvc_of(child).unwrap_or("default");
         let key = kube::runtime::reflector::ObjectRef::new(isb)
             .within(&child.namespace().unwrap_or_default());
         // Coming up (or just up, the pipeline not yet told), not broken: a pipeline on an ISB

@@ -202,7 +202,7 @@ async fn delete_vertex(
     // Pods would go with the Vertex through garbage collection; do not rely on it.
     let short = v.labels().get(L_VERTEX).cloned().unwrap_or_default();
     pods::delete_all(
-        ctx,
+        &ctx.client,
         ns,
         &labels(&[
             (L_COMPONENT, "vertex"),

@@ -172,11 +172,11 @@ pub(crate) async fn reconcile(
 /// Deletes every pod matching `selector` (e.g. the pods of a Vertex that is gone). Read live: it
 /// is rare, and must not miss a pod created just before.
 pub(crate) async fn delete_all(
-    ctx: &Ctx,
+    client: &Client,
     ns: &str,
     selector: &BTreeMap<String, String>,
 ) -> Result<(), SimError> {
-    let api = pod_api(&ctx.client, ns);
+    let api = pod_api(client, ns);
     let lp = ListParams::default().labels(&selector_string(selector));
     for pod in api.list(&lp).await?.items {
         delete_pod(&api, &pod.name_any()).await?;
