@@ -19,5 +19,6 @@ pub mod rollout;
 pub mod runtime;
 pub mod settings;
 pub mod status;
+pub mod status_hold;
 
 pub use runtime::{Operator, OperatorOptions};

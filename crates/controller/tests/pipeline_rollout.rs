@@ -347,6 +347,37 @@ async fn a_pipeline_waiting_for_its_isb_service_writes_its_status_once() {
     );
 }
 
+/// A pipeline whose ISB service never comes up is not held back for ever: once the status hold
+/// runs out, the rollout reports the failed pipeline.
+#[tokio::test]
+async fn a_pipeline_whose_isb_service_never_comes_up_is_reported_when_the_hold_ends() {
+    let h = Harness::start("pr-isb-never").await;
+    let mut stuck = isbsvc_rollout("isb");
+    stuck["spec"]["interStepBufferService"]["spec"]["jetstream"]["containerTemplate"] =
+        json!({"image": "example.com/badpath/nats:2.10.17"});
+    h.apply::<ISBServiceRollout>(stuck).await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pr", pipeline_spec("isb")))
+        .await;
+    h.until::<Pipeline, _, _>("pipeline failed on its isbsvc", "pr-0", |p| {
+        (phase_of(p?) == "Failed").then_some(())
+    })
+    .await;
+    h.until(
+        "the failed pipeline reported",
+        "pr",
+        |pr: Option<&PipelineRollout>| {
+            let pr = pr?;
+            let st = pr.status.as_ref()?;
+            let (s, reason, _) = condition(&st.status.conditions, "ChildResourcesHealthy")?;
+            (s == "False"
+                && reason == "PipelineFailed"
+                && st.status.observed_generation == pr.metadata.generation.unwrap_or_default())
+            .then_some(())
+        },
+    )
+    .await;
+}
+
 async fn pr_spec_of(h: &Harness) -> Value {
     let pr = h.api::<PipelineRollout>().get("pr").await.expect("pr");
     strip_server_fields(serde_json::to_value(&pr).expect("json"))

@@ -280,7 +280,8 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let before = obj.status_of().cloned().unwrap_or_default();
     // A status held back by an earlier pass is newer than the cached one.
     let mut st = ctx
-        .held_status_of::<R::Status>(&uid)
+        .status_holds
+        .held::<R::Status>(&uid)
         .unwrap_or_else(|| before.clone());
     let generation = obj.meta().generation.unwrap_or_default();
     let now = status::now();
@@ -291,16 +292,6 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
         outcome,
         Ok(Pass::Done { settling: true, .. } | Pass::Waiting(_))
     );
-    // The child's version: the hold restarts whenever it moves (our write, or its controller
-    // at work), since a report made now would be outdated by the child's next step.
-    let (child_version, unobserved) = match &outcome {
-        Ok(Pass::Done {
-            child_version,
-            unobserved,
-            ..
-        }) => (child_version.clone(), *unobserved),
-        _ => (String::new(), false),
-    };
     let delay = match outcome {
         Ok(Pass::Done {
             changed, created, ..
@@ -351,7 +342,7 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             record_health::<R>(ctx, obj, st.common());
             obj.observe_metrics(ctx, &st, &now);
             status::write_if_changed(obj, ctx, &before, &st).await?;
-            ctx.release_status(&uid);
+            ctx.status_holds.release(&uid);
             return Err(e);
         }
     };
@@ -360,14 +351,14 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if before != st
         && settling
         && holdable::<R>(&before, &st)
-        && let Some(left) = ctx.hold_status(&uid, &st, &child_version, unobserved)
+        && let Some(left) = ctx.status_holds.hold(&uid, &st)
     {
         debug!(?left, "child settling; status write held back");
         return Ok(Action::requeue(left));
     }
     // Released only once written: a failed write keeps what the held status recorded.
     status::write_if_changed(obj, ctx, &before, &st).await?;
-    ctx.release_status(&uid);
+    ctx.status_holds.release(&uid);
     // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
     let until_wake = wake.map(|w: Timestamp| {
         Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
@@ -431,10 +422,6 @@ enum Pass {
         changed: bool,
         created: bool,
         settling: bool,
-        /// The child's controller has yet to observe its current generation, or the child is
-        /// still coming up: its first real reaction is still to come.
-        unobserved: bool,
-        child_version: String,
     },
     Waiting(String),
 }
@@ -595,16 +582,15 @@ async fn drive<R: Rollout>(
     let health = R::health(ctx, &child);
     status::set_health(st.common_mut(), &health, generation, now);
     R::observe_child(st, &child, generation, now);
-    // A child that waits for something to come up (a pipeline for its ISB service) may sit
-    // unchanged for long behind a busy Numaflow controller: its hold is the first reaction's.
-    let unobserved = not_yet_observed(&child) || R::still_coming_up(ctx, &child);
+    // Its reaction is still to come: Numaflow has yet to observe it, or it (or something it
+    // needs, like a pipeline's ISB service) is still coming up.
+    let settling = health.reason == keys::reason::PROGRESSING
+        || not_yet_observed(&child)
+        || R::still_coming_up(ctx, &child);
     Ok(Pass::Done {
         changed,
         created: created_child,
-        settling: pending_message.is_none()
-            && (health.reason == keys::reason::PROGRESSING || unobserved),
-        unobserved,
-        child_version: child.resource_version().unwrap_or_default(),
+        settling: pending_message.is_none() && settling,
     })
 }
 
