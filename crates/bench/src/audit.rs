@@ -53,6 +53,8 @@ struct ObjectRef {
     resource: String,
     #[serde(default)]
     subresource: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// Requests of one user, by verb and by `resource[/subresource]` for writes.
@@ -60,6 +62,10 @@ struct ObjectRef {
 pub struct Counts {
     pub by_verb: BTreeMap<String, u64>,
     pub writes_by_resource: BTreeMap<String, u64>,
+    /// Writes a PipelineRollout caused, by its name: to the rollout and its status, to its
+    /// Pipelines (`<rollout>-<index>`) and Events about it (`<rollout>.<suffix>`). Keys of other
+    /// objects (MonoVertexRollouts' Events, say) are filtered out by the reader.
+    pub pipeline_rollout_writes: BTreeMap<String, u64>,
 }
 
 impl Counts {
@@ -86,6 +92,11 @@ impl Counts {
             .sum()
     }
 
+    /// Writes caused by the PipelineRollout `name` (see [`Counts::pipeline_rollout_writes`]).
+    pub fn writes_of_pipeline_rollout(&self, name: &str) -> u64 {
+        self.pipeline_rollout_writes.get(name).copied().unwrap_or(0)
+    }
+
     /// Adds one audit line; lines of other users, other stages or that do not parse are ignored.
     pub fn add_line(&mut self, user: &str, line: &str) {
         let Ok(ev) = serde_json::from_str::<Event>(line) else {
@@ -110,6 +121,9 @@ impl Counts {
                 },
                 None => "(none)".into(),
             };
+            if let Some(owner) = ev.object_ref.as_ref().and_then(pipeline_rollout_of) {
+                *self.pipeline_rollout_writes.entry(owner).or_default() += 1;
+            }
             *self.writes_by_resource.entry(resource).or_default() += 1;
         }
         *self.by_verb.entry(ev.verb).or_default() += 1;
@@ -123,6 +137,18 @@ impl Counts {
         }
         c
     }
+}
+
+/// The PipelineRollout a written object belongs to, going by the names Numaplane gives.
+fn pipeline_rollout_of(o: &ObjectRef) -> Option<String> {
+    let name = o.name.as_deref()?;
+    let owner = match o.resource.as_str() {
+        "pipelinerollouts" => name,
+        "pipelines" => name.rsplit_once('-')?.0,
+        "events" => name.rsplit_once('.')?.0,
+        _ => return None,
+    };
+    Some(owner.to_string())
 }
 
 /// The current length of the audit log (a scenario's starting mark).
@@ -154,7 +180,18 @@ mod tests {
     const OPENED: &str = "ResponseStarted";
 
     fn line(stage: &str, verb: &str, user: &str, resource: &str, sub: Option<&str>) -> String {
-        let mut obj = serde_json::json!({"resource": resource, "namespace": "ns", "name": "x"});
+        named(stage, verb, user, resource, sub, "x")
+    }
+
+    fn named(
+        stage: &str,
+        verb: &str,
+        user: &str,
+        resource: &str,
+        sub: Option<&str>,
+        name: &str,
+    ) -> String {
+        let mut obj = serde_json::json!({"resource": resource, "namespace": "ns", "name": name});
         if let Some(s) = sub {
             obj["subresource"] = s.into();
         }
@@ -195,6 +232,46 @@ mod tests {
             2
         );
         assert_eq!(c.writes_to(&["events"]), 1);
+    }
+
+    #[test]
+    fn attributes_writes_to_the_pipeline_rollout_that_caused_them() {
+        let lines = [
+            named(DONE, "patch", OP, "pipelinerollouts", None, "pr-0001"),
+            named(DONE, "create", OP, "pipelines", None, "pr-0001-0"),
+            named(
+                DONE,
+                "create",
+                OP,
+                "events",
+                None,
+                "pr-0001.18ed1cce790f3369",
+            ),
+            named(
+                DONE,
+                "patch",
+                OP,
+                "pipelinerollouts",
+                Some("status"),
+                "pr-0001",
+            ),
+            named(
+                DONE,
+                "patch",
+                OP,
+                "pipelinerollouts",
+                Some("status"),
+                "pr-0002",
+            ),
+            // Reads are not writes; other kinds are not a PipelineRollout's.
+            named(DONE, "get", OP, "pipelines", None, "pr-0001-0"),
+            named(DONE, "create", OP, "monovertices", None, "pr-0001-0"),
+            named(DONE, "create", ADMIN, "pipelines", None, "pr-0001-1"),
+        ];
+        let c = Counts::from_text(OP, &lines.join("\n"));
+        assert_eq!(c.writes_of_pipeline_rollout("pr-0001"), 4);
+        assert_eq!(c.writes_of_pipeline_rollout("pr-0002"), 1);
+        assert_eq!(c.writes_of_pipeline_rollout("pr-0003"), 0);
     }
 
     #[test]

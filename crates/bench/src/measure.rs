@@ -109,8 +109,10 @@ impl Window {
                 round3(x as f64 / rollouts as f64)
             }
         };
-        let pipeline_writes =
-            counts.writes_to(&["pipelinerollouts", "pipelinerollouts/status", "pipelines"]);
+        let per_pipeline_rollout: Vec<u64> = crate::workload::pipeline_names(n)
+            .iter()
+            .map(|name| counts.writes_of_pipeline_rollout(name))
+            .collect();
         let ms = |q: f64| reconciles.quantile(q).map_or(0.0, |s| round3(s * 1000.0));
         let other_cpu_seconds: BTreeMap<String, f64> = self
             .others
@@ -136,11 +138,16 @@ impl Window {
             api_watches: counts.watches(),
             requests_by_verb: counts.by_verb,
             writes_by_resource: counts.writes_by_resource,
-            pipeline_writes_per_pipeline_rollout: if n == 0 {
+            writes_per_pipeline_rollout_mean: if n == 0 {
                 0.0
             } else {
-                round3(pipeline_writes as f64 / n as f64)
+                round3(per_pipeline_rollout.iter().sum::<u64>() as f64 / n as f64)
             },
+            writes_per_pipeline_rollout_max: per_pipeline_rollout
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0),
             reconciles: reconciles.count() as u64,
             converge_p50_seconds: None,
             converge_p99_seconds: None,

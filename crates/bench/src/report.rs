@@ -33,8 +33,10 @@ pub struct Scenario {
     pub api_watches: u64,
     pub requests_by_verb: BTreeMap<String, u64>,
     pub writes_by_resource: BTreeMap<String, u64>,
-    /// Writes to PipelineRollouts (incl. status) and Pipelines, per PipelineRollout.
-    pub pipeline_writes_per_pipeline_rollout: f64,
+    /// Writes each PipelineRollout caused (to it, its status, its Pipelines and Events about
+    /// it): the mean and the largest.
+    pub writes_per_pipeline_rollout_mean: f64,
+    pub writes_per_pipeline_rollout_max: u64,
     pub reconciles: u64,
     pub converge_p50_seconds: Option<f64>,
     pub converge_p99_seconds: Option<f64>,
@@ -121,7 +123,14 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
             "api_writes",
             "create+update+patch+delete+deletecollection by the operator identity, Events included",
         ),
-        ("api_writes_per_rollout", "api_writes / rollouts"),
+        (
+            "api_writes_per_rollout",
+            "api_writes / rollouts (every rollout kind; the ISBServiceRollout's PodDisruptionBudget included)",
+        ),
+        (
+            "writes_per_pipeline_rollout_max",
+            "the most writes one PipelineRollout caused: to it and its status, to its Pipelines (<rollout>-<index>) and Events about it (<rollout>.<suffix>), from the audit log's object names; _mean is their average",
+        ),
         (
             "reconcile_p50_ms",
             "histogram_quantile-style interpolation over the difference of numaplane_reconcile_duration_seconds buckets (all controllers) scraped before and after the scenario; 0 when no reconcile ran",
