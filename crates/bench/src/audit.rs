@@ -84,14 +84,6 @@ impl Counts {
             .sum()
     }
 
-    /// Writes to any of `resources` (e.g. `pipelinerollouts/status`).
-    pub fn writes_to(&self, resources: &[&str]) -> u64 {
-        resources
-            .iter()
-            .filter_map(|r| self.writes_by_resource.get(*r))
-            .sum()
-    }
-
     /// Writes caused by the PipelineRollout `name` (see [`Counts::pipeline_rollout_writes`]).
     pub fn writes_of_pipeline_rollout(&self, name: &str) -> u64 {
         self.pipeline_rollout_writes.get(name).copied().unwrap_or(0)
@@ -227,11 +219,8 @@ mod tests {
         assert_eq!(c.by_verb["patch"], 2);
         assert_eq!(c.writes_by_resource["pipelinerollouts/status"], 1);
         assert_eq!(c.writes_by_resource["pipelines"], 2);
-        assert_eq!(
-            c.writes_to(&["pipelinerollouts", "pipelinerollouts/status"]),
-            2
-        );
-        assert_eq!(c.writes_to(&["events"]), 1);
+        assert_eq!(c.writes_by_resource["pipelinerollouts"], 1);
+        assert_eq!(c.writes_by_resource["events"], 1);
     }
 
     #[test]
