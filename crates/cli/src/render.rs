@@ -37,8 +37,8 @@ impl Style {
     /// Green for good words, yellow for in-between, red for bad ones.
     fn word(&self, text: &str) -> String {
         let code = match text {
-            "Deployed" | "Running" | "Healthy" | "Successful" | "promoted" => "32",
-            "Failed" | "Unhealthy" | "Error" | "ProgressiveFailed" | "Degraded" => "31",
+            "Deployed" | "Running" | "Healthy" | "Successful" | "promoted" | "succeeded" => "32",
+            "Failed" | "Unhealthy" | "Error" | "ProgressiveFailed" | "Degraded" | "failed" => "31",
             "" => return String::new(),
             _ => "33",
         };
@@ -179,13 +179,18 @@ fn render_child(out: &mut String, c: &ChildNode, st: Style, last: bool) {
     let mut head = vec![
         format!("{branch} {}", st.bold(&format!("{}/{}", c.kind, c.name))),
         st.word(c.upgrade_state.as_deref().unwrap_or_default()),
+    ];
+    if let Some(r) = &c.progressive_result {
+        head.push(format!("({})", st.word(r)));
+    }
+    head.extend([
         if c.phase.is_empty() {
             "(no status)".to_string()
         } else {
             st.word(&c.phase)
         },
         st.word(&c.health),
-    ];
+    ]);
     if let Some(p) = c.pods {
         head.push(format!("pods {}/{}", p.ready, p.desired));
     }

@@ -85,6 +85,9 @@ pub struct ChildNode {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade_state: Option<String>,
+    /// How its progressive assessment ended (`succeeded`, `failed`, `force-promoted`), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progressive_result: Option<String>,
     pub phase: String,
     /// Healthy (all conditions True), Unhealthy, or Unknown (no conditions yet).
     pub health: String,
@@ -257,6 +260,18 @@ fn rollout_node(o: &RolloutObjects, now: DateTime<Utc>) -> RolloutNode {
             .cmp(&state_rank(b.upgrade_state.as_deref()))
             .then_with(|| a.name.cmp(&b.name))
     });
+    // The record outlives the upgrade: once it is over, it is shown only while its child is
+    // still the trial (a failed one stays there until the next spec).
+    let trial = trial(v).filter(|t| {
+        upgrade == "Progressive"
+            || children.iter().any(|c| {
+                c.name == t.name
+                    && matches!(
+                        c.upgrade_state.as_deref(),
+                        Some(upgrade_state::TRIAL | upgrade_state::IN_PROGRESS)
+                    )
+            })
+    });
     RolloutNode {
         kind: o.kind.kind().to_string(),
         namespace: s(v, "/metadata/namespace"),
@@ -269,7 +284,7 @@ fn rollout_node(o: &RolloutObjects, now: DateTime<Utc>) -> RolloutNode {
         summary: summary(o.kind, &conds),
         conditions: conds,
         allow_data_loss,
-        trial: trial(v),
+        trial,
         age: age(v, now),
         children,
         riders: v
@@ -375,15 +390,17 @@ fn child_node(kind: RolloutKind, c: &ChildObjects, now: DateTime<Utc>) -> ChildN
         })
         .collect();
     analysis_runs.sort_by(|a, b| a.name.cmp(&b.name));
-    let state = v
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(labels::UPGRADE_STATE))
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let label = |key: &str| {
+        v.pointer("/metadata/labels")
+            .and_then(|l| l.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     ChildNode {
         kind: kind.child_kind().to_string(),
         name: s(v, "/metadata/name"),
-        upgrade_state: state,
+        upgrade_state: label(labels::UPGRADE_STATE),
+        progressive_result: label(labels::PROGRESSIVE_RESULT_STATE),
         phase: s(v, "/status/phase"),
         health: health.to_string(),
         unhealthy_conditions: unhealthy,
@@ -553,6 +570,54 @@ mod tests {
         assert_eq!(human_duration(4 * 3600 + 300), "4h5m");
         assert_eq!(human_duration(86400 * 3 + 3600), "3d1h");
         assert_eq!(human_duration(86400 * 12), "12d");
+    }
+
+    /// The fixture's upgrade, ended: promoted (the old child recycled), or failed (the trial
+    /// labelled failed and scaled down, the rollout still in its progressive upgrade).
+    fn ended(failed: bool) -> RolloutObjects {
+        let mut o = fixture::objects().remove(0);
+        let trial = &mut o.children[0].object;
+        if failed {
+            trial["metadata"]["labels"]["numaplane.numaproj.io/progressive-result-state"] =
+                "failed".into();
+        } else {
+            o.rollout["status"]["upgradeInProgress"] = "".into();
+            trial["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = "promoted".into();
+            trial["metadata"]["labels"]["numaplane.numaproj.io/progressive-result-state"] =
+                "succeeded".into();
+            o.children[1].object["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] =
+                "recyclable".into();
+        }
+        o
+    }
+
+    #[test]
+    fn the_trial_line_lasts_while_its_child_is_the_trial_and_children_show_their_result() {
+        let during = build(&fixture::objects(), fixture::now());
+        assert_eq!(
+            during.rollouts[0].trial.as_ref().map(|t| t.name.as_str()),
+            Some("my-pipeline-1")
+        );
+        assert_eq!(during.rollouts[0].children[1].progressive_result, None);
+
+        let promoted = build(&[ended(false)], fixture::now());
+        let pr = &promoted.rollouts[0];
+        assert_eq!(pr.trial, None, "the promoted trial is no trial any more");
+        assert_eq!(pr.children[0].name, "my-pipeline-1");
+        assert_eq!(
+            pr.children[0].progressive_result.as_deref(),
+            Some("succeeded")
+        );
+
+        let failed = build(&[ended(true)], fixture::now());
+        let pr = &failed.rollouts[0];
+        assert!(pr.trial.is_some(), "a failed trial waits for the next spec");
+        assert_eq!(pr.children[1].progressive_result.as_deref(), Some("failed"));
+        let out = crate::render::render(&failed, crate::render::Style { color: false }, false);
+        assert!(
+            out.contains("Pipeline/my-pipeline-1  trial  (failed)  Running"),
+            "{out}"
+        );
     }
 
     #[test]
