@@ -828,6 +828,52 @@ async fn monovertex_without_data_ingestion_skips_assessment() {
     .await;
 }
 
+/// Scenario A.16 for pipelines: a trial whose source can't take in data (scale 0), or that is
+/// paused, is promoted without assessment, `no_data_ingestion`; its image could never pass one.
+#[tokio::test]
+async fn pipeline_without_data_ingestion_skips_assessment() {
+    use numaplane_api::numaflow::Pipeline;
+    let h = pipeline_setup("prog-pl-skip").await;
+    let strategy = json!({"progressive": {"assessmentSchedule": "0,120,60,1"}});
+    let forced = |name: &'static str| {
+        move |r: Option<&numaplane_api::PipelineRollout>| {
+            let up = r?
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .upgrading_pipeline_status
+                .clone()?;
+            (up.child.name == name && up.child.forced_success).then_some(up)
+        }
+    };
+    let mut zero = pr(BADCAT, strategy.clone());
+    zero["spec"]["pipeline"]["spec"]["vertices"][0]["scale"] = json!({"min": 0, "max": 0});
+    h.apply::<numaplane_api::PipelineRollout>(zero).await;
+    let up = h.until("pr-1 forced success", "pr", forced("pr-1")).await;
+    assert_eq!(
+        up.child.forced_success_reason,
+        Some(numaplane_api::progressive::ForcedSuccessReason::NoDataIngestion)
+    );
+    h.until::<Pipeline, _, _>("pr-1 promoted without assessment", "pr-1", |p| {
+        (pl_state(p?) == Some("promoted")).then_some(())
+    })
+    .await;
+
+    let mut paused = pr(&BADCAT.replace("badpath1", "badpath2"), strategy);
+    paused["spec"]["pipeline"]["spec"]["lifecycle"]["desiredPhase"] = json!("Paused");
+    h.apply::<numaplane_api::PipelineRollout>(paused).await;
+    let up = h.until("pr-2 forced success", "pr", forced("pr-2")).await;
+    assert_eq!(
+        up.child.forced_success_reason,
+        Some(numaplane_api::progressive::ForcedSuccessReason::NoDataIngestion)
+    );
+    h.until::<Pipeline, _, _>("pr-2 promoted without assessment", "pr-2", |p| {
+        (pl_state(p?) == Some("promoted")).then_some(())
+    })
+    .await;
+}
+
 /// Scenario A.12: a change of a `progressive: true` rider is a progressive upgrade; the new
 /// child gets its riders, the old child's go with it.
 #[tokio::test]
