@@ -701,6 +701,95 @@ async fn isb_service_upgrade_carries_its_pipelines_along() {
     h.until("pr settled", "pr", pr_settled).await;
 }
 
+/// Progressive ISB service failure (progressive.md §8.5): the trial ISB service is judged by the
+/// pipelines moved onto it; when they fail the ISB upgrade fails with them and both promoted
+/// children keep running; reverting the spec discontinues it and the trials go.
+#[tokio::test]
+async fn isb_service_upgrade_fails_with_its_pipelines_and_is_discontinued_on_revert() {
+    use numaplane_api::ISBServiceRollout;
+    use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
+    use numaplane_api::progressive::AssessmentResult;
+    let h = pipeline_setup("prog-isb-fail").await;
+    // A version Numaflow doesn't know: the trial ISB service fails, and so do pipelines on it.
+    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
+        "default",
+        json!({"version": "0.0.0"}),
+    ))
+    .await;
+    h.until::<Pipeline, _, _>("a trial pipeline on the trial isbsvc", "pr-1", |p| {
+        let p = p?;
+        (pl_state(p) == Some("trial") && p.spec["interStepBufferServiceName"] == "default-1")
+            .then_some(())
+    })
+    .await;
+    let up = h
+        .until::<ISBServiceRollout, _, _>("isb upgrade failed", "default", |r| {
+            let up = r?
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .upgrading_isb_service_status
+                .clone()?;
+            (up.name == "default-1" && up.assessment_result == Some(AssessmentResult::Failure))
+                .then_some(up)
+        })
+        .await;
+    assert_eq!(up.failure_reasons, ["Pipeline pr-1 failed"]);
+    // Nothing running was touched: the promoted ISB service and pipeline stay promoted.
+    let isb0: InterStepBufferService = h.api().get("default-0").await.expect("default-0");
+    assert_eq!(
+        isb0.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str),
+        Some("promoted")
+    );
+    let pr0: Pipeline = h.api().get("pr-0").await.expect("pr-0");
+    assert_eq!(pl_state(&pr0), Some("promoted"));
+    assert_eq!(pr0.spec["interStepBufferServiceName"], "default-0");
+    assert_eq!(
+        pr0.status.as_ref().map(|s| &s["phase"]),
+        Some(&json!("Running"))
+    );
+
+    // Revert: the upgrade is discontinued and both trials become recyclable. The failed pipeline
+    // cannot pause (Numaflow never pauses a Failed pipeline), so, as in the reference, it waits
+    // for maxRecyclableDurationMinutes and keeps its ISB service alive meanwhile.
+    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
+        "default",
+        json!({"version": "2.10.17"}),
+    ))
+    .await;
+    let recyclable = |labels: &std::collections::BTreeMap<String, String>| {
+        labels
+            .get("numaplane.numaproj.io/upgrade-state")
+            .is_some_and(|s| s == "recyclable")
+            && labels
+                .get("numaplane.numaproj.io/upgrade-state-reason")
+                .is_some_and(|s| s == "discontinue-progressive")
+    };
+    h.until::<Pipeline, _, _>("trial pipeline recyclable", "pr-1", |p| {
+        recyclable(p?.labels()).then_some(())
+    })
+    .await;
+    h.until::<InterStepBufferService, _, _>("trial isbsvc recyclable", "default-1", |i| {
+        recyclable(i?.labels()).then_some(())
+    })
+    .await;
+    h.until("pr settled", "pr", pr_settled).await;
+    let pr0: Pipeline = h.api().get("pr-0").await.expect("pr-0");
+    assert_eq!(pl_state(&pr0), Some("promoted"));
+    h.until::<ISBServiceRollout, _, _>("isb rollout settled", "default", |r| {
+        let r = r?;
+        let st = r.status.as_ref()?;
+        (st.status.upgrade_in_progress == UpgradeStrategy::NoOp
+            && st.status.phase == Phase::Deployed
+            && st.status.observed_generation == r.metadata.generation?)
+            .then_some(())
+    })
+    .await;
+}
+
 const CONFIG_WITH_HPA: &str = r#"
 defaultUpgradeStrategy: "progressive"
 permittedRiders: "group=autoscaling,kind=HorizontalPodAutoscaler;group=,kind=ConfigMap"
