@@ -13,7 +13,7 @@ use numaplane_api::numaflow::MonoVertex;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::fixtures::record;
-use support::{Harness, condition};
+use support::{Harness, condition, eventually};
 
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "progressive"
@@ -961,6 +961,111 @@ async fn pipeline_without_data_ingestion_skips_assessment() {
         (pl_state(p?) == Some("promoted")).then_some(())
     })
     .await;
+}
+
+const CONFIG_WITH_CM_RIDERS: &str = r#"
+defaultUpgradeStrategy: "progressive"
+permittedRiders: "group=,kind=ConfigMap"
+progressive:
+  defaultAssessmentSchedule:
+    - kind: Pipeline
+      schedule: "0,30,3,1"
+"#;
+
+/// Scenario A.13 with ConfigMaps standing in for the VPAs: per-vertex riders follow the
+/// vertices of each new promoted pipeline, a progressive rider added later is applied in place,
+/// and the old child's riders go with it.
+#[tokio::test]
+async fn pipeline_per_vertex_riders_follow_each_promoted_pipeline() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use numaplane_api::numaflow::Pipeline;
+    let h = Harness::start_with_usde("prog-pl-riders", CONFIG_WITH_CM_RIDERS).await;
+    h.apply::<numaplane_api::ISBServiceRollout>(support::fixtures::isb_rollout(
+        "default",
+        json!({"version": "2.10.17"}),
+    ))
+    .await;
+    let per_vertex = json!({"perVertex": true, "definition": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vcm"},
+        "data": {"vertex": "{{.pipeline-name}}-{{.vertex-name}}"}
+    }});
+    let progressive = json!({"progressive": true, "definition": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pcm"},
+        "data": {"pipeline-name": "{{.pipeline-name}}"}
+    }});
+    let with = |mut r: Value, riders: Value| {
+        r["spec"]["riders"] = riders;
+        r
+    };
+    let cm = |name: String| {
+        let h = &h;
+        async move { h.api::<ConfigMap>().get_opt(&name).await.expect("get") }
+    };
+    h.apply::<numaplane_api::PipelineRollout>(with(pr(CAT, json!({})), json!([per_vertex])))
+        .await;
+    h.until("pr deployed", "pr", pr_settled).await;
+    for v in ["in", "cat", "out"] {
+        let c = cm(format!("vcm-pr-0-{v}")).await.expect("per-vertex rider");
+        assert_eq!(c.data.expect("data")["vertex"], format!("pr-0-{v}"));
+    }
+
+    // A progressive rider added to a running pipeline is applied in place: no new child.
+    h.apply::<numaplane_api::PipelineRollout>(with(
+        pr(CAT, json!({})),
+        json!([per_vertex, progressive]),
+    ))
+    .await;
+    let c = eventually("pcm-pr-0", || cm("pcm-pr-0".into())).await;
+    assert_eq!(c.data.expect("data")["pipeline-name"], "pr-0");
+    h.until("pr settled", "pr", pr_settled).await;
+    assert!(
+        h.api::<Pipeline>()
+            .get_opt("pr-1")
+            .await
+            .expect("get")
+            .is_none(),
+        "adding a rider made no new child"
+    );
+
+    // Drop the `cat` vertex: a progressive upgrade to pr-1, whose riders follow its vertices;
+    // the pr-0 riders go with pr-0.
+    let mut two = with(pr(CAT, json!({})), json!([per_vertex, progressive]));
+    let spec = &mut two["spec"]["pipeline"]["spec"];
+    spec["vertices"] = json!([spec["vertices"][0], spec["vertices"][2]]);
+    spec["edges"] = json!([{"from": "in", "to": "out"}]);
+    h.apply::<numaplane_api::PipelineRollout>(two.clone()).await;
+    h.until::<Pipeline, _, _>("pr-1 promoted", "pr-1", |p| {
+        (pl_state(p?) == Some("promoted")).then_some(())
+    })
+    .await;
+    for v in ["in", "out"] {
+        eventually(&format!("vcm-pr-1-{v}"), || cm(format!("vcm-pr-1-{v}"))).await;
+    }
+    let c = eventually("pcm-pr-1", || cm("pcm-pr-1".into())).await;
+    assert_eq!(c.data.expect("data")["pipeline-name"], "pr-1");
+    assert!(
+        cm("vcm-pr-1-cat".into()).await.is_none(),
+        "no rider for a vertex pr-1 lacks"
+    );
+    h.until::<Pipeline, _, _>("pr-0 deleted", "pr-0", |p| p.is_none().then_some(()))
+        .await;
+    for name in ["vcm-pr-0-in", "vcm-pr-0-cat", "vcm-pr-0-out", "pcm-pr-0"] {
+        eventually(&format!("{name} gone"), || async {
+            cm(name.to_string()).await.is_none().then_some(())
+        })
+        .await;
+    }
+
+    // No riders any more: pr-1's are deleted.
+    h.apply::<numaplane_api::PipelineRollout>(with(two, json!([])))
+        .await;
+    for name in ["vcm-pr-1-in", "vcm-pr-1-out", "pcm-pr-1"] {
+        eventually(&format!("{name} gone"), || async {
+            cm(name.to_string()).await.is_none().then_some(())
+        })
+        .await;
+    }
+    h.until("pr settled without riders", "pr", pr_settled).await;
 }
 
 /// Scenario A.12: a change of a `progressive: true` rider is a progressive upgrade; the new
