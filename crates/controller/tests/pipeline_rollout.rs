@@ -378,6 +378,42 @@ async fn a_pipeline_whose_isb_service_never_comes_up_is_reported_when_the_hold_e
     .await;
 }
 
+/// Everything deleted at once (ISB service rollout first, as `kubectl delete -f` of a directory
+/// may): the pipeline still drains and goes, then its ISB service and the rollouts.
+#[tokio::test]
+async fn rollouts_deleted_together_leave_nothing_behind() {
+    let h = Harness::start("pr-del-all").await;
+    h.apply::<ISBServiceRollout>(isbsvc_rollout("isb")).await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pr", pipeline_spec("isb")))
+        .await;
+    h.until(
+        "PipelineRollout deployed and healthy",
+        "pr",
+        deployed_and_healthy,
+    )
+    .await;
+    h.api::<ISBServiceRollout>()
+        .delete("isb", &DeleteParams::default())
+        .await
+        .expect("delete isb");
+    h.api::<PipelineRollout>()
+        .delete("pr", &DeleteParams::default())
+        .await
+        .expect("delete pr");
+    h.until::<Pipeline, _, _>("pipeline gone", "pr-0", |p| p.is_none().then_some(()))
+        .await;
+    h.until::<InterStepBufferService, _, _>("isbsvc gone", "isb-0", |i| i.is_none().then_some(()))
+        .await;
+    h.until::<PipelineRollout, _, _>("PipelineRollout gone", "pr", |pr| {
+        pr.is_none().then_some(())
+    })
+    .await;
+    h.until::<ISBServiceRollout, _, _>("ISBServiceRollout gone", "isb", |r| {
+        r.is_none().then_some(())
+    })
+    .await;
+}
+
 async fn pr_spec_of(h: &Harness) -> Value {
     let pr = h.api::<PipelineRollout>().get("pr").await.expect("pr");
     strip_server_fields(serde_json::to_value(&pr).expect("json"))

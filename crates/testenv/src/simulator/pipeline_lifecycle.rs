@@ -218,7 +218,8 @@ async fn set_vertex_phase(
     Ok(())
 }
 
-/// Deletion: phase Deleting, sources paused, a short drain wait, then the finalizer goes.
+/// Deletion: phase Deleting, sources paused, a short drain wait (no longer than the deletion
+/// grace period), then the finalizer goes.
 pub(crate) async fn delete(
     ctx: &Ctx,
     api: &Api<DynamicObject>,
@@ -247,15 +248,28 @@ pub(crate) async fn delete(
         .collect();
     let refs: Vec<&DynamicObject> = source_objs.iter().map(|v| v.as_ref()).collect();
     set_vertex_phase(ctx, &refs, "Paused", false).await?;
-    if source_pods_exist(ctx, &pl, &sources) {
-        return Ok(Action::requeue(REQUEUE));
-    }
     let deleted_at: DateTime<Utc> = pl
         .metadata
         .deletion_timestamp
         .as_ref()
         .map(k8s_time)
         .unwrap_or_else(now);
+    // The drain wait is bounded by the deletion grace period: sources that never stop (their
+    // vertex failed, e.g. on a deleted ISB service) don't keep the pipeline forever.
+    let grace = i64_at(&spec, &["lifecycle", "deletionGracePeriodSeconds"])
+        .unwrap_or(DEFAULT_GRACE_SECONDS);
+    let give_up_at = deleted_at + chrono::Duration::seconds(grace.max(0));
+    let waiting = || {
+        Action::requeue(
+            (give_up_at - now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .min(REQUEUE),
+        )
+    };
+    if now() < give_up_at && source_pods_exist(ctx, &pl, &sources) {
+        return Ok(waiting());
+    }
     let ready_at = deleted_at
         + chrono::Duration::from_std(ctx.config.deletion_delay).unwrap_or(chrono::Duration::zero());
     if now() < ready_at {
@@ -263,8 +277,8 @@ pub(crate) async fn delete(
             (ready_at - now()).to_std().unwrap_or(Duration::ZERO),
         ));
     }
-    if source_pods_exist_live(ctx, &pl, &sources).await? {
-        return Ok(Action::requeue(REQUEUE));
+    if now() < give_up_at && source_pods_exist_live(ctx, &pl, &sources).await? {
+        return Ok(waiting());
     }
     let rest: Vec<String> = pl
         .finalizers()
