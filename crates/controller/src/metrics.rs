@@ -69,6 +69,8 @@ pub struct Metrics {
     pub cluster_cache_error_total: Counter,
     pub progressive_started: HashMap<&'static str, Family<Labels, Counter>>,
     pub progressive_completed: HashMap<&'static str, Family<Labels, Counter>>,
+    /// The last verdict counted per rollout `(kind, namespace, name)`: `(trial, success)`.
+    last_verdict: Mutex<HashMap<(String, String, String), (String, bool)>>,
     pub numaflow_controller_kubectl_execution_total: Counter,
     // Ours.
     pub reconcile_duration: Family<Labels, Histogram>,
@@ -305,6 +307,7 @@ impl Metrics {
             cluster_cache_error_total,
             progressive_started,
             progressive_completed,
+            last_verdict: Mutex::default(),
             numaflow_controller_kubectl_execution_total,
             reconcile_duration,
             reconcile_errors,
@@ -363,6 +366,10 @@ impl Metrics {
             }
         }
         self.count(kind, ns, name, false);
+        self.last_verdict
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, n_ns, n), _| !(n_ns == ns && n == name));
     }
 
     /// Tracks that a rollout exists (or not) and updates its namespace's `*_running` gauge.
@@ -458,7 +465,9 @@ impl Metrics {
         }
     }
 
-    /// A progressive upgrade ended with a verdict on trial `child`.
+    /// A progressive upgrade ended with a verdict on trial `child`. Counted once: a pass that
+    /// acts on the verdict again (cut short after its first write, say) adds nothing; a new
+    /// verdict on the same trial (a failed one force-promoted) does.
     pub fn progressive_completed(
         &self,
         kind: &str,
@@ -468,6 +477,14 @@ impl Metrics {
         success: bool,
         forced: bool,
     ) {
+        let verdict = (child.to_string(), success);
+        let key = (kind.to_string(), ns.to_string(), rollout.to_string());
+        let mut last = self.last_verdict.lock().unwrap_or_else(|e| e.into_inner());
+        if last.get(&key) == Some(&verdict) {
+            return;
+        }
+        last.insert(key, verdict);
+        drop(last);
         if let Some(f) = self.progressive_completed.get(kind) {
             f.get_or_create(&vec![
                 ("namespace", ns.to_string()),
@@ -539,6 +556,32 @@ mod tests {
         assert!(text.contains(r#"intuit_alert="true""#), "{text}");
         m.forget("PipelineRollout", "ns", "p");
         assert!(!m.encode().contains(r#"pipeline="p""#));
+    }
+
+    #[test]
+    fn a_progressive_verdict_is_counted_once() {
+        let m = Metrics::new();
+        let Some(kind) = m.progressive_completed.keys().next().copied() else {
+            panic!("no progressive_completed family");
+        };
+        let name = format!("numaplane_{kind}_progressive_completed_total");
+        let count = |m: &Metrics, success: &str| {
+            value(
+                &m.encode(),
+                &name,
+                &[r#"name="r-1""#, &format!(r#"success="{success}""#)],
+            )
+        };
+        m.progressive_completed(kind, "ns", "r", "r-1", false, false);
+        m.progressive_completed(kind, "ns", "r", "r-1", false, false);
+        assert_eq!(count(&m, "false"), Some(1.0), "the same verdict again");
+        // The failed trial force-promoted: a verdict of its own.
+        m.progressive_completed(kind, "ns", "r", "r-1", true, true);
+        assert_eq!(count(&m, "true"), Some(1.0));
+        // A rollout deleted and created again under the same name starts afresh.
+        m.forget("PipelineRollout", "ns", "r");
+        m.progressive_completed(kind, "ns", "r", "r-1", true, true);
+        assert_eq!(count(&m, "true"), Some(2.0));
     }
 
     /// The value of the series of `name` carrying all `labels` (in any order).
