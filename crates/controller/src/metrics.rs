@@ -39,6 +39,9 @@ fn histogram() -> Histogram {
     Histogram::new(DEFAULT_BUCKETS)
 }
 
+/// A progressive verdict: the trial judged and whether it succeeded.
+type Verdict = (String, bool);
+
 pub struct Metrics {
     registry: Registry,
     // Per-object health, one series per object (the current label combination).
@@ -69,8 +72,8 @@ pub struct Metrics {
     pub cluster_cache_error_total: Counter,
     pub progressive_started: HashMap<&'static str, Family<Labels, Counter>>,
     pub progressive_completed: HashMap<&'static str, Family<Labels, Counter>>,
-    /// The last verdict counted per rollout `(kind, namespace, name)`: `(trial, success)`.
-    last_verdict: Mutex<HashMap<(String, String, String), (String, bool)>>,
+    /// The last verdict counted per rollout `(kind, namespace, name)`.
+    last_verdict: Mutex<HashMap<(String, String, String), Verdict>>,
     pub numaflow_controller_kubectl_execution_total: Counter,
     // Ours.
     pub reconcile_duration: Family<Labels, Histogram>,
