@@ -307,13 +307,18 @@ fn pl_state(p: &numaplane_api::numaflow::Pipeline) -> Option<&str> {
         .map(String::as_str)
 }
 
-async fn pipeline_setup(prefix: &str) -> Harness {
-    let h = Harness::start_with_usde(prefix, CONFIG).await;
+/// Applies the ISBServiceRollout `default` with JetStream `version`.
+async fn apply_isb(h: &Harness, version: &str) {
     h.apply::<numaplane_api::ISBServiceRollout>(support::fixtures::isb_rollout(
         "default",
-        json!({"version": "2.10.17"}),
+        json!({ "version": version }),
     ))
     .await;
+}
+
+async fn pipeline_setup(prefix: &str) -> Harness {
+    let h = Harness::start_with_usde(prefix, CONFIG).await;
+    apply_isb(&h, "2.10.17").await;
     h.apply::<numaplane_api::PipelineRollout>(pr(CAT, json!({})))
         .await;
     h.until("pr deployed", "pr", pr_settled).await;
@@ -650,11 +655,7 @@ async fn isb_service_upgrade_carries_its_pipelines_along() {
     let h = pipeline_setup("prog-isb").await;
     // A version change is a progressive change: a trial ISB service, and the pipeline follows
     // onto it with a trial of its own.
-    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
-        "default",
-        json!({"version": "2.10.11"}),
-    ))
-    .await;
+    apply_isb(&h, "2.10.11").await;
     h.until::<InterStepBufferService, _, _>("trial isbsvc", "default-1", |i| {
         (i?.spec["jetstream"]["version"] == json!("2.10.11")).then_some(())
     })
@@ -711,11 +712,7 @@ async fn isb_service_upgrade_fails_with_its_pipelines_and_is_discontinued_on_rev
     use numaplane_api::progressive::AssessmentResult;
     let h = pipeline_setup("prog-isb-fail").await;
     // A version Numaflow doesn't know: the trial ISB service fails, and so do pipelines on it.
-    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
-        "default",
-        json!({"version": "0.0.0"}),
-    ))
-    .await;
+    apply_isb(&h, "0.0.0").await;
     h.until::<Pipeline, _, _>("a trial pipeline on the trial isbsvc", "pr-1", |p| {
         let p = p?;
         (pl_state(p) == Some("trial") && p.spec["interStepBufferServiceName"] == "default-1")
@@ -755,11 +752,7 @@ async fn isb_service_upgrade_fails_with_its_pipelines_and_is_discontinued_on_rev
     // Revert: the upgrade is discontinued and both trials become recyclable. The failed pipeline
     // cannot pause (Numaflow never pauses a Failed pipeline), so, as in the reference, it waits
     // for maxRecyclableDurationMinutes and keeps its ISB service alive meanwhile.
-    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
-        "default",
-        json!({"version": "2.10.17"}),
-    ))
-    .await;
+    apply_isb(&h, "2.10.17").await;
     let recyclable = |labels: &std::collections::BTreeMap<String, String>| {
         labels
             .get("numaplane.numaproj.io/upgrade-state")
@@ -980,11 +973,7 @@ async fn pipeline_per_vertex_riders_follow_each_promoted_pipeline() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use numaplane_api::numaflow::Pipeline;
     let h = Harness::start_with_usde("prog-pl-riders", CONFIG_WITH_CM_RIDERS).await;
-    h.apply::<numaplane_api::ISBServiceRollout>(support::fixtures::isb_rollout(
-        "default",
-        json!({"version": "2.10.17"}),
-    ))
-    .await;
+    apply_isb(&h, "2.10.17").await;
     let per_vertex = json!({"perVertex": true, "definition": {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vcm"},
         "data": {"vertex": "{{.pipeline-name}}-{{.vertex-name}}"}
