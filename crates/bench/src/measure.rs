@@ -136,6 +136,11 @@ impl Window {
             reconcile_p99_ms: ms(0.99),
             rollouts,
             api_watches: counts.watches(),
+            requests_by_verb_per_rollout: counts
+                .by_verb
+                .iter()
+                .map(|(verb, n)| (verb.clone(), per(*n)))
+                .collect(),
             requests_by_verb: counts.by_verb,
             writes_by_resource: counts.writes_by_resource,
             writes_per_pipeline_rollout_mean: if n == 0 {

@@ -32,6 +32,8 @@ pub struct Scenario {
     pub rollouts: usize,
     pub api_watches: u64,
     pub requests_by_verb: BTreeMap<String, u64>,
+    /// `requests_by_verb` divided by `rollouts` (watches included).
+    pub requests_by_verb_per_rollout: BTreeMap<String, f64>,
     pub writes_by_resource: BTreeMap<String, u64>,
     /// Writes each PipelineRollout caused (to it, its status, its Pipelines and Events about
     /// it): the mean and the largest.
@@ -126,6 +128,10 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
         (
             "api_writes_per_rollout",
             "api_writes / rollouts (every rollout kind; the ISBServiceRollout's PodDisruptionBudget included)",
+        ),
+        (
+            "requests_by_verb_per_rollout",
+            "requests_by_verb / rollouts, watches included",
         ),
         (
             "writes_per_pipeline_rollout_max",
