@@ -931,29 +931,24 @@ async fn pipeline_without_data_ingestion_skips_assessment() {
     };
     let mut zero = pr(BADCAT, strategy.clone());
     zero["spec"]["pipeline"]["spec"]["vertices"][0]["scale"] = json!({"min": 0, "max": 0});
-    h.apply::<numaplane_api::PipelineRollout>(zero).await;
-    let up = h.until("pr-1 forced success", "pr", forced("pr-1")).await;
-    assert_eq!(
-        up.child.forced_success_reason,
-        Some(numaplane_api::progressive::ForcedSuccessReason::NoDataIngestion)
-    );
-    h.until::<Pipeline, _, _>("pr-1 promoted without assessment", "pr-1", |p| {
-        (pl_state(p?) == Some("promoted")).then_some(())
-    })
-    .await;
-
     let mut paused = pr(&BADCAT.replace("badpath1", "badpath2"), strategy);
     paused["spec"]["pipeline"]["spec"]["lifecycle"]["desiredPhase"] = json!("Paused");
-    h.apply::<numaplane_api::PipelineRollout>(paused).await;
-    let up = h.until("pr-2 forced success", "pr", forced("pr-2")).await;
-    assert_eq!(
-        up.child.forced_success_reason,
-        Some(numaplane_api::progressive::ForcedSuccessReason::NoDataIngestion)
-    );
-    h.until::<Pipeline, _, _>("pr-2 promoted without assessment", "pr-2", |p| {
-        (pl_state(p?) == Some("promoted")).then_some(())
-    })
-    .await;
+    for (manifest, trial) in [(zero, "pr-1"), (paused, "pr-2")] {
+        h.apply::<numaplane_api::PipelineRollout>(manifest).await;
+        let up = h
+            .until(&format!("{trial} forced success"), "pr", forced(trial))
+            .await;
+        assert_eq!(
+            up.child.forced_success_reason,
+            Some(numaplane_api::progressive::ForcedSuccessReason::NoDataIngestion)
+        );
+        h.until::<Pipeline, _, _>(
+            &format!("{trial} promoted without assessment"),
+            trial,
+            |p| (pl_state(p?) == Some("promoted")).then_some(()),
+        )
+        .await;
+    }
 }
 
 const CONFIG_WITH_CM_RIDERS: &str = r#"
