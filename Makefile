@@ -10,6 +10,8 @@ CARGO ?= cargo
 export KUBE_APISERVER_BIN := $(TESTENV_BIN)/kube-apiserver
 export KUBE_CONTROLLER_MANAGER_BIN := $(TESTENV_BIN)/kube-controller-manager
 export ETCD_BIN := $(TESTENV_BIN)/etcd
+export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
+export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
 .PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench
 
@@ -36,11 +38,12 @@ build:
 manifests:
 	$(CARGO) run -q -p numaplane-api --bin crdgen
 
-## testenv-binaries: build kube-apiserver, kube-controller-manager and fetch etcd (cached)
-testenv-binaries: $(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN)
-
-$(KUBE_APISERVER_BIN) $(KUBE_CONTROLLER_MANAGER_BIN) $(ETCD_BIN) &:
+## testenv-binaries: build kube-apiserver, kube-controller-manager, kube-scheduler and fetch etcd,
+## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller
+## and Prometheus (all cached outside the repository; both scripts return at once when cached)
+testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
+	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
 
 ## demo: a local control plane, the Numaflow simulator and Numaplane walking the reference samples
 ## through install, progressive upgrades (success, failure and rollback, fix with force-drain), an
@@ -50,7 +53,7 @@ demo: testenv-binaries
 	$(CARGO) build -q -p kubectl-numaplane
 	$(CARGO) run -q -p numaplane --example demo -- --dir "$(DEMO_DIR)" $(DEMO_ARGS)
 
-## dev-up: the same environment (control plane, simulator, numaplane binary) left running in the
+## dev-up: the same environment (the real stack, the numaplane binary) left running in the
 ## background, with instructions; dev-down stops it
 dev-up: testenv-binaries
 	$(CARGO) build -q -p kubectl-numaplane -p numaplane-testenv -p numaplane --bins

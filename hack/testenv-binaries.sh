@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real control plane used by integration tests and the demo:
-#   kube-apiserver and kube-controller-manager from the k8s.io/kubernetes Go module,
+#   kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (for tests that drive the
+#   cluster as the README tells a user to) from the k8s.io/kubernetes Go module,
 #   etcd from Debian trixie's etcd-server package (3.5.x).
 # Binaries land in a cache outside the repository, keyed by version:
-#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/v<k8s>/{kube-apiserver,kube-controller-manager,etcd}
+#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/v<k8s>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,etcd}
 # Idempotent: a binary that exists is not rebuilt. Prints the directory on the last line.
 set -euo pipefail
 
@@ -19,7 +20,8 @@ build_k8s() {
   local staging="v0.${K8S_VERSION#v1.}"
   mkdir -p "$work"
   cd "$work"
-  if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod; then
+  if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod \
+    || ! grep -q cmd/kubectl tools.go 2>/dev/null; then
     log "creating scratch module in $work"
     rm -f go.mod go.sum
     cat > go.mod <<MOD
@@ -35,6 +37,8 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
     log "downloading k8s.io/kubernetes@$K8S_VERSION go.mod to find its staging modules"
@@ -52,7 +56,7 @@ GO
     go mod tidy
   fi
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}"
-  for cmd in kube-apiserver kube-controller-manager; do
+  for cmd in "${K8S_CMDS[@]}"; do
     if [ ! -x "$OUT/$cmd" ]; then
       log "building $cmd $K8S_VERSION (cold: several minutes)"
       CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$OUT/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
@@ -82,12 +86,14 @@ SRC
   cp "$bin" "$OUT/etcd.tmp" && mv "$OUT/etcd.tmp" "$OUT/etcd"
 }
 
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-controller-manager" ] && [ -x "$OUT/etcd" ]; then
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+all_built() { for c in "${K8S_CMDS[@]}"; do [ -x "$OUT/$c" ] || return 1; done; }
+if all_built && [ -x "$OUT/etcd" ]; then
   log "cached: $OUT"
 else
   start=$(date +%s)
   [ -x "$OUT/etcd" ] || fetch_etcd
-  { [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-controller-manager" ]; } || build_k8s
+  all_built || build_k8s
   log "done in $(( $(date +%s) - start ))s: $OUT"
 fi
 echo "$OUT"

@@ -58,6 +58,8 @@ pub fn generate(repo_root: &Path) -> Result<BTreeMap<PathBuf, String>, ManifestE
     );
     let mut docs = Vec::new();
     collect(repo_root, Path::new("config/default"), &out, &mut docs)?;
+    // `kubectl apply -f` creates in file order: namespaced objects before their Namespace fail.
+    docs.sort_by_key(|d| kind_rank(d));
     for doc in docs {
         install.push_str("---\n");
         install.push_str(&doc);
@@ -134,6 +136,51 @@ fn split_documents(body: &str) -> Vec<String> {
         .collect()
 }
 
+/// Kustomize's legacy install order (its default): what other objects live in or refer to
+/// first, webhooks last, every other kind in between; documents of one kind keep their order.
+fn kind_rank(doc: &str) -> usize {
+    const FIRST: &[&str] = &[
+        "Namespace",
+        "ResourceQuota",
+        "StorageClass",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "PodSecurityPolicy",
+        "Role",
+        "ClusterRole",
+        "RoleBinding",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Secret",
+        "Endpoints",
+        "Service",
+        "LimitRange",
+        "PriorityClass",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "StatefulSet",
+        "CronJob",
+        "PodDisruptionBudget",
+    ];
+    const LAST: &[&str] = &[
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ];
+    let kind = doc
+        .lines()
+        .find_map(|l| l.strip_prefix("kind:"))
+        .map(|k| k.trim().trim_matches(['"', '\'']))
+        .unwrap_or_default();
+    if let Some(i) = FIRST.iter().position(|k| *k == kind) {
+        i
+    } else if let Some(i) = LAST.iter().position(|k| *k == kind) {
+        FIRST.len() + 1 + i
+    } else {
+        FIRST.len()
+    }
+}
+
 /// Resolves `..` segments lexically (paths here are always relative to the repository root).
 fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -157,6 +204,34 @@ mod tests {
     fn splits_documents_and_drops_comment_only_ones() {
         let docs = split_documents("# header\n---\na: 1\n---\n# only a comment\n---\nb: 2\n");
         assert_eq!(docs, vec!["a: 1\n".to_string(), "b: 2\n".to_string()]);
+    }
+
+    #[test]
+    fn orders_kinds_as_kustomize_does() {
+        let mut docs = [
+            "kind: Deployment\n",
+            "apiVersion: v1\nkind: ServiceAccount\n",
+            "kind: Widget\n",
+            "kind: ValidatingWebhookConfiguration\n",
+            "kind: \"Namespace\"\n",
+            "kind: CustomResourceDefinition\n",
+        ];
+        docs.sort_by_key(|d| kind_rank(d));
+        let kinds: Vec<&str> = docs
+            .iter()
+            .map(|d| d.rsplit(' ').next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "\"Namespace\"\n",
+                "CustomResourceDefinition\n",
+                "ServiceAccount\n",
+                "Deployment\n",
+                "Widget\n",
+                "ValidatingWebhookConfiguration\n"
+            ]
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod audit;
 mod controller;
 mod measure;
+mod numaflow;
 mod procfs;
 mod prom;
 mod rbac;
@@ -39,6 +40,10 @@ struct Args {
     /// The controller's --workers (its default is 16).
     #[arg(long, default_value_t = 16)]
     workers: u16,
+    /// Run the real stack (KWOK pods, the real Numaflow controller rendered by a
+    /// NumaflowControllerRollout) instead of the Numaflow simulator.
+    #[arg(long)]
+    real_stack: bool,
     /// Concurrent reconciles per kind of the simulated Numaflow controller.
     #[arg(long, default_value_t = 8)]
     simulator_concurrency: u16,
@@ -78,6 +83,7 @@ async fn main() -> Result<()> {
         controller_binary: controller_bin,
         workers: args.workers,
         simulator_concurrency: args.simulator_concurrency,
+        real_stack: args.real_stack,
         idle: Duration::from_secs(args.idle_seconds),
         settle: Duration::from_secs(args.settle_seconds),
         converge_timeout: Duration::from_secs(args.converge_timeout_seconds),

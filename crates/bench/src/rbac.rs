@@ -19,14 +19,14 @@ fn repo(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn read<K: DeserializeOwned>(rel: &str) -> Result<K> {
+pub(crate) fn read<K: DeserializeOwned>(rel: &str) -> Result<K> {
     let path = repo(rel);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-async fn apply<K>(api: Api<K>, obj: &K) -> Result<()>
+pub(crate) async fn apply<K>(api: Api<K>, obj: &K) -> Result<()>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Serialize,
 {

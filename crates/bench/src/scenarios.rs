@@ -25,6 +25,7 @@ pub struct Settings {
     pub controller_binary: PathBuf,
     pub workers: u16,
     pub simulator_concurrency: u16,
+    pub real_stack: bool,
     pub idle: Duration,
     pub settle: Duration,
     pub converge_timeout: Duration,
@@ -43,21 +44,28 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
         audit_policy: Some(crate::audit::policy_for(
             numaplane_testenv::controlplane::OPERATOR_USER,
         )),
-        dir: None,
+        real_stack: s.real_stack,
+        ..TestEnvOptions::default()
     })
     .await?;
     let client = env.client();
     rbac::install(&client).await?;
     let ns = env.try_create_namespace("bench").await?;
-    let _sim = Simulator::start_with(
-        client.clone(),
-        SimulatorConfig {
-            namespace: Some(ns.clone()),
-            concurrency: s.simulator_concurrency,
-            ..SimulatorConfig::default()
-        },
-    )
-    .await?;
+    let _sim = if s.real_stack {
+        None
+    } else {
+        Some(
+            Simulator::start_with(
+                client.clone(),
+                SimulatorConfig {
+                    namespace: Some(ns.clone()),
+                    concurrency: s.simulator_concurrency,
+                    ..SimulatorConfig::default()
+                },
+            )
+            .await?,
+        )
+    };
     let watcher = Watcher::start(&client, &ns);
     let launch = Launch {
         binary: s.controller_binary.clone(),
@@ -70,6 +78,9 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
     let others = other_processes(env.dir());
     let mut controller = Controller::start(&launch, "numaplane-1")?;
     controller.wait_ready(READY_TIMEOUT).await?;
+    if s.real_stack {
+        crate::numaflow::install(&client, &ns, READY_TIMEOUT).await?;
+    }
     let mut rss = RssSampler::start(controller.pid(), RSS_PERIOD);
 
     let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);

@@ -1,8 +1,11 @@
 //! `make demo`: the reference getting-started story on a laptop, without a cluster.
 //!
-//! It starts a real control plane on loopback (etcd + kube-apiserver + kube-controller-manager),
-//! the Numaflow simulator, the Argo Rollouts analysis stand-in and Numaplane (progressive by
-//! default, with assessment schedules of seconds), then walks the reference samples through:
+//! It starts the real stack on loopback (etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler, KWOK, the real Numaflow controller the NumaflowControllerRollout renders, the
+//! real Argo Rollouts analysis controller and Prometheus, with the daemon and metrics stand-ins)
+//! and Numaplane (progressive by default, with assessment schedules of seconds; the samples'
+//! AnalysisTemplates are applied unchanged and given arguments of seconds by the rollouts), then
+//! walks the reference samples through:
 //! install, a successful progressive upgrade, a failed one and its rollback, a fix that
 //! force-drains the failed pipeline, an ISB service upgrade carrying its pipeline along, a
 //! MonoVertex upgrade and a pause-and-drain upgrade. Each step waits (bounded) for its expected
@@ -10,7 +13,8 @@
 //! demo with a non-zero exit. Everything is torn down at the end (`--keep` waits for Ctrl-C first).
 //!
 //! `demo dev-up --dir DIR` / `demo dev-down --dir DIR` (`make dev-up` / `make dev-down`) instead
-//! leave the control plane, simulator and the `numaplane` binary running in the background.
+//! leave the real stack and the `numaplane` binary running in the
+//! background.
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
@@ -25,7 +29,7 @@ use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowController, NumaflowControllerRollout,
     PipelineRollout,
 };
-use numaplane_testenv::{AnalysisStandIn, Simulator, TestEnv, TestEnvOptions};
+use numaplane_testenv::{TestEnv, TestEnvOptions};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -65,7 +69,7 @@ const NCR_SAMPLE: &str =
 const NS_CONFIG_SAMPLE: &str = "config/samples/namespace-level-config.yaml";
 
 const CAT_V1: &str = "quay.io/numaio/numaflow-go/map-cat:v1";
-/// An unpullable tag: the simulator's pods never become ready.
+/// An unpullable tag: KWOK reports its pods in ImagePullBackOff.
 const CAT_BAD: &str = "quay.io/numaio/numaflow-go/map-cat:badpath1";
 const CAT_V2: &str = "quay.io/numaio/numaflow-go/map-cat:v2";
 const CAT_V3: &str = "quay.io/numaio/numaflow-go/map-cat:v3";
@@ -91,12 +95,29 @@ fn docs(rel: &str) -> anyhow::Result<Vec<Value>> {
     Ok(docs.into_iter().filter(|d| d.is_object()).collect())
 }
 
-/// The Numaplane object of a sample file (its AnalysisTemplates are applied separately).
+/// The Numaplane object of a sample file (its AnalysisTemplates are applied separately). A
+/// rollout with analysis passes the templates arguments of seconds (a measurement a second,
+/// three successes in a row), as a user shortening them would; the templates stay unchanged.
 fn rollout_sample(rel: &str) -> anyhow::Result<Value> {
-    docs(rel)?
+    let mut r = docs(rel)?
         .into_iter()
         .find(|d| d["apiVersion"] == numaplane_api::API_VERSION)
-        .with_context(|| format!("no Numaplane object in {rel}"))
+        .with_context(|| format!("no Numaplane object in {rel}"))?;
+    if r["spec"]["strategy"]["analysis"].is_object() {
+        r["spec"]["strategy"]["analysis"]["args"] = json!([
+            {"name": "interval", "value": "1s"},
+            {"name": "success-limit", "value": "3"}
+        ]);
+    }
+    Ok(r)
+}
+
+/// The documents of a sample file that are not its Numaplane object.
+fn sample_extras(rel: &str) -> anyhow::Result<Vec<Value>> {
+    Ok(docs(rel)?
+        .into_iter()
+        .filter(|d| d["apiVersion"] != numaplane_api::API_VERSION)
+        .collect())
 }
 
 /// The directory of this executable's sibling binaries (`target/<profile>`; examples live one
@@ -455,7 +476,10 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
          AnalysisTemplates). The cluster default strategy is progressive.",
     );
     for rel in [NCR_SAMPLE, ISBR_SAMPLE, PR_SAMPLE, MVR_SAMPLE] {
-        c.apply_file(rel).await?;
+        for extra in sample_extras(rel)? {
+            c.apply(&extra).await?;
+        }
+        c.apply(&rollout_sample(rel)?).await?;
     }
     for (kind, name) in [
         ("NumaflowControllerRollout", "numaflow-controller"),
@@ -815,23 +839,21 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
     let start = Instant::now();
 
     println!(
-        "\x1b[1m==> Starting etcd, kube-apiserver and kube-controller-manager on loopback\x1b[0m"
+        "\x1b[1m==> Starting the real stack on loopback: etcd, kube-apiserver, kube-controller-manager,\n    \
+         kube-scheduler, KWOK, Prometheus, Argo Rollouts (the Numaflow controller follows its Deployment)\x1b[0m"
     );
     let env = TestEnv::start_with(TestEnvOptions {
         dir: Some(dir.join("cluster")),
+        real_stack: true,
         ..Default::default()
     })
     .await?;
     let client = env.client();
     println!("    kubeconfig: {}", env.kubeconfig_path().display());
 
-    println!(
-        "\x1b[1m==> Starting the Numaflow simulator, the analysis stand-in and Numaplane\x1b[0m"
-    );
+    println!("\x1b[1m==> Starting Numaplane\x1b[0m");
     let config_file = dir.join("config.yaml");
     bootstrap(&client, &config_file).await?;
-    let sim = Simulator::start(client.clone()).await?;
-    let analysis = AnalysisStandIn::start(client.clone()).await?;
     let operator = Operator::start(
         env.operator_client(),
         OperatorOptions {
@@ -874,11 +896,9 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
             tokio::signal::ctrl_c().await?;
         }
     }
-    println!("\x1b[1m==> Stopping Numaplane, the simulator and the control plane\x1b[0m");
+    println!("\x1b[1m==> Stopping Numaplane and the stack\x1b[0m");
     operator.shutdown().await;
-    analysis.shutdown();
-    sim.shutdown();
-    // Kills etcd, kube-apiserver and kube-controller-manager and removes their files.
+    // Kills every process of the stack and removes their files.
     drop(env);
     if result.is_ok() {
         println!(
@@ -893,7 +913,7 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
 
 const NUMAPLANE_PID: &str = "numaplane.pid";
 
-/// `numaplane-testenv up` (control plane, simulator and analysis stand-in in the background),
+/// `numaplane-testenv up` (the real stack in the background),
 /// the bootstrap objects, then the `numaplane` binary detached with the operator's identity.
 async fn dev_up(dir: &Path) -> anyhow::Result<()> {
     let testenv = sibling_binary("numaplane-testenv", "numaplane-testenv")?;
@@ -909,7 +929,10 @@ async fn dev_up(dir: &Path) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    println!("==> Starting the control plane, the Numaflow simulator and the analysis stand-in");
+    println!(
+        "==> Starting the real stack (control plane, KWOK, Numaflow and Argo Rollouts controllers, \
+         Prometheus)"
+    );
     let status = Command::new(&testenv)
         .args(["up", "--dir"])
         .arg(&dir)
@@ -939,6 +962,7 @@ schedules; config {config}). Try:
 
   export KUBECONFIG={kubeconfig}
   export PATH={bin}:$PATH   # kubectl-numaplane, so `kubectl numaplane` works
+  kubectl apply -f config/samples/numaplane.numaproj.io_v1alpha1_numaflowcontrollerrollout.yaml
   kubectl apply -f config/samples/numaplane.numaproj.io_v1alpha1_isbservicerollout.yaml
   kubectl apply -f config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml
   kubectl numaplane get -n {NS} -w
@@ -1012,7 +1036,7 @@ fn dev_down(dir: &Path) -> anyhow::Result<()> {
         }
         let _ = std::fs::remove_file(dir.join(NUMAPLANE_PID));
     }
-    println!("==> Stopping the control plane and the simulator");
+    println!("==> Stopping the real stack");
     let testenv = sibling_binary("numaplane-testenv", "numaplane-testenv")?;
     let status = Command::new(&testenv)
         .args(["down", "--dir"])

@@ -1,5 +1,5 @@
 //! The status fixtures of the Argo CD health checks and actions (`config/argocd/testdata`),
-//! taken from real objects: the controller and the Numaflow simulator bring rollouts into each
+//! taken from real objects: the controller and the real Numaflow controller bring rollouts into each
 //! state (deployed, pausing, paused, pause-and-drain in progress, failed), and each object is
 //! dumped with its run-specific parts (namespace, uids, times) normalised.
 //!
@@ -16,7 +16,6 @@ use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowController, NumaflowControllerRollout,
     PipelineRollout,
 };
-use numaplane_testenv::simulator::PipelineBehaviour;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -187,7 +186,7 @@ fn pr_pause_reason(
 
 #[tokio::test]
 async fn argocd_fixtures_from_real_objects() {
-    let h = Harness::start_with_usde("argocd", &config()).await;
+    let h = Harness::start_real("argocd", &config()).await;
     let mut fx = Fixtures {
         ns: h.ns.clone(),
         files: Vec::new(),
@@ -227,8 +226,7 @@ async fn argocd_fixtures_from_real_objects() {
     fx.add("pipelinerollout-paused", &pr);
 
     // Pausing by the user: a pipeline that cannot drain stays Pausing for its grace period.
-    h.sim
-        .set_pipeline_behaviour(&h.ns, "slow-pipeline-0", PipelineBehaviour::NeverDrain);
+    h.daemon().set_pending(&h.ns, "slow-pipeline-0", 100);
     h.apply::<PipelineRollout>(pipeline_rollout("slow-pipeline", CAT, "Running", "default"))
         .await;
     h.until("slow pipeline deployed", "slow-pipeline", pr_settled)
@@ -243,8 +241,7 @@ async fn argocd_fixtures_from_real_objects() {
     fx.add("pipelinerollout-pausing", &pr);
 
     // Pause-and-drain in progress: a data-loss change waits for a pipeline that cannot drain.
-    h.sim
-        .set_pipeline_behaviour(&h.ns, "ppnd-pipeline-0", PipelineBehaviour::NeverDrain);
+    h.daemon().set_pending(&h.ns, "ppnd-pipeline-0", 100);
     h.apply::<PipelineRollout>(pipeline_rollout("ppnd-pipeline", CAT, "Running", "default"))
         .await;
     h.until("ppnd pipeline deployed", "ppnd-pipeline", pr_settled)

@@ -19,7 +19,7 @@ permittedRiders: "group=autoscaling,kind=HorizontalPodAutoscaler"
 
 #[tokio::test]
 async fn config_file_changes_apply_live_and_bad_ones_are_refused() {
-    let h = Harness::start("cfg").await;
+    let h = Harness::start_real_with_config("cfg", support::TEST_CONFIG).await;
     h.apply::<ISBServiceRollout>(json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "ISBServiceRollout",

@@ -42,7 +42,7 @@ fn failed_with(msg: &'static str) -> impl FnMut(Option<&PipelineRollout>) -> Opt
 
 #[tokio::test]
 async fn invalid_input_is_reported_and_isolated() {
-    let h = Harness::start("invalid").await;
+    let h = Harness::start_real_with_config("invalid", support::TEST_CONFIG).await;
     h.apply::<ISBServiceRollout>(json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "ISBServiceRollout",

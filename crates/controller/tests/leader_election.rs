@@ -10,10 +10,10 @@ use kube::ResourceExt;
 use numaplane_api::common::Phase;
 use numaplane_api::numaflow::Pipeline;
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
-use numaplane_testenv::{Simulator, TestEnv};
+use numaplane_testenv::TestEnv;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::{Process, eventually, install_rbac, samples};
+use support::{Process, eventually, install_numaflow, install_rbac, samples};
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases
@@ -43,13 +43,10 @@ fn writes(metrics: &str) -> f64 {
 
 #[tokio::test]
 async fn only_the_leader_writes_and_a_standby_takes_over() {
-    let env = TestEnv::shared().await;
+    let env = TestEnv::shared_real().await;
     let client = env.client();
     install_rbac(&client).await;
     let ns = env.create_namespace("lease").await;
-    let _sim = Simulator::start_in_namespace(client.clone(), &ns)
-        .await
-        .expect("simulator");
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, "defaultUpgradeStrategy: no-strategy\n").expect("config");
@@ -64,6 +61,7 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
         holder(&leases).await.filter(|h| h.starts_with("a_"))
     })
     .await;
+    install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
     let b = Process::start(env, &ns, &config, dir.path(), "b", &["--leader-elect"]);
     eventually("b ready as a warm standby", || async {
         (b.probe("/readyz").await == Some(200)).then_some(())

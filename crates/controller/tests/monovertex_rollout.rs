@@ -69,7 +69,7 @@ fn phase(mv: &MonoVertex) -> &str {
 
 #[tokio::test]
 async fn monovertex_rollout_lifecycle_with_riders() {
-    let h = Harness::start("mvr-life").await;
+    let h = Harness::start_real_with_config("mvr-life", support::TEST_CONFIG).await;
     let spec = mv_spec("quay.io/numaio/numaflow-go/source-simple-source:stable");
     let versions = record::<MonoVertexRollout>(&h, "mvr").await;
     tokio::time::sleep(Duration::from_millis(300)).await;

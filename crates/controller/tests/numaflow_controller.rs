@@ -114,7 +114,7 @@ async fn event_reasons(h: &Harness, kind: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn install_upgrade_and_unknown_version() {
-    let h = Harness::start_with_config("nc-upgrade", &config()).await;
+    let h = Harness::start_real_with_config("nc-upgrade", &config()).await;
     load_definitions(&h, "1.8.1").await;
     load_definitions(&h, "1.7.5").await;
 
@@ -269,7 +269,7 @@ async fn install_upgrade_and_unknown_version() {
 
 #[tokio::test]
 async fn instance_id_and_late_definitions() {
-    let h = Harness::start_with_config("nc-instance", &config()).await;
+    let h = Harness::start_real_with_config("nc-instance", &config()).await;
 
     // No definition yet: failed, naming the version; it takes effect once it appears.
     h.apply::<NumaflowControllerRollout>(rollout("1.6.0", Some("abc")))
@@ -375,7 +375,7 @@ fn edit_definition(mut cm: Value, drop_name: &str, edit: impl Fn(&str) -> String
 
 #[tokio::test]
 async fn self_heal_prune_and_recreate() {
-    let h = Harness::start_with_config("nc-heal", &config()).await;
+    let h = Harness::start_real_with_config("nc-heal", &config()).await;
     load_definitions(&h, "1.8.1").await;
     h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
         .await;
@@ -481,7 +481,7 @@ async fn self_heal_prune_and_recreate() {
 
 #[tokio::test]
 async fn deletion_waits_for_pipeline_rollouts() {
-    let h = Harness::start_with_config("nc-delete", &config()).await;
+    let h = Harness::start_real_with_config("nc-delete", &config()).await;
     load_definitions(&h, "1.8.1").await;
     h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
         .await;

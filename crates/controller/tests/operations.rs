@@ -6,14 +6,14 @@ mod support;
 
 use numaplane_api::common::Phase;
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
-use numaplane_testenv::{Simulator, TestEnv};
+use numaplane_testenv::TestEnv;
 use serde_json::json;
 use std::time::Duration;
-use support::{Process, eventually, install_rbac, samples};
+use support::{Process, eventually, install_numaflow, install_rbac, samples};
 
 #[tokio::test]
 async fn probes_metrics_and_live_log_level() {
-    let env = TestEnv::shared().await;
+    let env = TestEnv::shared_real().await;
     let client = env.client();
     let ns = env.create_namespace("ops").await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -56,9 +56,7 @@ async fn probes_metrics_and_live_log_level() {
     .await;
 
     // Reconcile something, then read the exposition.
-    let _sim = Simulator::start_in_namespace(client.clone(), &ns)
-        .await
-        .expect("simulator");
+    install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
     let isbr: ISBServiceRollout = serde_json::from_value(json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
         "metadata": {"name": "default", "namespace": ns},

@@ -1,7 +1,8 @@
-//! Pause-and-drain for PipelineRollouts (scenarios.md A.5): a data-loss change pauses the
-//! pipeline, waits until it has drained, applies the change while paused and resumes; a change
-//! outside the data-loss lists is applied directly; a pipeline that cannot drain waits until the
-//! rollout allows data loss.
+//! Pause-and-drain for PipelineRollouts (scenarios.md A.5), on the real stack (the real Numaflow
+//! controller pauses; the daemon stand-in answers whether the pipeline drained): a data-loss
+//! change pauses the pipeline, waits until it has drained, applies the change while paused and
+//! resumes; a change outside the data-loss lists is applied directly; a pipeline that cannot
+//! drain waits until the rollout allows data loss.
 
 mod support;
 
@@ -9,9 +10,9 @@ use kube::ResourceExt;
 use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::numaflow::Pipeline;
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
-use numaplane_testenv::simulator::PipelineBehaviour;
 use serde_json::{Value, json};
 use std::time::Duration;
+use support::fixtures::{paused_drained_at, record, rv};
 use support::{Harness, condition};
 
 const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
@@ -71,7 +72,7 @@ async fn setup(h: &Harness) {
 
 #[tokio::test]
 async fn data_loss_change_pauses_drains_updates_and_resumes() {
-    let h = Harness::start_with_usde("ppnd", PPND).await;
+    let h = Harness::start_real("ppnd", PPND).await;
     setup(&h).await;
 
     // Not a data-loss field: applied directly, never paused.
@@ -89,32 +90,36 @@ async fn data_loss_change_pauses_drains_updates_and_resumes() {
     )
     .await;
 
-    // A new udf image is a data-loss change: pause, drain, update while paused, resume.
+    // A new udf image is a data-loss change: pause, drain, update while paused, resume. The
+    // real controller pauses in about a second, quicker than a poll: every version is recorded.
+    let rollouts = record::<PipelineRollout>(&h, "pr").await;
+    let pipelines = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(rollout("quay.io/numaio/numaflow-go/map-cat:v2", 2))
         .await;
-    h.until::<PipelineRollout, _, _>("pause-and-drain in progress", "pr", |pr| {
-        let st = pr?.status.as_ref()?;
-        (st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain
-            && st.status.phase == Phase::Pending)
-            .then_some(())
-    })
-    .await;
-    let paused = h
-        .until::<Pipeline, _, _>("paused and drained before the update", "pr-0", |p| {
-            let p = p?;
-            (phase(p) == "Paused").then(|| p.clone())
-        })
-        .await;
-    assert_eq!(
-        paused.status.as_ref().map(|s| &s["drainedOnPause"]),
-        Some(&json!(true))
-    );
     h.until::<Pipeline, _, _>("updated and running again", "pr-0", |p| {
         let p = p?;
         (image(p) == "quay.io/numaio/numaflow-go/map-cat:v2" && phase(p) == "Running").then_some(())
     })
     .await;
     h.until("rollout settled", "pr", settled).await;
+    assert!(
+        rollouts.lock().expect("lock").iter().any(|pr| {
+            pr.status.as_ref().is_some_and(|st| {
+                st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain
+                    && st.status.phase == Phase::Pending
+            })
+        }),
+        "the rollout reported the pause-and-drain in progress"
+    );
+    let drained_at = paused_drained_at(&pipelines).expect("paused and drained");
+    let updated_at = pipelines
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|p| image(p) == "quay.io/numaio/numaflow-go/map-cat:v2")
+        .map(rv)
+        .expect("updated");
+    assert!(drained_at < updated_at, "drained before the update");
     let pr: PipelineRollout = h.api().get("pr").await.expect("pr");
     let ps = pr.status.and_then(|s| s.pause_status).expect("pauseStatus");
     assert!(ps.last_pause_begin_time.is_some() || ps.last_pause_phase_change_time.is_some());
@@ -129,13 +134,10 @@ async fn data_loss_change_pauses_drains_updates_and_resumes() {
 
 #[tokio::test]
 async fn a_pipeline_that_cannot_drain_waits_until_data_loss_is_allowed() {
-    let h = Harness::start_with_usde("ppnd-slow", PPND).await;
+    let h = Harness::start_real("ppnd-slow", PPND).await;
     setup(&h).await;
-    h.sim.set_pipeline_behaviour(
-        &h.ns,
-        "pr-0",
-        PipelineBehaviour::SlowDrain(Duration::from_secs(600)),
-    );
+    h.daemon()
+        .drain_after(&h.ns, "pr-0", Duration::from_secs(600));
     h.apply::<PipelineRollout>(rollout("quay.io/numaio/numaflow-go/map-cat:v3", 1))
         .await;
     let msg = h

@@ -9,17 +9,13 @@
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
 use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout, PipelineRollout};
-use numaplane_testenv::simulator::PipelineBehaviour;
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::fixtures::{
-    definitions, event_reasons, image, nc_rollout, paused_drained_at, phase, record, rv,
-};
+use support::fixtures::{event_reasons, image, nc_rollout, paused_drained_at, phase, record, rv};
 use support::{Harness, condition};
 
 fn isb_rollout(jetstream: Value) -> Value {
@@ -84,18 +80,17 @@ fn js_version(i: &InterStepBufferService) -> &str {
 
 #[tokio::test]
 async fn isb_service_version_change_pauses_its_pipelines_first() {
-    let h = Harness::start_with_usde("pause-isb", PPND).await;
+    let h = Harness::start_real("pause-isb", PPND).await;
     h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.17"})))
         .await;
     h.apply::<PipelineRollout>(pipeline_rollout("pa")).await;
-    h.apply::<PipelineRollout>(pipeline_rollout("pf")).await;
+    // pf fails (Numaflow rejects its edge to a vertex that does not exist): a Failed pipeline
+    // never pauses, so it is not waited on.
+    let mut pf = pipeline_rollout("pf");
+    pf["spec"]["pipeline"]["spec"]["edges"][1]["to"] = json!("nowhere");
+    h.apply::<PipelineRollout>(pf).await;
     h.until("pa deployed", "pa", pr_settled).await;
-    h.until("pf deployed", "pf", pr_settled).await;
     h.until("isb deployed", "default", isbr_settled).await;
-
-    // pf fails: a Failed pipeline never pauses, so it is not waited on.
-    h.sim
-        .set_pipeline_behaviour(&h.ns, "pf-0", PipelineBehaviour::FailAfter(Duration::ZERO));
     h.until::<Pipeline, _, _>("pf failed", "pf-0", |p| {
         (phase(p?) == "Failed").then_some(())
     })
@@ -130,11 +125,8 @@ async fn isb_service_version_change_pauses_its_pipelines_first() {
         .await;
 
     // A version change is a data-loss change: the pipelines pause first.
-    h.sim.set_pipeline_behaviour(
-        &h.ns,
-        "pa-0",
-        PipelineBehaviour::SlowDrain(Duration::from_secs(3)),
-    );
+    h.daemon()
+        .drain_after(&h.ns, "pa-0", Duration::from_secs(5));
     let pa_seen = record::<Pipeline>(&h, "pa-0").await;
     let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -227,11 +219,7 @@ fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControll
 
 #[tokio::test]
 async fn numaflow_controller_version_change_pauses_the_namespace_first() {
-    let h = Harness::start_with_usde("pause-nc", PPND).await;
-    h.apply::<ConfigMap>(definitions("1.8.1")).await;
-    h.apply::<ConfigMap>(definitions("1.7.5")).await;
-    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
-        .await;
+    let h = Harness::start_real("pause-nc", PPND).await;
     h.until("controller deployed", "numaflow-controller", ncr_settled)
         .await;
     h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.17"})))
@@ -239,11 +227,8 @@ async fn numaflow_controller_version_change_pauses_the_namespace_first() {
     h.apply::<PipelineRollout>(pipeline_rollout("pn")).await;
     h.until("pn deployed", "pn", pr_settled).await;
 
-    h.sim.set_pipeline_behaviour(
-        &h.ns,
-        "pn-0",
-        PipelineBehaviour::SlowDrain(Duration::from_secs(3)),
-    );
+    h.daemon()
+        .drain_after(&h.ns, "pn-0", Duration::from_secs(5));
     let pn_seen = record::<Pipeline>(&h, "pn-0").await;
     let deployment_seen = record::<Deployment>(&h, "numaflow-controller").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -319,7 +304,7 @@ fn desired_phase(p: &Pipeline) -> Option<&str> {
 
 #[tokio::test]
 async fn restart_while_paused_resumes_only_after_the_update() {
-    let mut h = Harness::start_with_usde("pause-restart", PPND).await;
+    let mut h = Harness::start_real("pause-restart", PPND).await;
     h.apply::<ISBServiceRollout>(isb_rollout(json!({"version": "2.10.17"})))
         .await;
     h.apply::<PipelineRollout>(pipeline_rollout("pa")).await;
@@ -329,8 +314,7 @@ async fn restart_while_paused_resumes_only_after_the_update() {
     h.until("pa deployed", "pa", pr_settled).await;
     h.until("pb deployed", "pb", pr_settled).await;
     h.until("isb deployed", "default", isbr_settled).await;
-    h.sim
-        .set_pipeline_behaviour(&h.ns, "pb-0", PipelineBehaviour::NeverDrain);
+    h.daemon().set_pending(&h.ns, "pb-0", 100);
     let pa_seen = record::<Pipeline>(&h, "pa-0").await;
     let pc_seen = record::<Pipeline>(&h, "pc-0").await;
     let isbsvc_seen = record::<InterStepBufferService>(&h, "default-0").await;
@@ -475,7 +459,7 @@ fn recyclable_reason(i: &InterStepBufferService) -> Option<(String, String)> {
 /// Scenario A.1 step 9: a recreate field (`persistence.volumeSize`) replaces the ISB service
 /// and its pipelines under new names; under pause-and-drain the pipelines drain first.
 async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str, ppnd: bool) {
-    let h = Harness::start_with_usde(prefix, config).await;
+    let h = Harness::start_real(prefix, config).await;
     h.apply::<ISBServiceRollout>(isb_with_volume("10Mi")).await;
     h.apply::<PipelineRollout>(pipeline_rollout("pr")).await;
     h.until("pr deployed", "pr", pr_settled).await;

@@ -1,6 +1,6 @@
-//! PipelineRollout and ISBServiceRollout under `no-strategy` against a real API server and the
-//! Numaflow simulator (scenarios.md A.1): create, child spec deep-equal to the user's, templated
-//! metadata, self-heal, in-place updates, user pause with slow and fast resume, deletion.
+//! PipelineRollout and ISBServiceRollout under `no-strategy` on the real stack (scenarios.md
+//! A.1): create, child spec deep-equal to the user's, templated metadata, self-heal, in-place
+//! updates, user pause with slow and fast resume, deletion.
 
 mod support;
 
@@ -24,6 +24,15 @@ fn isbsvc_rollout(name: &str) -> Value {
             "jetstream": {"version": "2.10.17", "persistence": {"volumeSize": "10Mi"}}
         }}}
     })
+}
+
+/// An ISB service whose pods never become ready: Numaflow's spec names no image for them, so the
+/// test stack's KWOK fails their image pull by label.
+fn stuck_isbsvc_rollout(name: &str) -> Value {
+    let mut r = isbsvc_rollout(name);
+    r["spec"]["interStepBufferService"]["spec"]["jetstream"]["metadata"] =
+        json!({"labels": {"testenv.numaplane.io/image-pull": "fail"}});
+    r
 }
 
 fn pipeline_spec(isb: &str) -> Value {
@@ -72,7 +81,7 @@ fn expected_child_spec(user: &Value, isb_child: &str) -> Value {
 
 #[tokio::test]
 async fn pipeline_rollout_lifecycle_under_no_strategy() {
-    let h = Harness::start("pr-life").await;
+    let h = Harness::start_real_with_config("pr-life", support::TEST_CONFIG).await;
     let spec = pipeline_spec("isb");
 
     // Created before its ISB service: waits with a clear message, no failure.
@@ -303,11 +312,9 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
 /// written once, with the pipeline running.
 #[tokio::test]
 async fn a_pipeline_waiting_for_its_isb_service_writes_its_status_once() {
-    let h = Harness::start("pr-isb-wait").await;
-    // Pods of this image never get ready: the service stays Running but unavailable.
-    let mut stuck = isbsvc_rollout("isb");
-    stuck["spec"]["interStepBufferService"]["spec"]["jetstream"]["containerTemplate"] =
-        json!({"image": "example.com/badpath/nats:2.10.17"});
+    let h = Harness::start_real_with_config("pr-isb-wait", support::TEST_CONFIG).await;
+    // Its pods never get ready (their image cannot be pulled): the service stays unavailable.
+    let stuck = stuck_isbsvc_rollout("isb");
     h.apply::<ISBServiceRollout>(stuck).await;
     h.until::<InterStepBufferService, _, _>("isbsvc running, pods not ready", "isb-0", |i| {
         let st = i?.status.as_ref()?;
@@ -351,10 +358,8 @@ async fn a_pipeline_waiting_for_its_isb_service_writes_its_status_once() {
 /// runs out, the rollout reports the failed pipeline.
 #[tokio::test]
 async fn a_pipeline_whose_isb_service_never_comes_up_is_reported_when_the_hold_ends() {
-    let h = Harness::start("pr-isb-never").await;
-    let mut stuck = isbsvc_rollout("isb");
-    stuck["spec"]["interStepBufferService"]["spec"]["jetstream"]["containerTemplate"] =
-        json!({"image": "example.com/badpath/nats:2.10.17"});
+    let h = Harness::start_real_with_config("pr-isb-never", support::TEST_CONFIG).await;
+    let stuck = stuck_isbsvc_rollout("isb");
     h.apply::<ISBServiceRollout>(stuck).await;
     h.apply::<PipelineRollout>(pipeline_rollout("pr", pipeline_spec("isb")))
         .await;
@@ -382,7 +387,7 @@ async fn a_pipeline_whose_isb_service_never_comes_up_is_reported_when_the_hold_e
 /// may): the pipeline still drains and goes, then its ISB service and the rollouts.
 #[tokio::test]
 async fn rollouts_deleted_together_leave_nothing_behind() {
-    let h = Harness::start("pr-del-all").await;
+    let h = Harness::start_real_with_config("pr-del-all", support::TEST_CONFIG).await;
     h.apply::<ISBServiceRollout>(isbsvc_rollout("isb")).await;
     h.apply::<PipelineRollout>(pipeline_rollout("pr", pipeline_spec("isb")))
         .await;

@@ -1,4 +1,4 @@
-//! Progressive upgrades against the real control plane and the simulator (scenarios.md A.2 and
+//! Progressive upgrades on the real stack (the real Numaflow controller, KWOK pods) (scenarios.md A.2 and
 //! A.8 under `progressive`): a trial child beside the promoted one with the pods split between
 //! them, promotion on success, rollback to the saved scale on failure, force promote by label.
 
@@ -86,7 +86,7 @@ async fn pods(h: &Harness, mv: &str) -> usize {
 
 #[tokio::test]
 async fn monovertex_success_then_failure_and_force_promote() {
-    let h = Harness::start_with_usde("prog-mv", CONFIG).await;
+    let h = Harness::start_real("prog-mv", CONFIG).await;
     h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
     h.until("deployed", "mvr", settled).await;
     h.until::<MonoVertex, _, _>("4 pods", "mvr-0", |m| {
@@ -317,7 +317,7 @@ async fn apply_isb(h: &Harness, version: &str) {
 }
 
 async fn pipeline_setup(prefix: &str) -> Harness {
-    let h = Harness::start_with_usde(prefix, CONFIG).await;
+    let h = Harness::start_real(prefix, CONFIG).await;
     apply_isb(&h, "2.10.17").await;
     h.apply::<numaplane_api::PipelineRollout>(pr(CAT, json!({})))
         .await;
@@ -459,102 +459,8 @@ async fn pipeline_failure_then_fix_force_drains_the_failed_trial() {
 }
 
 #[tokio::test]
-async fn pipeline_analysis_run_decides() {
-    use numaplane_api::numaflow::{AnalysisRun, Pipeline};
-    use numaplane_testenv::AnalysisStandIn;
-    use numaplane_testenv::analysis::AnalysisOutcome;
-    let h = pipeline_setup("prog-ar").await;
-    let standin = AnalysisStandIn::start_in_namespace(h.client.clone(), &h.ns)
-        .await
-        .expect("analysis stand-in");
-    let template: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AnalysisTemplate",
-        "metadata": {"name": "health", "namespace": h.ns},
-        "spec": {
-            "args": [{"name": "upgrading-pipeline-name"}, {"name": "pipeline-namespace"}],
-            "metrics": [{
-                "name": "errors",
-                "count": 2,
-                "interval": "1s",
-                "successCondition": "result[0] == 0",
-                "provider": {"prometheus": {
-                    "address": "http://prometheus:9090",
-                    "query": "sum(errors{pipeline=\"{{args.upgrading-pipeline-name}}\"})"
-                }}
-            }]
-        }
-    }))
-    .expect("template");
-    let ar = kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-        "argoproj.io",
-        "v1alpha1",
-        "AnalysisTemplate",
-    ));
-    kube::Api::<kube::api::DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &ar)
-        .create(&Default::default(), &template)
-        .await
-        .expect("create template");
-    let strategy = json!({
-        "progressive": {"assessmentSchedule": "0,30,1,1"},
-        "analysis": {"templates": [{"templateName": "health"}]}
-    });
-    // A failing analysis fails the trial even though it is healthy.
-    standin.set_outcome(&h.ns, "pipeline-pr-1", AnalysisOutcome::Failed);
-    h.apply::<numaplane_api::PipelineRollout>(pr(CAT2, strategy.clone()))
-        .await;
-    h.until::<numaplane_api::PipelineRollout, _, _>("analysis failed", "pr", |r| {
-        let st = r?.status.as_ref()?;
-        let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
-        (s == "False" && reason == "Failed").then_some(())
-    })
-    .await;
-    let run: AnalysisRun = h.api().get("pipeline-pr-1").await.expect("AnalysisRun");
-    assert_eq!(run.owner_references()[0].name, "pr-1");
-    assert_eq!(run.owner_references()[0].controller, Some(true));
-    assert_eq!(
-        run.labels()
-            .get("app.kubernetes.io/part-of")
-            .map(String::as_str),
-        Some("numaplane")
-    );
-    let args = run.spec["args"].as_array().cloned().unwrap_or_default();
-    assert!(
-        args.contains(&json!({"name": "upgrading-pipeline-name", "value": "pr-1"})),
-        "{args:?}"
-    );
-    // A successful analysis promotes the next trial.
-    standin.set_outcome(&h.ns, "pipeline-pr-2", AnalysisOutcome::Successful);
-    h.apply::<numaplane_api::PipelineRollout>(pr(
-        "quay.io/numaio/numaflow-go/map-cat:v2",
-        strategy,
-    ))
-    .await;
-    h.until::<Pipeline, _, _>("pr-2 promoted after analysis", "pr-2", |p| {
-        (pl_state(p?) == Some("promoted")).then_some(())
-    })
-    .await;
-    let st = h
-        .until::<numaplane_api::PipelineRollout, _, _>("analysis recorded", "pr", |r| {
-            let up = r?
-                .status
-                .as_ref()?
-                .progressive_status
-                .as_ref()?
-                .upgrading_pipeline_status
-                .clone()?;
-            (up.child.name == "pr-2").then_some(up)
-        })
-        .await;
-    assert_eq!(
-        st.analysis.as_ref().map(|a| a.analysis_run_name.as_str()),
-        Some("pipeline-pr-2")
-    );
-}
-
-#[tokio::test]
 async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
-    let mut h = Harness::start_with_usde("prog-restart", CONFIG).await;
+    let mut h = Harness::start_real("prog-restart", CONFIG).await;
     h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
     h.until("deployed", "mvr", settled).await;
     h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,60,6,1")))
@@ -592,7 +498,7 @@ async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
 
 #[tokio::test]
 async fn monovertex_discontinue_then_force_promote_by_strategy() {
-    let h = Harness::start_with_usde("prog-disc", CONFIG).await;
+    let h = Harness::start_real("prog-disc", CONFIG).await;
     h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
     h.until("deployed", "mvr", settled).await;
     // A bad trial that keeps being assessed, then the spec goes back: discontinued.
@@ -818,7 +724,7 @@ fn with_riders(mut r: Value) -> Value {
 async fn monovertex_hpa_rider_handling() {
     use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
     use k8s_openapi::api::core::v1::ConfigMap;
-    let h = Harness::start_with_usde("prog-hpa", CONFIG_WITH_HPA).await;
+    let h = Harness::start_real("prog-hpa", CONFIG_WITH_HPA).await;
     h.apply::<MonoVertexRollout>(with_riders(mvr(GO, None)))
         .await;
     h.until("deployed", "mvr", settled).await;
@@ -882,7 +788,7 @@ async fn monovertex_hpa_rider_handling() {
 /// assessment, `no_data_ingestion`.
 #[tokio::test]
 async fn monovertex_without_data_ingestion_skips_assessment() {
-    let h = Harness::start_with_usde("prog-skip", CONFIG).await;
+    let h = Harness::start_real("prog-skip", CONFIG).await;
     h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
     h.until("deployed", "mvr", settled).await;
     let mut zero = mvr(BAD, Some("0,120,60,1"));
@@ -967,7 +873,7 @@ progressive:
 async fn pipeline_per_vertex_riders_follow_each_promoted_pipeline() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use numaplane_api::numaflow::Pipeline;
-    let h = Harness::start_with_usde("prog-pl-riders", CONFIG_WITH_CM_RIDERS).await;
+    let h = Harness::start_real("prog-pl-riders", CONFIG_WITH_CM_RIDERS).await;
     apply_isb(&h, "2.10.17").await;
     let per_vertex = json!({"perVertex": true, "definition": {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vcm"},
@@ -1057,7 +963,7 @@ async fn pipeline_per_vertex_riders_follow_each_promoted_pipeline() {
 #[tokio::test]
 async fn progressive_rider_change_upgrades_progressively() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let h = Harness::start_with_usde("prog-rider", CONFIG_WITH_HPA).await;
+    let h = Harness::start_real("prog-rider", CONFIG_WITH_HPA).await;
     let with_cm = |value: &str| {
         let mut r = mvr(GO, None);
         r["spec"]["riders"] = json!([{"progressive": true, "definition": {
@@ -1103,7 +1009,7 @@ async fn progressive_rider_change_upgrades_progressively() {
 /// discontinued.
 #[tokio::test]
 async fn vanished_promoted_child_is_recreated() {
-    let h = Harness::start_with_usde("prog-vanish", CONFIG).await;
+    let h = Harness::start_real("prog-vanish", CONFIG).await;
     h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
     h.until("deployed", "mvr", settled).await;
     h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,120,60,1")))

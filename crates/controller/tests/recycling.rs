@@ -1,5 +1,5 @@
-//! Recycling replaced pipelines (scenarios.md A.14, A.15; pipeline-rollout.md §7) against the
-//! real control plane and the simulator: a replaced pipeline drains with its own spec and is
+//! Recycling replaced pipelines (scenarios.md A.14, A.15; pipeline-rollout.md §7) on the real
+//! stack (the real Numaflow controller pauses; the daemon stand-in says whether they drained): a replaced pipeline drains with its own spec and is
 //! deleted; failed ones are force-drained with the promoted spec, each in turn; one that never
 //! took in data is deleted without a drain; expiry deletes, or keeps with
 //! `keepUndrainedPipelines`; each outcome is an Event and a `progressive_pipeline_drains` count.
@@ -12,7 +12,6 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use numaplane_api::numaflow::Pipeline;
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
-use numaplane_testenv::simulator::PipelineBehaviour;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::fixtures::{event_reasons, phase, record};
@@ -144,7 +143,7 @@ fn drains(h: &Harness, result: &str, pipeline: &str) -> f64 {
 
 #[tokio::test]
 async fn replaced_pipeline_drains_with_its_own_spec_then_is_deleted() {
-    let h = Harness::start_with_usde("recycle-drain", TEST_CONFIG).await;
+    let h = Harness::start_real("recycle-drain", TEST_CONFIG).await;
     setup(&h).await;
     let seen = record::<Pipeline>(&h, "pr-0").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -205,7 +204,7 @@ async fn replaced_pipeline_drains_with_its_own_spec_then_is_deleted() {
 
 #[tokio::test]
 async fn failed_pipelines_are_force_drained_with_the_promoted_spec() {
-    let h = Harness::start_with_usde("recycle-force", TEST_CONFIG).await;
+    let h = Harness::start_real("recycle-force", TEST_CONFIG).await;
     setup(&h).await;
     let seen1 = record::<Pipeline>(&h, "pr-5").await;
     let seen2 = record::<Pipeline>(&h, "pr-6").await;
@@ -248,7 +247,7 @@ async fn failed_pipelines_are_force_drained_with_the_promoted_spec() {
 
 #[tokio::test]
 async fn never_ingested_pipeline_is_deleted_without_draining() {
-    let h = Harness::start_with_usde("recycle-nodrain", TEST_CONFIG).await;
+    let h = Harness::start_real("recycle-nodrain", TEST_CONFIG).await;
     setup(&h).await;
     let seen = record::<Pipeline>(&h, "pr-7").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -271,12 +270,11 @@ async fn never_ingested_pipeline_is_deleted_without_draining() {
 
 #[tokio::test]
 async fn expiry_deletes_an_undrainable_pipeline_when_it_is_due() {
-    let h = Harness::start_with_usde("recycle-expire", TEST_CONFIG).await;
+    let h = Harness::start_real("recycle-expire", TEST_CONFIG).await;
     setup(&h).await;
     // Never drains; its grace period outlasts the test; it expires ~6 s after creation
     // (maxRecyclableDurationMinutes 60): only an exact wake-up deletes it in time.
-    h.sim
-        .set_pipeline_behaviour(&h.ns, "pr-8", PipelineBehaviour::NeverDrain);
+    h.daemon().set_pending(&h.ns, "pr-8", 100);
     recyclable(&h, "pr-8", GOOD, "progressive-success", true, 3600 - 6).await;
     h.until::<Pipeline, _, _>("pausing", "pr-8", |p| (desired_paused(p?)).then_some(()))
         .await;
@@ -297,7 +295,7 @@ async fn expiry_deletes_an_undrainable_pipeline_when_it_is_due() {
 #[tokio::test]
 async fn expiry_keeps_undrained_pipelines_when_configured() {
     let config = format!("{TEST_CONFIG}pipeline:\n  keepUndrainedPipelines: true\n");
-    let h = Harness::start_with_usde("recycle-keep", &config).await;
+    let h = Harness::start_real("recycle-keep", &config).await;
     setup(&h).await;
     recyclable(&h, "pr-9", GOOD, "progressive-success", true, 2 * 3600).await;
     let kept = h

@@ -94,6 +94,35 @@ fn has_reason(c: &Option<ChildCondition<'_>>, r: &str) -> bool {
     c.as_ref().is_some_and(|c| c.reason == r)
 }
 
+/// `what`, followed by Numaflow's `status.message` when it has one. The reference stopped at the
+/// phase ("Pipeline Phase=Failed") and left users to find the cause in the child; the prefix is
+/// kept, so alerts matching it still match.
+fn explained(what: &str, child: &ChildView<'_>) -> String {
+    match child.message().trim() {
+        "" => what.to_string(),
+        why => format!("{what}: {why}"),
+    }
+}
+
+/// Whether a child is unhealthy only for Numaflow's own moment of catching up, which its next
+/// pass clears (both seen with the real 1.8.1 controller):
+/// - a resource it has just created or updated, missing from its own cache: "StatefulSet not
+///   found, might be still under creation" (a new ISB service), "Deployment not found, might be
+///   still under creation" (a pipeline's daemon after a spec update);
+/// - an update of its own Vertex refused for a stale resourceVersion ("the object has been
+///   modified; please apply your changes to the latest version", `ReconcileFixedResourcesFailed`,
+///   phase Failed for that pass), retried at once.
+pub fn numaflow_catching_up(child: &Value) -> bool {
+    const PASSING: [&str; 2] = [
+        "might be still under creation",
+        "the object has been modified; please apply your changes to the latest version",
+    ];
+    ChildView(child)
+        .conditions()
+        .iter()
+        .any(|c| c.status == STATUS_FALSE && PASSING.iter().any(|p| c.message.contains(p)))
+}
+
 /// `ChildResourcesHealthy` of a PipelineRollout, from its promoted Pipeline.
 pub fn pipeline_health(child: &Value) -> Health {
     use HealthStatus::*;
@@ -110,12 +139,16 @@ pub fn pipeline_health(child: &Value) -> Health {
     if has_reason(&cond, reason::PROGRESSING) || c.generation_pending() {
         Health::new(False, reason::PROGRESSING, "Pipeline Progressing")
     } else if phase == PHASE_FAILED {
-        Health::new(False, reason::PIPELINE_FAILED, "Pipeline Phase=Failed")
+        Health::new(
+            False,
+            reason::PIPELINE_FAILED,
+            explained("Pipeline Phase=Failed", &c),
+        )
     } else if is_status(&cond, STATUS_FALSE) {
         Health::new(
             False,
             reason::PIPELINE_FAILED,
-            "Pipeline Failed, Pipeline Child Resource(s) Unhealthy",
+            explained("Pipeline Failed, Pipeline Child Resource(s) Unhealthy", &c),
         )
     } else if phase == PHASE_PAUSED || phase == PHASE_PAUSING {
         Health::new(
@@ -141,7 +174,11 @@ pub fn monovertex_health(child: &Value) -> Health {
     if has_reason(&cond, reason::PROGRESSING) {
         Health::new(False, reason::PROGRESSING, "MonoVertex Progressing")
     } else if phase == PHASE_FAILED || is_status(&cond, STATUS_FALSE) {
-        Health::new(False, reason::MONO_VERTEX_FAILED, "MonoVertex Failed")
+        Health::new(
+            False,
+            reason::MONO_VERTEX_FAILED,
+            explained("MonoVertex Failed", &c),
+        )
     } else if phase == PHASE_PAUSED {
         Health::new(
             Unknown,
@@ -170,7 +207,11 @@ pub fn isbsvc_health(child: &Value, statefulset: Option<&Value>) -> Health {
     if has_reason(&cond, reason::PROGRESSING) {
         Health::new(False, reason::PROGRESSING, "ISBService Progressing")
     } else if phase == PHASE_FAILED || is_status(&cond, STATUS_FALSE) {
-        Health::new(False, reason::ISBSVC_FAILED, "ISBService Failed")
+        Health::new(
+            False,
+            reason::ISBSVC_FAILED,
+            explained("ISBService Failed", &c),
+        )
     } else if phase == PHASE_PENDING || is_status(&cond, STATUS_UNKNOWN) {
         Health::new(False, reason::ISBSVC_PENDING, "ISBService Pending")
     } else if phase.is_empty() {
@@ -278,6 +319,42 @@ mod tests {
         assert_eq!(
             triple(h),
             (HealthStatus::True, "Successful", "Successful".into())
+        );
+    }
+
+    #[test]
+    fn failures_carry_numaflow_s_message() {
+        let mut failed = child("Failed", 1, 1, all_true_pipeline());
+        failed["status"]["message"] =
+            json!("edge \"cat\" -> \"nowhere\": vertex \"nowhere\" does not exist");
+        let h = pipeline_health(&failed);
+        assert_eq!(h.reason, "PipelineFailed");
+        assert_eq!(
+            h.message,
+            "Pipeline Phase=Failed: edge \"cat\" -> \"nowhere\": vertex \"nowhere\" does not exist"
+        );
+        let mut degraded = child(
+            "Running",
+            1,
+            1,
+            vec![cond("VerticesHealthy", "False", "Unavailable")],
+        );
+        degraded["status"]["message"] = json!("Degraded: Vertex \"cat\" is not healthy");
+        assert_eq!(
+            pipeline_health(&degraded).message,
+            "Pipeline Failed, Pipeline Child Resource(s) Unhealthy: Degraded: Vertex \"cat\" is not healthy"
+        );
+        let mut mv = child("Failed", 1, 1, vec![]);
+        mv["status"]["message"] = json!("bad sink");
+        assert_eq!(
+            monovertex_health(&mv).message,
+            "MonoVertex Failed: bad sink"
+        );
+        let mut isb = child("Failed", 1, 1, vec![]);
+        isb["status"]["message"] = json!("no such version");
+        assert_eq!(
+            isbsvc_health(&isb, None).message,
+            "ISBService Failed: no such version"
         );
     }
 
@@ -463,6 +540,31 @@ mod tests {
             v["spec"]["replicas"] = json!(r);
         }
         v
+    }
+
+    #[test]
+    fn a_child_missing_from_numaflow_s_own_cache_is_not_cached_yet() {
+        let pipeline = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Configured", "status": "True", "reason": "Successful", "message": ""},
+            {"type": "DaemonServiceHealthy", "status": "False", "reason": "GetDaemonServiceFailed",
+             "message": "Deployment not found, might be still under creation"}
+        ]}});
+        assert!(numaflow_catching_up(&pipeline));
+        let degraded = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "DaemonServiceHealthy", "status": "False", "reason": "Unavailable",
+             "message": "Deployment \"p-daemon\" exceeded its progress deadline"}
+        ]}});
+        assert!(!numaflow_catching_up(&degraded));
+        assert!(!numaflow_catching_up(
+            &json!({"status": {"phase": "Running"}})
+        ));
+        let conflict = json!({"status": {"phase": "Failed", "conditions": [
+            {"type": "Deployed", "status": "False", "reason": "ReconcileFixedResourcesFailed",
+             "message": "failed to update vertex, err: Operation cannot be fulfilled on \
+                 vertices.numaflow.numaproj.io \"p-out\": the object has been modified; please \
+                 apply your changes to the latest version and try again"}
+        ]}});
+        assert!(numaflow_catching_up(&conflict));
     }
 
     #[test]

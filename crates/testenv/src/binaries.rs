@@ -73,6 +73,23 @@ impl Binaries {
     }
 }
 
+/// The kubectl built with the control plane (`KUBECTL_BIN` overrides it), for tests that drive
+/// the cluster exactly as the README tells a user to.
+pub fn kubectl() -> Result<PathBuf> {
+    let path = match std::env::var_os("KUBECTL_BIN") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => cache_dir().map_or_else(|| PathBuf::from("kubectl"), |c| c.join("kubectl")),
+    };
+    if !is_executable(&path) {
+        bail!(
+            "kubectl: no executable at {} (set $KUBECTL_BIN to override); build it with \
+             `make testenv-binaries` (or `hack/testenv-binaries.sh`)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// `${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/<K8S_VERSION>`, if a root is known.
 pub fn cache_dir() -> Option<PathBuf> {
     let root = match std::env::var_os(CACHE_ENV) {
@@ -95,4 +112,90 @@ fn is_script(path: &Path) -> bool {
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok_and(|()| &magic == b"#!")
+}
+
+/// The Numaflow controller versions `hack/realstack-binaries.sh` builds (the only ones the Go
+/// module proxy serves).
+pub const NUMAFLOW_VERSIONS: [&str; 2] = ["1.8.1", "1.7.5"];
+
+/// Paths of the real stack's binaries beyond the control plane: kube-scheduler (built with the
+/// control plane), KWOK, the Numaflow controller per version, the Argo Rollouts controller and
+/// Prometheus (built or fetched by `hack/realstack-binaries.sh`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealStackBinaries {
+    pub kube_scheduler: PathBuf,
+    pub kwok: PathBuf,
+    /// `(version without "v", path)`, newest first.
+    pub numaflow: Vec<(String, PathBuf)>,
+    pub rollouts_controller: PathBuf,
+    pub prometheus: PathBuf,
+}
+
+impl RealStackBinaries {
+    /// Finds every binary in the cache (`KUBE_SCHEDULER_BIN` overrides the scheduler). Fails
+    /// listing every missing one, with the command that builds them.
+    pub fn locate() -> Result<Self> {
+        let cache = cache_dir().map(|c| c.with_file_name("realstack"));
+        let in_cache = |name: &str| {
+            cache
+                .as_ref()
+                .map_or_else(|| PathBuf::from(name), |c| c.join(name))
+        };
+        let scheduler = match std::env::var_os("KUBE_SCHEDULER_BIN") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => cache_dir().map_or_else(|| "kube-scheduler".into(), |c| c.join("kube-scheduler")),
+        };
+        let bins = Self {
+            kube_scheduler: scheduler,
+            kwok: in_cache("kwok"),
+            numaflow: NUMAFLOW_VERSIONS
+                .iter()
+                .map(|v| (v.to_string(), in_cache(&format!("numaflow-v{v}"))))
+                .collect(),
+            rollouts_controller: in_cache("rollouts-controller"),
+            prometheus: in_cache("prometheus"),
+        };
+        let mut all = vec![
+            &bins.kube_scheduler,
+            &bins.kwok,
+            &bins.rollouts_controller,
+            &bins.prometheus,
+        ];
+        all.extend(bins.numaflow.iter().map(|(_, p)| p));
+        let missing: Vec<String> = all
+            .into_iter()
+            .filter(|p| !is_executable(p))
+            .map(|p| p.display().to_string())
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "real-stack binaries missing:\n  {}\nBuild them with `make testenv-binaries` \
+                 (`hack/testenv-binaries.sh` and `hack/realstack-binaries.sh`); a cold build \
+                 takes about 20 minutes.",
+                missing.join("\n  ")
+            );
+        }
+        Ok(bins)
+    }
+
+    /// The controller binary for Numaflow `version` (`1.8.1` or `v1.8.1`): the exact one when it
+    /// was built, else the newest built one older than it, else the oldest built one. The second
+    /// value says whether it is the exact version.
+    pub fn numaflow_for(&self, version: &str) -> (&str, &Path, bool) {
+        let want = version.trim_start_matches('v');
+        if let Some((v, p)) = self.numaflow.iter().find(|(v, _)| v == want) {
+            return (v, p, true);
+        }
+        let key = |v: &str| -> Vec<u64> { v.split('.').filter_map(|p| p.parse().ok()).collect() };
+        let older = self
+            .numaflow
+            .iter()
+            .filter(|(v, _)| key(v) < key(want))
+            .max_by_key(|(v, _)| key(v));
+        let (v, p) = older
+            .or_else(|| self.numaflow.iter().min_by_key(|(v, _)| key(v)))
+            .map(|(v, p)| (v.as_str(), p.as_path()))
+            .unwrap_or(("", Path::new("numaflow")));
+        (v, p, false)
+    }
 }

@@ -70,6 +70,13 @@ pub struct TestEnvOptions {
     /// Keep state (kubeconfigs, logs, certificates) in this directory instead of a temporary one.
     /// Only etcd's data is removed on shutdown; used by `numaplane-testenv serve`.
     pub dir: Option<PathBuf>,
+    /// Also start the real stack ([`crate::realstack`]): kube-scheduler, KWOK with a fake node,
+    /// the workload controllers of kube-controller-manager, the real Numaflow controller for
+    /// every Numaflow controller Deployment and the daemon stand-in. Not to be combined with the
+    /// Numaflow simulator, which plays the same part.
+    pub real_stack: bool,
+    /// Start without any CustomResourceDefinition: an API server as empty as a new cluster's.
+    pub no_crds: bool,
 }
 
 struct Process {
@@ -91,9 +98,11 @@ pub struct TestEnv {
     audit_log: Option<PathBuf>,
     processes: Vec<Process>,
     watchdog: Option<Child>,
+    real: Option<crate::realstack::RealStack>,
 }
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
+static SHARED_REAL: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
 
 impl TestEnv {
     /// Starts a control plane in a fresh temporary directory.
@@ -105,10 +114,15 @@ impl TestEnv {
     /// released before the processes bind them, so another process can take one in between).
     pub async fn start_with(opts: TestEnvOptions) -> Result<Self> {
         let bins = Binaries::locate()?;
+        let real_bins = if opts.real_stack {
+            Some(crate::binaries::RealStackBinaries::locate()?)
+        } else {
+            None
+        };
         let t0 = Instant::now();
         let mut attempt = 1;
         loop {
-            match Self::try_start(&bins, &opts).await {
+            match Self::try_start(&bins, real_bins.as_ref(), &opts).await {
                 Ok(env) => {
                     debug!(url = %env.apiserver_url, elapsed = ?t0.elapsed(), "control plane ready");
                     return Ok(env);
@@ -141,14 +155,34 @@ impl TestEnv {
     /// bound to the runtime of the test that happened to start it. Its processes outlive every
     /// test and are reaped by the watchdog when the test binary exits.
     pub async fn try_shared() -> Result<&'static TestEnv> {
-        let started = SHARED
+        Self::try_shared_in(&SHARED, TestEnvOptions::default()).await
+    }
+
+    /// The real stack ([`TestEnvOptions::real_stack`]) shared by every test in this test binary,
+    /// started on first use; panics like [`TestEnv::shared`].
+    pub async fn shared_real() -> &'static TestEnv {
+        let opts = TestEnvOptions {
+            real_stack: true,
+            ..TestEnvOptions::default()
+        };
+        match Self::try_shared_in(&SHARED_REAL, opts).await {
+            Ok(env) => env,
+            Err(e) => panic!("{e:#}"),
+        }
+    }
+
+    async fn try_shared_in(
+        cell: &'static OnceCell<std::result::Result<TestEnv, String>>,
+        opts: TestEnvOptions,
+    ) -> Result<&'static TestEnv> {
+        let started = cell
             .get_or_init(|| async {
                 let joined = tokio::task::spawn_blocking(|| {
                     tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
                         .context("building the start-up runtime")?
-                        .block_on(TestEnv::start())
+                        .block_on(TestEnv::start_with(opts))
                 })
                 .await;
                 match joined {
@@ -201,6 +235,29 @@ impl TestEnv {
         &self.apiserver_url
     }
 
+    /// A directory for `what` under the scratch state (removed with it).
+    fn scratch_path(&self, what: &str) -> PathBuf {
+        if self.scratch == self.dir {
+            self.dir.join(what)
+        } else {
+            self.dir.join(format!("{what}-data"))
+        }
+    }
+
+    /// The pid of one of the environment's processes (`"prometheus"`, `"kwok"`, ...), for tests
+    /// that take a part away (a provider outage).
+    pub fn pid_of(&self, name: &str) -> Option<u32> {
+        self.processes
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.child.id())
+    }
+
+    /// The real stack's services, when started with [`TestEnvOptions::real_stack`].
+    pub fn real(&self) -> Option<&crate::realstack::RealStack> {
+        self.real.as_ref()
+    }
+
     /// The audit log, when enabled.
     pub fn audit_log_path(&self) -> Option<&Path> {
         self.audit_log.as_deref()
@@ -243,7 +300,11 @@ impl TestEnv {
         config
     }
 
-    async fn try_start(bins: &Binaries, opts: &TestEnvOptions) -> Result<Self> {
+    async fn try_start(
+        bins: &Binaries,
+        real_bins: Option<&crate::binaries::RealStackBinaries>,
+        opts: &TestEnvOptions,
+    ) -> Result<Self> {
         let (dir, scratch) = match &opts.dir {
             Some(dir) => {
                 fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -284,6 +345,7 @@ impl TestEnv {
             audit_log: opts.audit_log.clone(),
             processes: Vec::new(),
             watchdog: Some(watchdog),
+            real: None,
         };
         debug!(dir = %env.dir.display(), "starting control plane");
         env.write_files(&pki, opts)?;
@@ -307,17 +369,110 @@ impl TestEnv {
         env.spawn(
             "kube-controller-manager",
             &bins.kube_controller_manager,
-            &env.controller_manager_args(),
+            &env.controller_manager_args(real_bins.is_some()),
         )?;
 
-        let all = crds::all()?;
-        crds::install(&env.client(), &all, CRD_TIMEOUT)
-            .await
-            .map_err(|e| env.with_logs(e))?;
-        debug!(count = all.len(), "CRDs established");
+        if !opts.no_crds {
+            let all = crds::all()?;
+            crds::install(&env.client(), &all, CRD_TIMEOUT)
+                .await
+                .map_err(|e| env.with_logs(e))?;
+            debug!(count = all.len(), "CRDs established");
+        }
         // A controller manager that rejected its flags has exited by now.
         env.check_alive()?;
+        if let Some(rb) = real_bins {
+            env.start_real_stack(rb, &pki).await?;
+        }
         Ok(env)
+    }
+
+    async fn start_real_stack(
+        &mut self,
+        rb: &crate::binaries::RealStackBinaries,
+        pki: &Pki,
+    ) -> Result<()> {
+        use crate::realstack;
+        let state = realstack::state_dir(&self.dir);
+        fs::create_dir_all(&state)?;
+        let sched_cfg = state.join("scheduler.yaml");
+        write(
+            &sched_cfg,
+            &realstack::scheduler_config(&self.kubeconfig_path()),
+        )?;
+        self.spawn(
+            "kube-scheduler",
+            &rb.kube_scheduler,
+            &[
+                format!("--config={}", sched_cfg.display()),
+                "--secure-port=0".into(),
+            ],
+        )?;
+        let stages = state.join("kwok-stages.yaml");
+        write(&stages, realstack::KWOK_STAGES)?;
+        self.spawn(
+            "kwok",
+            &rb.kwok,
+            &[
+                format!("--kubeconfig={}", self.kubeconfig_path().display()),
+                "--manage-nodes-with-label-selector=type=kwok".into(),
+                format!("--config={}", stages.display()),
+                // Its HTTP server (logs, metrics) is not needed; a free port avoids clashes.
+                "--server-address=127.0.0.1:0".into(),
+                "--node-lease-duration-seconds=40".into(),
+            ],
+        )?;
+        let client = self.client();
+        realstack::create_node(&client).await?;
+        realstack::wait_for_node(&client, Duration::from_secs(60))
+            .await
+            .map_err(|e| self.with_logs(e))?;
+        self.check_alive()?;
+        let port = self.cluster_url.port_u16().unwrap_or(443);
+        let stack = realstack::RealStack::start(realstack::StackInputs {
+            bins: rb,
+            client_config: self.config(),
+            dir: &state,
+            pids: &self.dir.join("pids"),
+            apiserver_port: port,
+            ca_pem: &pki.ca_cert_pem,
+            serving_cert_pem: &pki.serving_cert_pem,
+            serving_key_pem: &pki.serving_key_pem,
+        })
+        .await?;
+        // Prometheus on the host, scraping the metrics stand-in.
+        let [prom_port] = free_ports()?;
+        let prom_cfg = state.join("prometheus.yaml");
+        write(
+            &prom_cfg,
+            &realstack::prometheus_config(stack.metrics().addr()),
+        )?;
+        self.spawn(
+            "prometheus",
+            &rb.prometheus,
+            &[
+                format!("--config.file={}", prom_cfg.display()),
+                format!(
+                    "--storage.tsdb.path={}",
+                    self.scratch_path("prometheus").display()
+                ),
+                format!("--web.listen-address=127.0.0.1:{prom_port}"),
+                "--log.level=warn".into(),
+            ],
+        )?;
+        self.wait_for_port("prometheus", prom_port).await?;
+        let mut stack = stack;
+        stack.start_analysis(
+            rb,
+            &state,
+            &self.dir.join("pids"),
+            &self.kubeconfig_path(),
+            port,
+            ([127, 0, 0, 1], prom_port).into(),
+        )?;
+        self.real = Some(stack);
+        debug!("real stack ready");
+        Ok(())
     }
 
     fn write_files(&self, pki: &Pki, opts: &TestEnvOptions) -> Result<()> {
@@ -385,7 +540,8 @@ impl TestEnv {
             format!("--cert-dir={}", pki.display()),
             format!("--tls-cert-file={}", p("apiserver.crt")),
             format!("--tls-private-key-file={}", p("apiserver.key")),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            // Room for a daemon Service per pipeline at benchmark sizes (a /24 ran out at 250).
+            "--service-cluster-ip-range=10.0.0.0/16".into(),
             format!("--service-account-issuer={}", self.apiserver_url),
             format!("--service-account-key-file={}", p("sa.pub")),
             format!("--service-account-signing-key-file={}", p("sa.key")),
@@ -410,10 +566,15 @@ impl TestEnv {
         args
     }
 
-    fn controller_manager_args(&self) -> Vec<String> {
+    fn controller_manager_args(&self, real_stack: bool) -> Vec<String> {
+        let controllers = if real_stack {
+            crate::realstack::CONTROLLERS.replace(char::is_whitespace, "")
+        } else {
+            "garbagecollector,namespace".into()
+        };
         vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
-            "--controllers=garbagecollector,namespace".into(),
+            format!("--controllers={controllers}"),
             "--use-service-account-credentials=false".into(),
             "--leader-elect=false".into(),
             // No HTTPS endpoint at all: nothing scrapes it, and no port can clash.
@@ -515,6 +676,8 @@ impl TestEnv {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
+        // The real stack's pods first: they talk to the apiserver.
+        self.real = None;
         // Reverse start order: the controller manager and apiserver go before etcd.
         for p in self.processes.iter_mut().rev() {
             let _ = p.child.kill();
@@ -570,7 +733,7 @@ fn free_ports<const N: usize>() -> Result<[u16; N]> {
     Ok(ports)
 }
 
-fn kubeconfig(server: &str, ca_data: &str, user: &str, token: &str) -> String {
+pub(crate) fn kubeconfig(server: &str, ca_data: &str, user: &str, token: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Config

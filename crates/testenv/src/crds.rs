@@ -12,8 +12,9 @@ use kube::runtime::wait::{await_condition, conditions};
 /// Field manager used for the CRDs' server-side apply.
 pub const FIELD_MANAGER: &str = "numaplane-testenv";
 
-/// Numaflow v1.5.2, the minimal CRDs shipped with Numaplane (`config/numaflow-crds`).
-const NUMAFLOW: [(&str, &str); 4] = [
+/// The minimal Numaflow CRDs shipped with Numaplane (`config/numaflow-crds`); servingpipelines is
+/// the one the real Numaflow controller (1.8) refuses to run without.
+const NUMAFLOW: [(&str, &str); 5] = [
     (
         "interstepbufferservices.yaml",
         include_str!("../../../config/numaflow-crds/interstepbufferservices.yaml"),
@@ -25,6 +26,10 @@ const NUMAFLOW: [(&str, &str); 4] = [
     (
         "pipelines.yaml",
         include_str!("../../../config/numaflow-crds/pipelines.yaml"),
+    ),
+    (
+        "servingpipelines.yaml",
+        include_str!("../../../config/numaflow-crds/servingpipelines.yaml"),
     ),
     (
         "vertices.yaml",
@@ -134,6 +139,7 @@ mod tests {
             .collect();
         for want in [
             "pipelines.numaflow.numaproj.io",
+            "servingpipelines.numaflow.numaproj.io",
             "analysisruns.argoproj.io",
             "verticalpodautoscalers.autoscaling.k8s.io",
             "pipelinerollouts.numaplane.numaproj.io",
@@ -143,6 +149,6 @@ mod tests {
                 "{want} missing from {names:?}"
             );
         }
-        assert_eq!(names.len(), 5 + 4 + 3 + 1);
+        assert_eq!(names.len(), 5 + 5 + 3 + 1);
     }
 }

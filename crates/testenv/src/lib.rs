@@ -1,16 +1,17 @@
 //! numaplane-testenv: a real Kubernetes control plane on loopback for tests and the demo
-//! (etcd, kube-apiserver, kube-controller-manager), a Numaflow simulator that plays the Numaflow
-//! controller, and an Argo Rollouts analysis stand-in.
+//! (etcd, kube-apiserver, kube-controller-manager); the real stack around it ([`realstack`]:
+//! kube-scheduler, KWOK pods, the real Numaflow controller, Argo Rollouts and Prometheus, with
+//! stand-ins only for the pipeline daemon and the vertex metrics); and the benchmark's load
+//! partner, a Numaflow simulator light enough to play the Numaflow controller for a thousand
+//! pipelines on two cores ([`simulator`]).
 
-pub mod analysis;
 pub mod binaries;
 pub mod certs;
 pub mod controlplane;
 pub mod crds;
+pub mod netns;
+pub mod realstack;
 pub mod simulator;
 
-// Re-exports are added by the modules' owners once they exist:
-// pub use simulator::Simulator; pub use analysis::AnalysisStandIn;
-pub use analysis::AnalysisStandIn;
 pub use controlplane::{TestEnv, TestEnvOptions};
 pub use simulator::Simulator;

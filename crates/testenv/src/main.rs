@@ -1,5 +1,6 @@
-//! `numaplane-testenv`: run the test control plane (and the Numaflow simulator) for the demo or
-//! for manual work with kubectl.
+//! `numaplane-testenv`: run the test environment (the control plane and, unless
+//! `--control-plane-only`, the real stack: KWOK, the real Numaflow and Argo Rollouts controllers,
+//! Prometheus and the data-plane stand-ins) for `make dev-up` or for manual work with kubectl.
 //!
 //! - `up --dir DIR` starts `serve` detached (own process group, output to `DIR/testenv.log`),
 //!   waits until it is ready and exits; `DIR/kubeconfig` is the admin kubeconfig.
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use numaplane_testenv::controlplane::tail;
-use numaplane_testenv::{AnalysisStandIn, Simulator, TestEnv, TestEnvOptions};
+use numaplane_testenv::{TestEnv, TestEnvOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
 const PID_FILE: &str = "serve.pid";
@@ -26,7 +27,7 @@ const LOG_FILE: &str = "testenv.log";
 #[derive(Parser)]
 #[command(
     version,
-    about = "A real Kubernetes control plane on loopback, with a Numaflow simulator"
+    about = "A real Kubernetes control plane on loopback, with the real Numaflow and Argo Rollouts controllers"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -64,9 +65,10 @@ struct ServeArgs {
     /// Also write an apiserver audit log here.
     #[arg(long)]
     audit_log: Option<PathBuf>,
-    /// Do not start the Numaflow simulator (nor the AnalysisRun stand-in).
+    /// Only etcd, kube-apiserver and kube-controller-manager: no scheduler, KWOK, Numaflow or
+    /// Argo Rollouts controller, Prometheus or stand-ins.
     #[arg(long)]
-    no_simulator: bool,
+    control_plane_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -105,8 +107,8 @@ fn up(args: &ServeArgs, timeout: Duration) -> Result<()> {
     if let Some(audit) = &args.audit_log {
         cmd.arg("--audit-log").arg(std::path::absolute(audit)?);
     }
-    if args.no_simulator {
-        cmd.arg("--no-simulator");
+    if args.control_plane_only {
+        cmd.arg("--control-plane-only");
     }
     // Own process group and no terminal streams: `serve` outlives this process and the shell.
     let mut child = cmd
@@ -165,22 +167,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let opts = TestEnvOptions {
         audit_log: args.audit_log,
         dir: Some(dir.clone()),
+        real_stack: !args.control_plane_only,
         ..TestEnvOptions::default()
     };
     let env = TestEnv::start_with(opts).await?;
-    let simulator = if args.no_simulator {
-        None
-    } else {
-        Some((
-            Simulator::start(env.client())
-                .await
-                .context("starting the Numaflow simulator")?,
-            // Completes Argo Rollouts AnalysisRuns (successfully) for progressive assessments.
-            AnalysisStandIn::start(env.client())
-                .await
-                .context("starting the analysis stand-in")?,
-        ))
-    };
     fs::write(dir.join(READY_FILE), format!("{}\n", env.apiserver_url()))?;
     tracing::info!(url = env.apiserver_url(), kubeconfig = %env.kubeconfig_path().display(), "ready");
 
@@ -189,7 +179,6 @@ async fn serve(args: ServeArgs) -> Result<()> {
         _ = tokio::signal::ctrl_c() => {}
     }
     tracing::info!("shutting down");
-    drop(simulator);
     drop(env);
     let _ = fs::remove_file(dir.join(READY_FILE));
     Ok(())

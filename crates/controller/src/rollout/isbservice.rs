@@ -377,24 +377,7 @@ impl Rollout for ISBServiceRollout {
     }
 
     fn still_coming_up(_ctx: &Ctx, child: &InterStepBufferService) -> bool {
-        // Numaflow starts every ISB service in Pending, then runs it with its StatefulSet's pods
-        // unavailable until they are ready.
-        let Some(st) = child.status.as_ref() else {
-            return false;
-        };
-        match st.get("phase").and_then(Value::as_str) {
-            Some("Pending") => true,
-            Some("Running") => st
-                .get("conditions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|c| {
-                    c.get("type").and_then(Value::as_str) == Some("ChildrenResourcesHealthy")
-                        && c.get("reason").and_then(Value::as_str) == Some("Unavailable")
-                }),
-            _ => false,
-        }
+        isbsvc_coming_up(&child.to_json())
     }
 
     fn observe_metrics(&self, ctx: &Ctx, st: &ISBServiceRolloutStatus, now: &Time) {
@@ -424,5 +407,74 @@ impl Rollout for ISBServiceRollout {
             generation,
             now,
         );
+    }
+}
+
+/// Numaflow starts every ISB service in Pending, then runs it with its StatefulSet's pods
+/// unavailable until they are ready; in between, its first pass may not see the StatefulSet it
+/// just created ([`health::numaflow_catching_up`]).
+fn isbsvc_coming_up(child: &Value) -> bool {
+    let Some(st) = child.get("status") else {
+        return false;
+    };
+    let unavailable = st
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("ChildrenResourcesHealthy")
+                && c.get("reason").and_then(Value::as_str) == Some("Unavailable")
+        });
+    match st.get("phase").and_then(Value::as_str) {
+        Some("Pending") => true,
+        Some("Failed") => false,
+        _ => unavailable || health::numaflow_catching_up(child),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::isbsvc_coming_up;
+    use serde_json::json;
+
+    fn status(phase: &str, reason: &str, message: &str) -> serde_json::Value {
+        json!({"status": {"phase": phase, "conditions": [
+            {"type": "Configured", "status": "True", "reason": "Successful"},
+            {"type": "ChildrenResourcesHealthy", "status": "False", "reason": reason,
+             "message": message}
+        ]}})
+    }
+
+    #[test]
+    fn a_new_service_is_coming_up_until_its_pods_are_ready() {
+        assert!(isbsvc_coming_up(&json!({"status": {"phase": "Pending"}})));
+        let not_cached_yet = "StatefulSet not found, might be still under creation";
+        assert!(isbsvc_coming_up(&status(
+            "Running",
+            "GetStatefulSetFailed",
+            not_cached_yet
+        )));
+        assert!(isbsvc_coming_up(&status(
+            "Running",
+            "Unavailable",
+            "Waiting for 3 pods to be ready..."
+        )));
+    }
+
+    #[test]
+    fn failures_are_not_coming_up() {
+        assert!(!isbsvc_coming_up(&json!({"metadata": {"name": "new"}})));
+        assert!(!isbsvc_coming_up(&status(
+            "Failed",
+            "Unavailable",
+            "no pods"
+        )));
+        assert!(!isbsvc_coming_up(&status(
+            "Running",
+            "GetStatefulSetFailed",
+            "forbidden: cannot get statefulsets"
+        )));
+        assert!(!isbsvc_coming_up(&json!({"status": {"phase": "Running"}})));
     }
 }

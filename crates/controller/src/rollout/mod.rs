@@ -184,8 +184,9 @@ pub trait Rollout:
 
     /// Whether the child is unhealthy only because it, or something it needs, is still coming up
     /// (an ISB service whose pods are starting; a pipeline whose ISB service is not running
-    /// yet): its status may wait like a settling child's rather than report a state about to
-    /// clear. The status hold bounds the wait, so a child that never comes up is reported.
+    /// yet; Numaflow catching up with its own writes): its status may wait like a settling
+    /// child's rather than report a state about to clear. The status hold bounds the wait, so
+    /// a child that never comes up is reported.
     fn still_coming_up(ctx: &Ctx, child: &Self::Child) -> bool {
         let _ = (ctx, child);
         false

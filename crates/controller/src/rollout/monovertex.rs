@@ -124,6 +124,10 @@ impl Rollout for MonoVertexRollout {
         health::monovertex_health(&child.to_json())
     }
 
+    fn still_coming_up(_ctx: &Ctx, child: &MonoVertex) -> bool {
+        health::numaflow_catching_up(&child.to_json())
+    }
+
     fn observe_child(
         st: &mut MonoVertexRolloutStatus,
         child: &MonoVertex,

@@ -573,6 +573,9 @@ impl Rollout for PipelineRollout {
     }
 
     fn still_coming_up(ctx: &Ctx, child: &Pipeline) -> bool {
+        if health::numaflow_catching_up(&child.to_json()) {
+            return true;
+        }
         // Numaflow fails a pipeline whose ISB service is not healthy yet, with this message,
         // until its next pass after the service runs.
         let status = child.status();
@@ -636,16 +639,19 @@ impl Rollout for PipelineRollout {
             _ => false,
         };
         match phase {
-            "Pausing" => {
+            "Pausing" | "Paused" => {
+                // The real controller pauses an idle pipeline in well under a second, so the
+                // Pausing phase may never be observed: the first sight of either begins a pause
+                // (the reference waits for Pausing and then never records the pause's end).
                 if ps.last_pause_begin_time.is_none()
                     || !after(&ps.last_pause_begin_time, &ps.last_pause_end_time)
                 {
                     ps.last_pause_begin_time = Some(now.clone());
                 }
-            }
-            "Paused" => {
-                if ps.last_pause_phase_change_time.is_none()
-                    || !after(&ps.last_pause_phase_change_time, &ps.last_pause_begin_time)
+                // Within the same second as the begin is still this pause's change.
+                if phase == "Paused"
+                    && (ps.last_pause_phase_change_time.is_none()
+                        || after(&ps.last_pause_begin_time, &ps.last_pause_phase_change_time))
                 {
                     ps.last_pause_phase_change_time = Some(now.clone());
                 }
@@ -661,5 +667,47 @@ impl Rollout for PipelineRollout {
         if *ps == Default::default() {
             st.pause_status = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).expect("valid time"))
+    }
+
+    fn observe(st: &mut PipelineRolloutStatus, phase: &str, secs: i64) {
+        let child: Pipeline = serde_json::from_value(serde_json::json!({
+            "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+            "metadata": {"name": "p"}, "spec": {}, "status": {"phase": phase}
+        }))
+        .expect("pipeline");
+        <PipelineRollout as Rollout>::observe_child(st, &child, 1, &at(secs));
+    }
+
+    #[test]
+    fn a_pause_seen_only_as_paused_still_has_a_begin_and_an_end() {
+        let mut st = PipelineRolloutStatus::default();
+        observe(&mut st, "Running", 10);
+        assert!(st.pause_status.is_none());
+        observe(&mut st, "Paused", 20);
+        observe(&mut st, "Paused", 21);
+        let ps = st.pause_status.clone().expect("pause status");
+        assert_eq!(ps.last_pause_begin_time, Some(at(20)));
+        assert_eq!(ps.last_pause_phase_change_time, Some(at(20)));
+        observe(&mut st, "Running", 30);
+        observe(&mut st, "Running", 31);
+        let ps = st.pause_status.clone().expect("pause status");
+        assert_eq!(ps.last_pause_end_time, Some(at(30)));
+        // The next pause, this time through Pausing.
+        observe(&mut st, "Pausing", 40);
+        observe(&mut st, "Paused", 45);
+        let ps = st.pause_status.expect("pause status");
+        assert_eq!(ps.last_pause_begin_time, Some(at(40)));
+        assert_eq!(ps.last_pause_phase_change_time, Some(at(45)));
+        assert_eq!(ps.last_pause_end_time, Some(at(30)));
     }
 }

@@ -1,9 +1,11 @@
-//! Shared set-up of the controller's integration tests: a namespace on the shared real control
-//! plane, a Numaflow simulator and a Numaplane operator both scoped to it, the operator running
-//! with its own identity and the ClusterRole from `config/rbac`.
+//! Shared set-up of the controller's integration tests: a namespace on the shared real stack (the
+//! control plane, KWOK, the real Numaflow and Argo Rollouts controllers, Prometheus), a Numaflow
+//! controller rendered there by a NumaflowControllerRollout, and a Numaplane operator scoped to
+//! it, running with its own identity and the ClusterRole from `config/rbac`.
 
 #![allow(dead_code)]
 
+pub mod analysis;
 pub mod fixtures;
 pub mod scenario;
 
@@ -11,7 +13,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use numaplane::{Operator, OperatorOptions};
-use numaplane_testenv::{Simulator, TestEnv};
+use numaplane_testenv::TestEnv;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::future::Future;
@@ -26,7 +28,6 @@ pub struct Harness {
     pub env: &'static TestEnv,
     pub client: Client,
     pub ns: String,
-    pub sim: Simulator,
     /// `None` while stopped (see [`Harness::restart_operator`]).
     pub operator: Option<Operator>,
     pub config_file: PathBuf,
@@ -129,22 +130,36 @@ pub async fn install_rbac(client: &Client) {
 }
 
 impl Harness {
-    pub async fn start(prefix: &str) -> Harness {
-        Self::start_with_config(prefix, TEST_CONFIG).await
-    }
-
-    pub async fn start_with_config(prefix: &str, config: &str) -> Harness {
-        Self::start_full(prefix, config, false).await
-    }
-
     /// An operator whose own namespace is the test namespace, with the shipped USDE ConfigMap
-    /// (`config/manager/usde-config.yaml`) installed there.
-    pub async fn start_with_usde(prefix: &str, config: &str) -> Harness {
-        Self::start_full(prefix, config, true).await
+    /// (`config/manager/usde-config.yaml`) installed there, and Numaflow controller 1.8.1.
+    pub async fn start_real(prefix: &str, config: &str) -> Harness {
+        Self::start_real_on(prefix, config, "1.8.1").await
+    }
+
+    /// The operator in `numaplane-system` (as installed), and Numaflow controller 1.8.1.
+    pub async fn start_real_with_config(prefix: &str, config: &str) -> Harness {
+        let mut h = Self::start_full(prefix, config, false).await;
+        h.install_numaflow_controller("1.8.1").await;
+        h
+    }
+
+    /// [`Harness::start_real`] with Numaflow controller `version` installed.
+    pub async fn start_real_on(prefix: &str, config: &str, version: &str) -> Harness {
+        let mut h = Self::start_full(prefix, config, true).await;
+        h.install_numaflow_controller(version).await;
+        h
+    }
+
+    /// The real stack's daemon stand-in.
+    pub fn daemon(&self) -> &numaplane_testenv::realstack::DaemonStandIn {
+        self.env
+            .real()
+            .expect("the shared real stack has a daemon stand-in")
+            .daemon()
     }
 
     async fn start_full(prefix: &str, config: &str, own_namespace: bool) -> Harness {
-        let env = TestEnv::shared().await;
+        let env = TestEnv::shared_real().await;
         let client = env.client();
         install_rbac(&client).await;
         let ns = env.create_namespace(prefix).await;
@@ -162,14 +177,10 @@ impl Harness {
                 .await
                 .expect("create USDE ConfigMap");
         }
-        let sim = Simulator::start_in_namespace(client.clone(), &ns)
-            .await
-            .expect("start simulator");
         let mut h = Harness {
             env,
             client,
             ns,
-            sim,
             operator: None,
             config_file,
             metrics: Default::default(),
@@ -178,6 +189,15 @@ impl Harness {
         };
         h.start_operator().await;
         h
+    }
+
+    async fn install_numaflow_controller(&mut self, version: &str) {
+        let operator_ns = if self.own_namespace {
+            self.ns.clone()
+        } else {
+            "numaplane-system".to_string()
+        };
+        install_numaflow(&self.client, &operator_ns, &self.ns, version).await;
     }
 
     async fn start_operator(&mut self) {
@@ -312,6 +332,40 @@ impl Harness {
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// On the real stack a namespace runs Numaflow only once a NumaflowControllerRollout renders
+/// the controller there, as on a real cluster: the definitions of every built version in the
+/// operator's namespace, and a NumaflowControllerRollout of `version` in `ns` (a test may change
+/// it later), waited for until its Deployment is available. A Numaplane operator watching `ns`
+/// must be running.
+pub async fn install_numaflow(client: &Client, operator_ns: &str, ns: &str, version: &str) {
+    let ssa = PatchParams::apply("test-user").force();
+    let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), operator_ns);
+    for v in ["1.7.5", "1.8.1"] {
+        let mut cm = fixtures::definitions(v);
+        cm["metadata"]["namespace"] = operator_ns.into();
+        let name = cm["metadata"]["name"].as_str().expect("name").to_string();
+        cms.patch(&name, &ssa, &Patch::Apply(&cm))
+            .await
+            .expect("definitions ConfigMap");
+    }
+    let mut ncr = fixtures::nc_rollout(version);
+    ncr["metadata"]["namespace"] = ns.into();
+    Api::<numaplane_api::NumaflowControllerRollout>::namespaced(client.clone(), ns)
+        .patch("numaflow-controller", &ssa, &Patch::Apply(&ncr))
+        .await
+        .expect("NumaflowControllerRollout");
+    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns);
+    eventually("the Numaflow controller Deployment available", || async {
+        let d = deployments
+            .get_opt("numaflow-controller")
+            .await
+            .ok()
+            .flatten()?;
+        (d.status?.available_replicas == Some(1)).then_some(())
+    })
+    .await;
 }
 
 /// A controller binary running as a child process (killed when dropped).

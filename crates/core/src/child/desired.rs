@@ -24,7 +24,10 @@ pub fn render_child(
     spec: &Value,
     vars: &TemplateVars,
 ) -> Result<RenderedChild, TemplateError> {
-    let spec = template::render_json(spec, vars)?;
+    let mut spec = template::render_json(spec, vars)?;
+    // `"groupBy": null` means "not set" to Numaflow; written without it, the child compares
+    // equal to the rollout however a merge patch of ours later rewrites the key.
+    crate::usde::strip_nulls(&mut spec);
     let render_map = |m: Option<&BTreeMap<String, String>>| {
         m.into_iter()
             .flatten()
@@ -127,6 +130,15 @@ mod tests {
         point_pipeline_at_isbsvc(&mut c.labels, &mut c.spec, "isb", "isb-1");
         assert_eq!(c.spec["interStepBufferServiceName"], "isb-1");
         assert_eq!(c.labels[labels::ISBSVC_CHILD_NAME], "isb-1");
+    }
+
+    #[test]
+    fn nulls_are_left_out_of_the_child() {
+        let spec = json!({"vertices": [{"name": "in", "groupBy": null, "scale": {"min": null}}],
+                          "watermark": null});
+        let c =
+            render_child("p", None, &spec, &TemplateVars::pipeline("p-0", "ns")).expect("render");
+        assert_eq!(c.spec, json!({"vertices": [{"name": "in", "scale": {}}]}));
     }
 
     #[test]

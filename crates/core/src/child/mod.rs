@@ -171,6 +171,11 @@ impl<'a> ChildView<'a> {
         str_at(self.0, &["status", "phase"]).unwrap_or("")
     }
 
+    /// `status.message`: Numaflow's own words on what is wrong ("" when unset).
+    pub fn message(&self) -> &'a str {
+        str_at(self.0, &["status", "message"]).unwrap_or("")
+    }
+
     /// `status.observedGeneration` (0 when unset).
     pub fn observed_generation(&self) -> i64 {
         i64_at(self.0, &["status", "observedGeneration"]).unwrap_or(0)

@@ -476,6 +476,8 @@ pub fn has_saved_scale(kind: Kind, spec: &Value, values: &BTreeMap<String, Scale
 /// changes (`min`, `max`, `disabled`) and MonoVertex `replicas` removed, an emptied `scale` too.
 pub fn comparable_promoted_spec(kind: Kind, spec: &Value) -> Value {
     let mut spec = spec.clone();
+    // Nulls first, so a `scale` left with only null keys counts as empty.
+    crate::usde::strip_nulls(&mut spec);
     let strip = |holder: &mut Value| {
         if let Some(obj) = holder.as_object_mut()
             && let Some(s) = obj.get_mut("scale").and_then(Value::as_object_mut)
@@ -510,6 +512,7 @@ pub fn comparable_promoted_spec(kind: Kind, spec: &Value) -> Value {
 /// saved definition (legacy status) the trial's scale is compared as it is.
 pub fn comparable_trial_spec(kind: Kind, spec: &Value, saved: &TrialScaleRecord) -> Value {
     let mut spec = spec.clone();
+    crate::usde::strip_nulls(&mut spec);
     let put = |holder: &mut Value, def: &str| {
         let Some(obj) = holder.as_object_mut() else {
             return;

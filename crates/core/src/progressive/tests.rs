@@ -330,6 +330,29 @@ fn scale_agnostic_comparisons_follow_9_3() {
     );
 }
 
+#[test]
+fn scale_agnostic_comparisons_treat_null_as_absent() {
+    let pl = Kind::Pipeline;
+    // The rollout as a Go-generated manifest sends it; the live child as our merge patches leave it.
+    let rollout = json!({"vertices": [{"name": "in", "groupBy": null,
+                                       "scale": {"min": 1, "lookbackSeconds": null}}],
+                         "watermark": null});
+    let live = json!({"vertices": [{"name": "in", "scale": {"min": 2, "max": 2}}]});
+    assert!(crate::usde::json_eq(
+        &comparable_promoted_spec(pl, &rollout),
+        &comparable_promoted_spec(pl, &live)
+    ));
+    let saved = TrialScaleRecord::Pipeline {
+        min_max: Vec::new(),
+        definitions: vec![r#"{"min":1,"lookbackSeconds":null}"#.into()],
+    };
+    let trial = json!({"vertices": [{"name": "in", "scale": {"min": 0, "max": 0}}]});
+    assert!(crate::usde::json_eq(
+        &comparable_trial_spec(pl, &trial, &saved),
+        &comparable_trial_spec(pl, &rollout, &TrialScaleRecord::None)
+    ));
+}
+
 // ---- health, skip ----
 
 #[test]

@@ -22,7 +22,7 @@ mod decision;
 mod path;
 
 pub use decision::{decide, pipeline_needs_update_for_ppnd};
-pub use path::{diff_paths, field_changed, json_eq};
+pub use path::{diff_paths, field_changed, json_eq, strip_nulls};
 
 use crate::config::{SpecField, UsdeKindConfig, UserStrategy};
 use crate::riders::RiderDiff;

@@ -4,8 +4,11 @@
 //! - a dotted path is followed through objects, and *through arrays*: each element is projected
 //!   on the rest of the path and array lengths count, so adding a vertex changes every path under
 //!   `spec.vertices`;
-//! - numbers compare by value whatever their JSON type (`1 == 1.0`); `null`, `{}` and an absent key
-//!   are three different things, as in the reference.
+//! - numbers compare by value whatever their JSON type (`1 == 1.0`);
+//! - a key whose value is `null` is the same as an absent key (`{}` is still different): manifests
+//!   generated from Go structs and several GitOps tools send `"groupBy": null`, JSON merge patches
+//!   drop such keys, and Numaflow (Go's `encoding/json`) reads both the same way. The reference told
+//!   them apart and so saw changes that were not there.
 
 use crate::config::SpecField;
 use serde_json::{Map, Value};
@@ -86,6 +89,9 @@ pub fn field_changed(field: &SpecField, desired_spec: &Value, live_spec: &Value)
 }
 
 fn project<'a>(value: &'a Value, segs: &[&str]) -> Projection<'a> {
+    if value.is_null() {
+        return Projection::Missing;
+    }
     let Some((first, rest)) = segs.split_first() else {
         return Projection::Value(value);
     };
@@ -110,7 +116,8 @@ fn lookup<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 }
 
 /// Deep equality where numbers compare by value (`1 == 1.0`, like the reference's
-/// `CompareStructNumTypeAgnostic`). Integers compare exactly; other numbers as `f64`.
+/// `CompareStructNumTypeAgnostic`) and a key whose value is `null` counts as absent. Integers
+/// compare exactly; other numbers as `f64`. Array elements keep their places, `null` ones too.
 pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (as_int(x), as_int(y)) {
@@ -121,11 +128,26 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
+            let present = |m: &Map<String, Value>| m.values().filter(|v| !v.is_null()).count();
+            present(x) == present(y)
                 && x.iter()
+                    .filter(|(_, v)| !v.is_null())
                     .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
+    }
+}
+
+/// Removes every object key whose value is `null`, at any depth (array elements stay where they
+/// are). The spec a child is written with, so what is applied and what is compared agree.
+pub fn strip_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
     }
 }
 
@@ -149,8 +171,10 @@ fn diff_into(a: &Value, b: &Value, at: &str, out: &mut Vec<String>) {
             let keys = x.keys().chain(y.keys().filter(|k| !x.contains_key(*k)));
             for k in keys {
                 let here = format!("{at}.{k}");
-                match (x.get(k), y.get(k)) {
+                let (p, q) = (x.get(k), y.get(k));
+                match (p.filter(|v| !v.is_null()), q.filter(|v| !v.is_null())) {
                     (Some(p), Some(q)) => diff_into(p, q, &here, out),
+                    (None, None) => {}
                     _ => out.push(here),
                 }
             }
@@ -192,10 +216,63 @@ mod tests {
     }
 
     #[test]
-    fn null_empty_and_absent_differ() {
+    fn null_is_absent_but_empty_is_not() {
+        assert!(json_eq(&json!({"a": null}), &json!({})));
+        assert!(json_eq(
+            &json!({"a": null, "b": 1}),
+            &json!({"b": 1.0, "c": null})
+        ));
+        assert!(json_eq(
+            &json!({"v": [{"name": "in", "groupBy": null}]}),
+            &json!({"v": [{"name": "in"}]})
+        ));
         assert!(!json_eq(&json!({"a": null}), &json!({"a": {}})));
-        assert!(!json_eq(&json!({"a": null}), &json!({})));
         assert!(!json_eq(&json!({"a": []}), &json!({"a": null})));
+        assert!(!json_eq(&json!({"a": null}), &json!({"a": 0})));
+        // Array elements keep their places.
+        assert!(!json_eq(&json!([null]), &json!([])));
+    }
+
+    #[test]
+    fn strip_nulls_removes_null_keys_at_every_depth() {
+        let mut v = json!({"a": null, "v": [{"x": null, "y": {"z": null}}, null], "k": 1});
+        strip_nulls(&mut v);
+        assert_eq!(v, json!({"v": [{"y": {}}, null], "k": 1}));
+    }
+
+    #[test]
+    fn null_leaves_are_absent_for_field_paths_and_diffs() {
+        let with_nulls = json!({"vertices": [{"name": "in", "udf": null, "scale": {"min": null}}],
+                                "watermark": null});
+        let without = json!({"vertices": [{"name": "in", "scale": {}}]});
+        for path in [
+            "spec.watermark",
+            "spec.vertices.udf",
+            "spec.vertices.scale.min",
+        ] {
+            assert!(
+                !changed(path, false, with_nulls.clone(), without.clone()),
+                "{path}"
+            );
+            assert!(
+                !changed(path, true, with_nulls.clone(), without.clone()),
+                "{path}"
+            );
+        }
+        assert!(changed(
+            "spec.watermark",
+            true,
+            with_nulls.clone(),
+            json!({"watermark": {"disabled": true}})
+        ));
+        assert!(diff_paths(&with_nulls, &without).is_empty());
+        assert_eq!(
+            diff_paths(
+                &with_nulls,
+                &json!({"vertices": [{"name": "in", "scale": {}}], "watermark": {}})
+            ),
+            vec!["spec.watermark"]
+        );
     }
 
     #[test]

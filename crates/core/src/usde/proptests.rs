@@ -117,13 +117,38 @@ proptest! {
         with.insert("unrelatedField".into(), extra);
         let with = Value::Object(with);
         let d = decide_specs(kind, user, &with, &s);
-        prop_assert_eq!(d.strategy, UpgradeStrategy::DirectApply);
-        prop_assert!(!d.recreate);
+        if with["unrelatedField"].is_null() {
+            // `"unrelatedField": null` is the same as leaving it out.
+            prop_assert_eq!(d, Decision::no_op());
+        } else {
+            prop_assert_eq!(d.strategy, UpgradeStrategy::DirectApply);
+            prop_assert!(!d.recreate);
+        }
+    }
+
+    #[test]
+    fn null_keys_anywhere_change_nothing(s in spec(), user in user_strategy(), kind in kind()) {
+        prop_assert_eq!(decide_specs(kind, user, &with_nulls(&s), &s), Decision::no_op());
+        prop_assert_eq!(decide_specs(kind, user, &s, &with_nulls(&s)), Decision::no_op());
     }
 
     #[test]
     fn integers_written_as_floats_change_nothing(s in spec(), user in user_strategy()) {
         prop_assert_eq!(decide_specs("pipeline", user, &as_floats(&s), &s), Decision::no_op());
+    }
+}
+
+/// `v` with a `"nulled": null` key added to every object, as a Go-generated manifest has them.
+fn with_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out: Map<String, Value> =
+                m.iter().map(|(k, x)| (k.clone(), with_nulls(x))).collect();
+            out.insert("nulled".into(), Value::Null);
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(with_nulls).collect()),
+        other => other.clone(),
     }
 }
 

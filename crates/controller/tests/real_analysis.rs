@@ -1,0 +1,188 @@
+//! Progressive pipeline upgrades judged for real: the AnalysisTemplate shipped in
+//! `config/samples` (unchanged; only its namespace is the test's), evaluated by the real Argo
+//! Rollouts controller with real PromQL against a real Prometheus, which scrapes the metrics a
+//! running pipeline would export (the metrics stand-in, counting while KWOK's pods are Ready).
+//! Pipelines run under the real Numaflow controller.
+
+mod support;
+
+use kube::ResourceExt;
+use numaplane_api::PipelineRollout;
+use numaplane_api::numaflow::{AnalysisRun, Pipeline};
+use numaplane_api::progressive::AssessmentResult;
+use serde_json::{Value, json};
+use support::analysis::*;
+use support::scenario::settled;
+use support::{Harness, condition};
+
+#[tokio::test]
+async fn a_healthy_trial_is_promoted_by_real_analysis() {
+    let h = setup("real-ar-ok").await;
+    h.apply::<PipelineRollout>(pr(CAT2)).await;
+    let r = h
+        .until::<PipelineRollout, _, _>("pr-1 promoted", "pr", |r| {
+            settled(r)?;
+            let r = r?.clone();
+            let up = r
+                .status
+                .as_ref()?
+                .progressive_status
+                .as_ref()?
+                .upgrading_pipeline_status
+                .clone()?;
+            (up.child.name == "pr-1").then_some((r, up))
+        })
+        .await;
+    assert_eq!(r.1.child.assessment_result, Some(AssessmentResult::Success));
+    // Argo decided it, from Prometheus: every measurement of every metric is a success, and
+    // acknowledged messages were seen (the query returns 1 only when read == 0 or acks > 0).
+    let run: AnalysisRun = h.api().get("pipeline-pr-1").await.expect("AnalysisRun");
+    assert_eq!(run_phase(&run), "Successful", "{:?}", run.status);
+    let ms = measurements(&run);
+    for metric in ["in", "cat", "out"] {
+        assert!(
+            ms.iter()
+                .any(|(m, v, p)| m == metric && p == "Successful" && v == "[1]"),
+            "{metric}: {ms:?}"
+        );
+    }
+    // The run Numaplane made: owned by the trial, labelled, the template's arguments filled.
+    assert_eq!(run.owner_references()[0].name, "pr-1");
+    assert_eq!(run.owner_references()[0].controller, Some(true));
+    assert_eq!(
+        run.labels()
+            .get("app.kubernetes.io/part-of")
+            .map(String::as_str),
+        Some("numaplane")
+    );
+    let args = run.spec["args"].as_array().cloned().unwrap_or_default();
+    assert!(
+        args.contains(&json!({"name": "upgrading-pipeline-name", "value": "pr-1"}))
+            && args.contains(&json!({"name": "pipeline-namespace", "value": h.ns})),
+        "{args:?}"
+    );
+    assert_eq!(
+        r.1.analysis.as_ref().map(|a| a.analysis_run_name.as_str()),
+        Some("pipeline-pr-1")
+    );
+    let p1: Pipeline = h.api().get("pr-1").await.expect("pr-1");
+    assert_eq!(
+        p1.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str),
+        Some("promoted")
+    );
+}
+
+#[tokio::test]
+async fn a_trial_whose_sink_never_acks_is_rolled_back_by_real_analysis() {
+    let h = setup("real-ar-fail").await;
+    let metrics = h.env.real().expect("real stack").metrics();
+    metrics.never_ack(&h.ns, "pr-1", Some("out"));
+    h.apply::<PipelineRollout>(pr(CAT2)).await;
+    h.until::<PipelineRollout, _, _>("trial failed", "pr", |r| {
+        let st = r?.status.as_ref()?;
+        let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
+        (s == "False" && reason == "Failed").then_some(())
+    })
+    .await;
+    let run: AnalysisRun = h.api().get("pipeline-pr-1").await.expect("AnalysisRun");
+    assert_eq!(run_phase(&run), "Failed", "{:?}", run.status);
+    let ms = measurements(&run);
+    assert!(
+        ms.iter()
+            .any(|(m, v, p)| m == "out" && p == "Failed" && v == "[0]"),
+        "the sink's metric failed on real data: {ms:?}"
+    );
+    // Rolled back: pr-0 stays promoted with its scale back, pr-1 is not promoted.
+    h.until::<Pipeline, _, _>("pr-0 promoted, scale restored", "pr-0", |p| {
+        let p = p?;
+        (p.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str)
+            == Some("promoted")
+            && p.spec["vertices"][1]["scale"] == json!({"min": 3, "max": 5}))
+        .then_some(())
+    })
+    .await;
+}
+
+/// The sample MonoVertexRollout with its sink running `sink`.
+fn mvr(sink: &str) -> Value {
+    let mut r = sample("numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "MonoVertexRollout")
+        .expect("the sample has a MonoVertexRollout");
+    r["metadata"] = json!({"name": "mvr"});
+    r["spec"]["monoVertex"]["spec"]["sink"]["udsink"]["container"]["image"] = json!(sink);
+    r["spec"]["strategy"]["analysis"]["args"] = fast_args();
+    r
+}
+
+const SINK: &str = "quay.io/numaio/numaflow-go/sink-log:stable";
+const SINK2: &str = "quay.io/numaio/numaflow-go/sink-log:v1";
+/// The sample's own suggestion for failing the AnalysisRun.
+const FAILING_SINK: &str = "quay.io/numaio/numaflow-go/sink-log-failure:stable";
+
+#[tokio::test]
+async fn monovertex_trials_are_judged_by_the_sample_template() {
+    use numaplane_api::MonoVertexRollout;
+    use numaplane_api::numaflow::MonoVertex;
+    let h = Harness::start_real("real-ar-mv", CONFIG).await;
+    apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml").await;
+    h.apply::<MonoVertexRollout>(mvr(SINK)).await;
+    h.until::<MonoVertexRollout, _, _>("mvr-0 deployed", "mvr", settled)
+        .await;
+
+    // A healthy sink: promoted on Argo's verdict from Prometheus.
+    h.apply::<MonoVertexRollout>(mvr(SINK2)).await;
+    h.until::<MonoVertexRollout, _, _>("mvr-1 promoted", "mvr", |r| {
+        settled(r)?;
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_mono_vertex_status
+            .clone()?;
+        (up.child.name == "mvr-1" && up.child.assessment_result == Some(AssessmentResult::Success))
+            .then_some(())
+    })
+    .await;
+    let run: AnalysisRun = h.api().get("monovertex-mvr-1").await.expect("AnalysisRun");
+    assert_eq!(run_phase(&run), "Successful", "{:?}", run.status);
+    assert!(
+        measurements(&run)
+            .iter()
+            .any(|(m, v, p)| m == "acknowledged-messages" && p == "Successful" && v == "[1]")
+    );
+
+    // The sample's failing sink: reads, never acknowledges; the run fails and mvr-1 stays.
+    h.apply::<MonoVertexRollout>(mvr(FAILING_SINK)).await;
+    h.until::<MonoVertexRollout, _, _>("trial failed", "mvr", |r| {
+        let st = r?.status.as_ref()?;
+        let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
+        (s == "False" && reason == "Failed").then_some(())
+    })
+    .await;
+    let run: AnalysisRun = h.api().get("monovertex-mvr-2").await.expect("AnalysisRun");
+    assert_eq!(run_phase(&run), "Failed", "{:?}", run.status);
+    assert!(
+        measurements(&run)
+            .iter()
+            .any(|(m, v, p)| m == "acknowledged-messages" && p == "Failed" && v == "[0]"),
+        "{:?}",
+        measurements(&run)
+    );
+    h.until::<MonoVertex, _, _>("mvr-1 promoted with its scale", "mvr-1", |m| {
+        let m = m?;
+        (m.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str)
+            == Some("promoted")
+            && m.spec["scale"]["min"] == json!(2)
+            && m.spec["scale"]["max"] == json!(3))
+        .then_some(())
+    })
+    .await;
+}

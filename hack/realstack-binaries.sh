@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds the real parts of the test world that are not the control plane itself:
+#   the Numaflow controller (v1.8.1 and v1.7.5) from the github.com/numaproj/numaflow Go module,
+#   KWOK from sigs.k8s.io/kwok,
+#   the Argo Rollouts controller from github.com/argoproj/argo-rollouts (its replace directives
+#   copied into the scratch module, as its own build needs them),
+#   Prometheus from Debian trixie's `prometheus` package.
+# Each is built from a scratch module of its own (no shared dependency graph, so no version
+# conflicts) into a cache outside the repository:
+#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realstack/
+#     numaflow-v1.8.1  numaflow-v1.7.5  kwok  rollouts-controller  prometheus
+# Idempotent: a binary that exists is not rebuilt. Prints the directory on the last line.
+set -euo pipefail
+
+NUMAFLOW_VERSIONS="${NUMAFLOW_VERSIONS:-v1.8.1 v1.7.5}"
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+ARGO_ROLLOUTS_VERSION="${ARGO_ROLLOUTS_VERSION:-v1.8.5}"
+CACHE_ROOT="${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}"
+OUT="$CACHE_ROOT/realstack"
+mkdir -p "$OUT"
+
+log() { printf '[realstack-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# go_build NAME MODULE VERSION PACKAGE [copy-replaces]
+go_build() {
+  local name=$1 module=$2 version=$3 pkg=$4 replaces=${5:-}
+  [ -x "$OUT/$name" ] && return 0
+  local work="$CACHE_ROOT/build-$name"
+  local t0
+  t0=$(date +%s)
+  mkdir -p "$work"
+  (
+    cd "$work"
+    if [ ! -f go.mod ] || ! grep -q "^require $module $version\$" go.mod; then
+      log "$name: scratch module for $module@$version"
+      rm -f go.mod go.sum tools.go
+      printf 'module numaplane.local/build-%s\n\ngo 1.26\n\nrequire %s %s\n' "$name" "$module" "$version" > go.mod
+      printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" > tools.go
+      if [ -n "$replaces" ]; then
+        local gomod
+        gomod=$(go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+        [ -f "$gomod" ] || { log "could not download $module@$version"; exit 1; }
+        # Both the one-line and the block form of `replace` in the module's go.mod.
+        awk '/^replace \(/{b=1;next} b&&/^\)/{b=0;next} b{print "replace " $0; next} /^replace /{print}' \
+          "$gomod" | grep -v '=> \.' >> go.mod || true
+        log "$name: copied $(grep -c '^replace ' go.mod) replace directives"
+      fi
+      go mod tidy
+    fi
+    log "$name: building $pkg (cold: several minutes)"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/$name.tmp" "$pkg"
+    mv "$OUT/$name.tmp" "$OUT/$name"
+  )
+  log "$name: built in $(( $(date +%s) - t0 ))s"
+}
+
+fetch_prometheus() {
+  [ -x "$OUT/prometheus" ] && return 0
+  local work="$CACHE_ROOT/apt-trixie"
+  mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
+  echo 'deb [trusted=yes] http://deb.debian.org/debian trixie main' > "$work/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+    -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache"
+    -o "Dir::State::status=/dev/null" -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1")
+  log "prometheus: fetching Debian trixie's package"
+  apt-get "${opts[@]}" update >/dev/null
+  (cd "$work/debs" && apt-get "${opts[@]}" download prometheus >/dev/null)
+  local deb
+  deb=$(ls "$work"/debs/prometheus_*.deb | head -n1)
+  rm -rf "$work/prom" && dpkg-deb -x "$deb" "$work/prom"
+  local bin="$work/prom/usr/bin/prometheus"
+  [ -x "$bin" ] || { log "no usr/bin/prometheus in $deb"; exit 1; }
+  cp "$bin" "$OUT/prometheus.tmp" && mv "$OUT/prometheus.tmp" "$OUT/prometheus"
+}
+
+start=$(date +%s)
+fetch_prometheus
+for v in $NUMAFLOW_VERSIONS; do
+  go_build "numaflow-$v" github.com/numaproj/numaflow "$v" github.com/numaproj/numaflow/cmd
+done
+go_build kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
+go_build rollouts-controller github.com/argoproj/argo-rollouts "$ARGO_ROLLOUTS_VERSION" \
+  github.com/argoproj/argo-rollouts/cmd/rollouts-controller copy-replaces
+log "ready in $(( $(date +%s) - start ))s: $OUT"
+echo "$OUT"
