@@ -45,7 +45,7 @@ testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
 
-## demo: a local control plane, the Numaflow simulator and Numaplane walking the reference samples
+## demo: the real stack (control plane, KWOK, Numaflow, Argo Rollouts, Prometheus) and Numaplane walking the reference samples
 ## through install, progressive upgrades (success, failure and rollback, fix with force-drain), an
 ## ISB service upgrade, a MonoVertex upgrade and pause-and-drain; then tears everything down
 ## (DEMO_ARGS=--keep to keep it running for kubectl until Ctrl-C)

@@ -65,6 +65,11 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Kube { .. } | Error::NotLeader)
     }
+
+    /// An API answer of 404: the object is gone.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Kube { source, .. } if is_not_found(source))
+    }
 }
 
 /// Attaches what was being done to a kube error.

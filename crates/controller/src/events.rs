@@ -21,6 +21,18 @@ pub mod source {
     pub const NUMAFLOW_CONTROLLER: &str = "numaflow-controller";
     /// Configuration problems not tied to one rollout.
     pub const NUMAPLANE: &str = "numaplane";
+
+    /// The source of Events about an object of `kind`.
+    pub fn of_kind(kind: &str) -> Option<&'static str> {
+        Some(match kind {
+            "PipelineRollout" => PIPELINE_ROLLOUT,
+            "MonoVertexRollout" => MONOVERTEX_ROLLOUT,
+            "ISBServiceRollout" => ISBSVC_ROLLOUT,
+            "NumaflowControllerRollout" => NUMAFLOW_CONTROLLER_ROLLOUT,
+            "NumaflowController" => NUMAFLOW_CONTROLLER,
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Clone)]
@@ -124,6 +136,21 @@ impl EventSink {
         if let Err(e) = rec.publish(&ev, regarding).await {
             debug!(error = %e, reason, "could not publish Event");
         }
+    }
+
+    /// The reference's Warning for a write of Numaplane's own object that the API server refused
+    /// (`UpdateStatusFailed`, `UpdateFailed`…), from the source of the object's kind.
+    pub async fn write_refused<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        reason: &str,
+        note: String,
+    ) {
+        let Some(src) = source::of_kind(&K::kind(&())) else {
+            return;
+        };
+        self.publish(src, &obj.object_ref(&()), EventType::Warning, reason, note)
+            .await;
     }
 
     pub async fn config_warning(&self, namespace: &str, configmap: &str, note: &str) {

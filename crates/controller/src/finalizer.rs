@@ -45,14 +45,30 @@ where
             {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}
         ])
     };
-    api(ctx, obj)
+    let added = api(ctx, obj)
         .patch(
             &obj.name_any(),
             &PatchParams::default(),
             &Patch::<()>::Json(json_patch(patch)?),
         )
-        .await
-        .ctx(|| "adding finalizer".into())
+        .await;
+    if let Err(e) = &added
+        && !is_not_found(e)
+    {
+        refused(ctx, obj, "adding", e).await;
+    }
+    added.ctx(|| "adding finalizer".into())
+}
+
+/// The reference's `UpdateFailed` Warning for a refused finalizer patch.
+async fn refused<K: Resource<DynamicType = ()>>(ctx: &Ctx, obj: &K, doing: &str, e: &kube::Error) {
+    ctx.events
+        .write_refused(
+            obj,
+            numaplane_api::keys::event_reason::UPDATE_FAILED,
+            format!("failed {doing} finalizer {FINALIZER}: {e}"),
+        )
+        .await;
 }
 
 pub async fn remove<K>(ctx: &Ctx, obj: &K) -> Result<(), Error>
@@ -80,6 +96,9 @@ where
     {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e).ctx(|| "removing finalizer".into()),
+        Err(e) => {
+            refused(ctx, obj, "removing", &e).await;
+            Err(e).ctx(|| "removing finalizer".into())
+        }
     }
 }

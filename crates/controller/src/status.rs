@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{Phase, RiderStatus, Status};
-use numaplane_api::keys::{condition, message, reason};
+use numaplane_api::keys::{condition, event_reason, message, reason};
 use numaplane_core::conditions::set_condition;
 use numaplane_core::health::{Health, HealthStatus};
 use serde::Serialize;
@@ -203,7 +203,24 @@ where
             &Patch::Apply(body),
         )
         .await
-        .ctx(|| "writing status".into())?;
+        .ctx(|| "writing status".into());
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => {
+            if !e.is_not_found() {
+                // The reference's MonoVertexRollout names it differently.
+                let reason = if R::kind(&()) == "MonoVertexRollout" {
+                    event_reason::STATUS_UPDATE_FAILED
+                } else {
+                    event_reason::UPDATE_STATUS_FAILED
+                };
+                ctx.events
+                    .write_refused(obj, reason, format!("failed to update status: {e}"))
+                    .await;
+            }
+            return Err(e);
+        }
+    };
     remember(ctx, &written);
     Ok(())
 }

@@ -75,6 +75,28 @@ async fn invalid_input_is_reported_and_isolated() {
     )
     .await;
 
+    // A template tag left open in one value: named at its field, and it swallows nothing
+    // around it (the reference's text-level templating turned the image into "").
+    let mut open_tag = good_spec();
+    open_tag["vertices"][1]["sink"] =
+        json!({"udsink": {"container": {"image": "my-sink:{{.pipeline-name"}}});
+    open_tag["vertices"][1]["scale"]["max"] = json!(1);
+    h.apply::<PipelineRollout>(pr("open-tag", open_tag, json!([])))
+        .await;
+    let msg = h
+        .until(
+            "open template tag reported at its field",
+            "open-tag",
+            failed_with(
+                r#"spec.pipeline.spec.vertices[1].sink.udsink.container.image: "{{" is not closed"#,
+            ),
+        )
+        .await;
+    assert!(
+        !msg.contains("interStepBufferServiceName"),
+        "only the one value: {msg}"
+    );
+
     // A rider kind the configuration doesn't permit.
     let secret_rider = json!([{"definition": {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"a": "b"}
@@ -155,4 +177,159 @@ async fn invalid_input_is_reported_and_isolated() {
         bad_scale_events, 1,
         "one aggregated Event series, not a storm"
     );
+}
+
+/// A ValidatingAdmissionPolicy refusing the operator's updates of `resource` (a subresource
+/// too) for the object `name` of the test namespace when the CEL condition `refuse` holds;
+/// [`unrefuse`] removes it.
+async fn refuse(h: &Harness, policy: &str, resource: &str, name: &str, refuse: &str) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::discovery::ApiResource;
+    let gvk = |kind: &str| {
+        ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ))
+    };
+    let pp = PatchParams::apply("numaplane-tests").force();
+    let expression = format!(
+        "!(request.userInfo.username == '{}' && request.namespace == '{}' && object.metadata.name == '{name}' && ({refuse}))",
+        numaplane_testenv::controlplane::OPERATOR_USER,
+        h.ns
+    );
+    let p: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["numaplane.numaproj.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"], "resources": [resource]
+            }]},
+            "validations": [{"expression": expression, "message": "refused by the test"}]
+        }
+    }))
+    .expect("policy");
+    Api::<DynamicObject>::all_with(h.client.clone(), &gvk("ValidatingAdmissionPolicy"))
+        .patch(policy, &pp, &Patch::Apply(&p))
+        .await
+        .expect("apply policy");
+    let b: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"]}
+    }))
+    .expect("binding");
+    Api::<DynamicObject>::all_with(h.client.clone(), &gvk("ValidatingAdmissionPolicyBinding"))
+        .patch(policy, &pp, &Patch::Apply(&b))
+        .await
+        .expect("apply binding");
+}
+
+async fn unrefuse(h: &Harness, policy: &str) {
+    use kube::api::{Api, DeleteParams, DynamicObject};
+    use kube::discovery::ApiResource;
+    for kind in [
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+    ] {
+        let ar = ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let _ = Api::<DynamicObject>::all_with(h.client.clone(), &ar)
+            .delete(policy, &DeleteParams::default())
+            .await;
+    }
+}
+
+/// Writes of our own objects that the API server refuses are reported with the reference's
+/// Warning reasons (`UpdateFailed` for the finalizer, `UpdateStatusFailed` for status), and
+/// the rollout goes on once the writes are accepted again.
+#[tokio::test]
+async fn refused_writes_of_our_own_objects_are_reported() {
+    let h = Harness::start_real_with_config("refused", support::TEST_CONFIG).await;
+    let policy = format!("refuse-{}", h.ns);
+    h.apply::<ISBServiceRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "isb"},
+        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
+    }))
+    .await;
+    // The finalizer may not be added.
+    refuse(
+        &h,
+        &policy,
+        "pipelinerollouts",
+        "pr",
+        "has(object.metadata.finalizers) && object.metadata.finalizers.exists(f, f == 'numaplane.numaproj.io/numaplane-controller')",
+    )
+    .await;
+    h.apply::<PipelineRollout>(pr("pr", good_spec(), json!([])))
+        .await;
+    let reasons = |name: &'static str| {
+        let h = &h;
+        async move {
+            kube::Api::<Event>::namespaced(h.client.clone(), &h.ns)
+                .list(&ListParams::default())
+                .await
+                .expect("events")
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let found = eventually("UpdateFailed for the refused finalizer", || async {
+        reasons("pr")
+            .await
+            .into_iter()
+            .find(|(r, _)| r == "UpdateFailed")
+    })
+    .await;
+    assert!(found.1.contains("finalizer"), "{found:?}");
+    assert!(found.1.contains("refused by the test"), "{found:?}");
+    unrefuse(&h, &policy).await;
+
+    // The status may not be written.
+    let refused_status = format!("{policy}-status");
+    refuse(&h, &refused_status, "pipelinerollouts/status", "pr", "true").await;
+    h.apply::<PipelineRollout>(pr(
+        "pr",
+        {
+            let mut s = good_spec();
+            s["vertices"][1]["scale"]["max"] = 2.into();
+            s
+        },
+        json!([]),
+    ))
+    .await;
+    let found = eventually("UpdateStatusFailed for the refused status", || async {
+        reasons("pr")
+            .await
+            .into_iter()
+            .find(|(r, _)| r == "UpdateStatusFailed")
+    })
+    .await;
+    assert!(found.1.contains("failed to update status"), "{found:?}");
+    unrefuse(&h, &refused_status).await;
+
+    // Accepted again: the rollout is reconciled and reports it.
+    h.until::<PipelineRollout, _, _>("deployed once writes are accepted", "pr", |pr| {
+        let pr = pr?;
+        let st = pr.status.as_ref()?;
+        (st.status.phase == Phase::Deployed
+            && st.status.observed_generation == pr.metadata.generation.unwrap_or(-1))
+        .then_some(())
+    })
+    .await;
 }

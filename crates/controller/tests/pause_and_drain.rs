@@ -174,3 +174,42 @@ async fn a_pipeline_that_cannot_drain_waits_until_data_loss_is_allowed() {
     let child: Pipeline = h.api().get("pr-0").await.expect("child");
     assert_eq!(child.name_any(), "pr-0", "updated in place");
 }
+
+/// Data loss allowed: a data-loss change is applied as it is, never through a transient
+/// `desiredPhase: Paused` (the reference's `wontPause`; issue "drop-in fidelity" item 3).
+#[tokio::test]
+async fn allowed_data_loss_updates_without_any_pause() {
+    let h = Harness::start_real("ppnd-allowed", PPND).await;
+    let mut allowed = rollout("quay.io/numaio/numaflow-go/map-cat:stable", 1);
+    allowed["metadata"]["annotations"] = json!({"numaplane.numaproj.io/allow-data-loss": "true"});
+    h.apply::<ISBServiceRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "default"},
+        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
+    }))
+    .await;
+    h.apply::<PipelineRollout>(allowed.clone()).await;
+    h.until("deployed", "pr", settled).await;
+
+    let pipelines = record::<Pipeline>(&h, "pr-0").await;
+    let mut changed = rollout("quay.io/numaio/numaflow-go/map-cat:v2", 1);
+    changed["metadata"] = allowed["metadata"].clone();
+    h.apply::<PipelineRollout>(changed).await;
+    h.until::<Pipeline, _, _>("updated", "pr-0", |p| {
+        (image(p?) == "quay.io/numaio/numaflow-go/map-cat:v2").then_some(())
+    })
+    .await;
+    h.until("rollout settled", "pr", settled).await;
+    let seen = pipelines.lock().expect("lock").clone();
+    assert!(
+        seen.iter().all(|p| {
+            p.spec.pointer("/lifecycle/desiredPhase").is_none()
+                && !matches!(phase(p), "Pausing" | "Paused")
+        }),
+        "never asked to pause: {:?}",
+        seen.iter()
+            .map(|p| (p.spec.pointer("/lifecycle").cloned(), phase(p).to_string()))
+            .collect::<Vec<_>>()
+    );
+}

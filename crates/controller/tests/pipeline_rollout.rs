@@ -419,6 +419,68 @@ async fn rollouts_deleted_together_leave_nothing_behind() {
     .await;
 }
 
+/// Two children labelled promoted (a copy made by hand, as a crash between two writes or an
+/// edit would leave them): the older one is purged, drained like any replaced pipeline, and
+/// deleted; the rollout goes on with the newest.
+#[tokio::test]
+async fn a_duplicate_promoted_child_is_purged() {
+    let h = Harness::start_real_with_config("pr-dup", support::TEST_CONFIG).await;
+    h.apply::<ISBServiceRollout>(isbsvc_rollout("isb")).await;
+    h.apply::<PipelineRollout>(pipeline_rollout("pr", pipeline_spec("isb")))
+        .await;
+    h.until(
+        "PipelineRollout deployed and healthy",
+        "pr",
+        deployed_and_healthy,
+    )
+    .await;
+    let original: Pipeline = h.api().get("pr-0").await.expect("pr-0");
+    let copy: Pipeline = serde_json::from_value(json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {
+            "name": "pr-1",
+            "labels": original.labels(),
+            "annotations": original.annotations(),
+            "ownerReferences": original.owner_references(),
+        },
+        "spec": original.spec,
+    }))
+    .expect("copy");
+    h.api::<Pipeline>()
+        .create(&Default::default(), &copy)
+        .await
+        .expect("create the duplicate");
+    let seen = record::<Pipeline>(&h, "pr-0").await;
+    h.until::<Pipeline, _, _>("older duplicate drained and deleted", "pr-0", |p| {
+        p.is_none().then_some(())
+    })
+    .await;
+    let versions = seen.lock().expect("lock").clone();
+    assert!(
+        versions.iter().any(|p| {
+            p.labels()
+                .get("numaplane.numaproj.io/upgrade-state-reason")
+                .map(String::as_str)
+                == Some("purge")
+        }),
+        "marked recyclable with reason purge"
+    );
+    assert!(
+        support::fixtures::paused_drained_at(&seen).is_some(),
+        "drained before its deletion"
+    );
+    h.until("deployed on the newest", "pr", deployed_and_healthy)
+        .await;
+    let p: Pipeline = h.api().get("pr-1").await.expect("pr-1");
+    assert_eq!(
+        p.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str),
+        Some("promoted")
+    );
+}
+
 async fn pr_spec_of(h: &Harness) -> Value {
     let pr = h.api::<PipelineRollout>().get("pr").await.expect("pr");
     strip_server_fields(serde_json::to_value(&pr).expect("json"))

@@ -186,3 +186,124 @@ async fn monovertex_trials_are_judged_by_the_sample_template() {
     })
     .await;
 }
+
+/// Applies an Argo Rollouts (Cluster)AnalysisTemplate as the test user.
+async fn apply_template(h: &Harness, kind: &str, body: Value) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("argoproj.io", "v1alpha1", kind));
+    let name = body["metadata"]["name"].as_str().expect("name").to_string();
+    let api: Api<DynamicObject> = if kind == "ClusterAnalysisTemplate" {
+        Api::all_with(h.client.clone(), &ar)
+    } else {
+        Api::namespaced_with(h.client.clone(), &h.ns, &ar)
+    };
+    let obj: DynamicObject = serde_json::from_value(body).expect("template");
+    api.patch(
+        &name,
+        &PatchParams::apply("test-user").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+}
+
+/// scenarios.md A.9: a MonoVertex trial judged by two templates, merged as Argo Rollouts merges
+/// them: the sample template, and a namespaced template whose nested references name a
+/// ClusterAnalysisTemplate (with a dry-run metric) and the sample template again (used once).
+#[tokio::test]
+async fn monovertex_trials_are_judged_by_merged_nested_templates() {
+    use numaplane_api::MonoVertexRollout;
+    let h = Harness::start_real("real-ar-mv2", CONFIG).await;
+    apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml").await;
+    let cluster = format!("read-messages-{}", h.ns);
+    let query = "sum(numaflow_monovtx_read_total{namespace=\"{{args.monovertex-namespace}}\", \
+                 mvtx_name=\"{{args.upgrading-monovertex-name}}\"}) or vector(0)";
+    apply_template(
+        &h,
+        "ClusterAnalysisTemplate",
+        json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "ClusterAnalysisTemplate",
+            "metadata": {"name": cluster},
+            "spec": {
+                "args": [{"name": "upgrading-monovertex-name"}, {"name": "monovertex-namespace"}],
+                "metrics": [{
+                    "name": "read-messages", "interval": "1s", "count": 3,
+                    "successCondition": "result[0] > 0",
+                    "provider": {"prometheus": {
+                        "address": "http://prometheus-kube-prometheus-prometheus.prometheus.svc.cluster.local:9090",
+                        "query": query
+                    }}
+                }],
+                "dryRun": [{"metricName": "read-messages"}]
+            }
+        }),
+    )
+    .await;
+    apply_template(
+        &h,
+        "AnalysisTemplate",
+        json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
+            "metadata": {"name": "wrapper"},
+            "spec": {"templates": [
+                {"templateName": cluster, "clusterScope": true},
+                {"templateName": "mvtx-acknowledged-messages"}
+            ]}
+        }),
+    )
+    .await;
+    let with_templates = |sink: &str| {
+        let mut r = mvr(sink);
+        r["spec"]["strategy"]["analysis"]["templates"] = json!([
+            {"templateName": "mvtx-acknowledged-messages"},
+            {"templateName": "wrapper"}
+        ]);
+        r
+    };
+    h.apply::<MonoVertexRollout>(with_templates(SINK)).await;
+    h.until::<MonoVertexRollout, _, _>("mvr-0 deployed", "mvr", settled)
+        .await;
+    h.apply::<MonoVertexRollout>(with_templates(SINK2)).await;
+    h.until::<MonoVertexRollout, _, _>("mvr-1 promoted", "mvr", |r| {
+        settled(r)?;
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_mono_vertex_status
+            .clone()?;
+        (up.child.name == "mvr-1" && up.child.assessment_result == Some(AssessmentResult::Success))
+            .then_some(())
+    })
+    .await;
+    let run: AnalysisRun = h.api().get("monovertex-mvr-1").await.expect("AnalysisRun");
+    assert_eq!(run_phase(&run), "Successful", "{:?}", run.status);
+    let names: Vec<&str> = run.spec["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(names, ["acknowledged-messages", "read-messages"]);
+    assert_eq!(run.spec["dryRun"], json!([{"metricName": "read-messages"}]));
+    let measured: Vec<String> = measurements(&run).into_iter().map(|(m, _, _)| m).collect();
+    assert!(
+        measured.iter().any(|m| m == "read-messages"),
+        "{measured:?}"
+    );
+    assert!(
+        measured.iter().any(|m| m == "acknowledged-messages"),
+        "{measured:?}"
+    );
+    let del = kube::api::DeleteParams::default();
+    let ar = kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+        "argoproj.io",
+        "v1alpha1",
+        "ClusterAnalysisTemplate",
+    ));
+    let _ = kube::api::Api::<kube::api::DynamicObject>::all_with(h.client.clone(), &ar)
+        .delete(&cluster, &del)
+        .await;
+}

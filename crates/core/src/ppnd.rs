@@ -21,6 +21,10 @@ pub enum PpndStep {
     WaitPaused { phase: String },
     /// Apply the desired spec with `lifecycle.desiredPhase: Paused`.
     ApplyPaused,
+    /// The pipeline won't pause (Failed, or the rollout allows data loss): apply the desired spec
+    /// as it is, without a transient pause; `resuming` when the live pipeline was asked to pause
+    /// and the desired one runs (the resume resets vertex replicas unless `ppnd.fastResume`).
+    ApplyDirect { resuming: bool },
     /// The new spec is in place while paused: apply the desired phase (resume).
     Resume,
 }
@@ -77,8 +81,14 @@ pub fn step(input: &PpndInput<'_>) -> PpndStep {
         .and_then(|s| s.get("phase"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    // A Failed pipeline never pauses (Numaflow skips the pause path): don't wait on it.
-    if phase == "Paused" || phase == "Failed" || input.allow_data_loss {
+    // A Failed pipeline never pauses (Numaflow skips the pause path) and data loss may be
+    // allowed: neither is waited on, nor paused on the way (pipeline-rollout.md §5.3, `wontPause`).
+    if phase == "Failed" || input.allow_data_loss {
+        PpndStep::ApplyDirect {
+            resuming: desired_phase(input.live_spec) == "Paused"
+                && desired_phase(input.desired_spec) == "Running",
+        }
+    } else if phase == "Paused" {
         PpndStep::ApplyPaused
     } else if desired_phase(input.live_spec) == "Paused" {
         PpndStep::WaitPaused {
@@ -134,19 +144,46 @@ mod tests {
     }
 
     #[test]
-    fn paused_failed_or_allowed_pipelines_get_the_update_while_paused() {
+    fn a_paused_pipeline_gets_the_update_while_paused() {
+        assert_eq!(
+            run(
+                spec("b"),
+                paused(&spec("a")),
+                json!({"phase": "Paused"}),
+                false
+            ),
+            PpndStep::ApplyPaused
+        );
+    }
+
+    #[test]
+    fn failed_or_allowed_pipelines_get_the_update_directly() {
         for (status, allow) in [
-            (json!({"phase": "Paused"}), false),
             (json!({"phase": "Failed"}), false),
             (json!({"phase": "Pausing"}), true),
-            (json!({"phase": "Running"}), true),
+            (json!({"phase": "Paused"}), true),
         ] {
             assert_eq!(
                 run(spec("b"), paused(&spec("a")), status.clone(), allow),
-                PpndStep::ApplyPaused,
+                PpndStep::ApplyDirect { resuming: true },
                 "{status} allow={allow}"
             );
         }
+        // Never asked to pause: applied as it is, nothing to resume.
+        assert_eq!(
+            run(spec("b"), spec("a"), json!({"phase": "Running"}), true),
+            PpndStep::ApplyDirect { resuming: false }
+        );
+        // The user wants it paused: no resume either.
+        assert_eq!(
+            run(
+                paused(&spec("b")),
+                paused(&spec("a")),
+                json!({"phase": "Failed"}),
+                false
+            ),
+            PpndStep::ApplyDirect { resuming: false }
+        );
     }
 
     #[test]
@@ -226,7 +263,10 @@ mod properties {
                 allow_data_loss: allow,
             });
             if s == PpndStep::ApplyPaused {
-                prop_assert!(allow || live_phase == "Paused" || live_phase == "Failed");
+                prop_assert!(live_phase == "Paused" && !allow);
+            }
+            if matches!(s, PpndStep::ApplyDirect { .. }) {
+                prop_assert!(old != new && (allow || live_phase == "Failed"));
             }
             if old == new {
                 // Nothing to update: never a pause.

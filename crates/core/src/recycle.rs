@@ -44,7 +44,7 @@ impl DrainResult {
 /// How a recycle reason is handled (§7.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
-    /// Delete at once (`delete-recreate`, `purge`, no or unknown reason).
+    /// Delete at once (`delete-recreate`, no or unknown reason).
     Immediate,
     /// Drain before deleting; `try_original` drains with the pipeline's own spec first.
     Drain { try_original: bool },
@@ -52,10 +52,13 @@ pub enum Policy {
 
 pub fn policy(reason: Option<&str>) -> Policy {
     match reason {
+        // `purge` (an older duplicate) is deleted at once by the reference; a duplicate pipeline
+        // may hold data like any other, so it is drained first.
         Some(
             upgrade_state_reason::PROGRESSIVE_SUCCESS
             | upgrade_state_reason::PROGRESSIVE_REPLACED
-            | upgrade_state_reason::DISCONTINUE_PROGRESSIVE,
+            | upgrade_state_reason::DISCONTINUE_PROGRESSIVE
+            | upgrade_state_reason::PURGE,
         ) => Policy::Drain { try_original: true },
         Some(upgrade_state_reason::PROGRESSIVE_REPLACED_FAILED) => Policy::Drain {
             try_original: false,
@@ -349,8 +352,13 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
         },
         other => other,
     };
-    // §7.3: the rollout itself wants no data flowing.
+    // §7.3: the rollout itself wants no data flowing. Better than the reference (its issues
+    // #943, #878): a pipeline that is already Paused and drained holds nothing, so it need not
+    // wait, scaled to zero, until the rollout resumes.
     if !can_ingest(input.rollout_spec) {
+        if p.spec().wants_paused() && p.phase() == "Paused" && p.drained_on_pause() {
+            return Step::Delete(DrainResult::StandardDrain);
+        }
         return if scaled_as(p.spec().0, &zero_scales(p.spec().0)) {
             with_expiry(Step::Wait {
                 why: "the rollout lets no data in: waiting with the pipeline scaled to zero".into(),
@@ -367,8 +375,15 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
     let failed_long_enough = |s: Option<Timestamp>| {
         s.is_some_and(|s| input.now >= plus(s, input.config.force_drain_failure_wait))
     };
-    // §7.4: drain with its own spec first.
-    if try_original && names_in(started).is_empty() {
+    // §7.4: drain with its own spec first. Better than the reference: a discontinued trial that
+    // is not running healthy (the user reverted before it ever worked) cannot drain by itself,
+    // since what keeps it from running also holds its data, so it goes straight to force drain
+    // like a failed trial instead of first waiting out its own pause grace period. A pause it
+    // already began is seen through.
+    let own_spec_hopeless = reason == Some(upgrade_state_reason::DISCONTINUE_PROGRESSIVE)
+        && !p.spec().wants_paused()
+        && !crate::health::pipeline_health(input.pipeline).is_healthy();
+    if try_original && !own_spec_hopeless && names_in(started).is_empty() {
         match drain(&p, input) {
             Drain::Step(s) => return with_expiry(s),
             Drain::Paused { drained: true } => return Step::Delete(DrainResult::StandardDrain),
@@ -419,6 +434,21 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
         return with_expiry(Step::Wait {
             why: format!(
                 "waiting for Numaflow to apply the promoted spec to {}",
+                p.name()
+            ),
+            until: None,
+        });
+    }
+    // Better than the reference, which pauses as soon as the spec is observed: a pause started
+    // while Numaflow still replaces the vertices that held the data cannot drain them, and that
+    // promoted spec would then count as tried. Pause once the pipeline runs healthy with it.
+    if !spec.wants_paused()
+        && p.phase() != "Failed"
+        && !crate::health::pipeline_health(input.pipeline).is_healthy()
+    {
+        return with_expiry(Step::Wait {
+            why: format!(
+                "waiting for pipeline {} to run healthy with the promoted spec before pausing it",
                 p.name()
             ),
             until: None,

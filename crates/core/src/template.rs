@@ -14,20 +14,51 @@ use serde_json::Value;
 /// Why templating failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
-    /// A `{{` with no `}}` after it.
-    #[error(
-        "unterminated template tag: \"{{{{\" at byte {offset} has no closing \"}}}}\" (near {snippet:?})"
-    )]
-    Unterminated { offset: usize, snippet: String },
-    /// Substituted values made the JSON text invalid (e.g. a value containing a quote).
-    #[error("templated JSON is not valid: {message}")]
-    InvalidJson { message: String },
+    /// A `{{` with no `}}` after it in the same string, at field `at` (empty for a bare string
+    /// until the caller names it, see [`TemplateError::under`]).
+    #[error("{at}: \"{{{{\" is not closed (in {text:?})", at = if at.is_empty() { "template" } else { at })]
+    Unterminated { at: String, text: String },
 }
 
 impl TemplateError {
     /// Stable short reason for conditions, events and metrics.
     pub fn reason(&self) -> &'static str {
         "InvalidTemplate"
+    }
+
+    /// The same error with its field path placed under `prefix` (`spec.pipeline.spec`).
+    pub fn under(self, prefix: &str) -> Self {
+        match self {
+            TemplateError::Unterminated { at, text } => TemplateError::Unterminated {
+                at: join_path(prefix, &at),
+                text,
+            },
+        }
+    }
+}
+
+fn join_path(prefix: &str, rest: &str) -> String {
+    if prefix.is_empty() {
+        rest.to_string()
+    } else if rest.is_empty() {
+        prefix.to_string()
+    } else if rest.starts_with('[') {
+        format!("{prefix}{rest}")
+    } else {
+        format!("{prefix}.{rest}")
+    }
+}
+
+/// `key` as a path segment: `.name` for plain keys, `["a.b/c"]` otherwise.
+fn key_segment(key: &str) -> String {
+    if !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        key.to_string()
+    } else {
+        format!("[{key:?}]")
     }
 }
 
@@ -97,10 +128,9 @@ pub fn render_str(input: &str, vars: &TemplateVars) -> Result<String, TemplateEr
         out.push_str(&rest[..start]);
         let after_open = &rest[start + OPEN.len()..];
         let Some(end) = after_open.find(CLOSE) else {
-            let offset = input.len() - rest.len() + start;
             return Err(TemplateError::Unterminated {
-                offset,
-                snippet: rest[start..].chars().take(40).collect(),
+                at: String::new(),
+                text: input.chars().take(80).collect(),
             });
         };
         if let Some(value) = vars.get(&after_open[..end]) {
@@ -112,16 +142,38 @@ pub fn render_str(input: &str, vars: &TemplateVars) -> Result<String, TemplateEr
     Ok(out)
 }
 
-/// Templates a JSON value the way the reference does: serialise to JSON text, substitute, parse.
-/// Values are inserted into the JSON text unescaped, so a value containing `"` yields an error.
+/// Templates every string of a JSON value, keys included. The reference substitutes in the JSON
+/// text as a whole, so a `{{` left open in one value swallowed the JSON up to the next `}}`
+/// somewhere else; here a tag never spans more than one string, and an open one is reported
+/// at its field (`vertices[1].udf.container.image`). The values available (names and
+/// namespaces of Kubernetes objects) contain no JSON syntax, so the results are the same.
 pub fn render_json(value: &Value, vars: &TemplateVars) -> Result<Value, TemplateError> {
-    let text = value.to_string();
-    if !text.contains(OPEN) {
+    if !value.to_string().contains(OPEN) {
         return Ok(value.clone());
     }
-    let rendered = render_str(&text, vars)?;
-    serde_json::from_str(&rendered).map_err(|e| TemplateError::InvalidJson {
-        message: format!("{e} in {rendered:?}"),
+    render_value(value, vars, "")
+}
+
+fn render_value(value: &Value, vars: &TemplateVars, at: &str) -> Result<Value, TemplateError> {
+    Ok(match value {
+        Value::String(s) => Value::String(render_str(s, vars).map_err(|e| e.under(at))?),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| render_value(v, vars, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => {
+            let mut out = serde_json::Map::with_capacity(map.len());
+            for (k, v) in map {
+                let here = join_path(at, &key_segment(k));
+                let key = render_str(k, vars).map_err(|e| e.under(&here))?;
+                out.insert(key, render_value(v, vars, &here)?);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
     })
 }
 
@@ -163,23 +215,41 @@ mod tests {
     }
 
     #[test]
-    fn unterminated_open_is_an_error_with_its_offset() {
+    fn unterminated_open_is_an_error() {
         let err = render_str("abc{{.pipeline-name", &vars()).unwrap_err();
         assert_eq!(
             err,
             TemplateError::Unterminated {
-                offset: 3,
-                snippet: "{{.pipeline-name".into()
+                at: String::new(),
+                text: "abc{{.pipeline-name".into()
             }
         );
-        assert!(err.to_string().contains("byte 3"), "{err}");
         assert_eq!(err.reason(), "InvalidTemplate");
-        // An unterminated open after a complete tag is still reported at its own offset.
-        let err = render_str("{{.pipeline-name}}{{", &vars()).unwrap_err();
-        assert!(matches!(
-            err,
-            TemplateError::Unterminated { offset: 18, .. }
-        ));
+        assert!(render_str("{{.pipeline-name}}{{", &vars()).is_err());
+    }
+
+    #[test]
+    fn an_open_tag_is_reported_at_its_field_and_never_spans_two_values() {
+        // The reference's text-level substitution turned this into `"image": ""`, silently.
+        let spec = json!({"vertices": [
+            {"name": "in", "source": {"generator": {}}},
+            {"name": "cat", "udf": {"container": {"image": "quay.io/{{.pipeline-name"}}},
+            {"name": "out", "sink": {"log": {"note": "x}}"}}}
+        ]});
+        let err = render_json(&spec, &vars())
+            .unwrap_err()
+            .under("spec.pipeline.spec");
+        assert_eq!(
+            err.to_string(),
+            r#"spec.pipeline.spec.vertices[1].udf.container.image: "{{" is not closed (in "quay.io/{{.pipeline-name")"#
+        );
+        // Keys are fields too; a key with dots is quoted.
+        let err = render_json(&json!({"metadata": {"a.b/{{x": 1}}), &vars()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(r#"metadata["a.b/{{x"]: "{{" is not closed"#),
+            "{err}"
+        );
     }
 
     #[test]
@@ -223,20 +293,11 @@ mod tests {
     }
 
     #[test]
-    fn render_json_rejects_values_that_break_json() {
-        let v = TemplateVars::new().with(".q", "a\"b");
-        let err = render_json(&json!({"k": "{{.q}}"}), &v).unwrap_err();
-        assert!(matches!(err, TemplateError::InvalidJson { .. }), "{err}");
-        assert!(err.to_string().starts_with("templated JSON is not valid"));
-    }
-
-    #[test]
-    fn render_json_values_are_inserted_raw() {
-        // Raw insertion means a value can even inject JSON structure (reference behaviour).
+    fn render_json_values_stay_strings() {
         let v = TemplateVars::new().with(".n", "5");
         assert_eq!(
-            render_json(&json!({"k": "{{.n}}"}), &v).unwrap(),
-            json!({"k": "5"})
+            render_json(&json!({"k": "{{.n}}", "l": [1, "{{.n}}-x"]}), &v).unwrap(),
+            json!({"k": "5", "l": [1, "5-x"]})
         );
     }
 

@@ -356,8 +356,13 @@ async fn desired_child(
         .transpose()
         .with_context(|| format!("spec.{field}.metadata"))?;
     let vars = template_vars(kind, child_name, ns);
-    let mut desired = child::render_child(rollout, metadata.as_ref(), spec, &vars)
-        .with_context(|| format!("templating spec.{field}"))?;
+    let mut desired = child::render_child(
+        rollout,
+        &format!("spec.{field}"),
+        metadata.as_ref(),
+        spec,
+        &vars,
+    )?;
     match kind {
         RolloutKind::Pipeline => {
             let isb_rollout = child::isb_rollout_name(&desired.spec);

@@ -713,7 +713,9 @@ pub(crate) fn desired_child<R: Rollout>(
 ) -> Result<DesiredChild, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let vars = R::template_vars(child_name, &ns);
-    let rendered = numaplane_core::child::render_child(&obj.name_any(), metadata, spec, &vars)?;
+    let field = R::SPEC_PATH.strip_suffix(".spec").unwrap_or(R::SPEC_PATH);
+    let rendered =
+        numaplane_core::child::render_child(&obj.name_any(), field, metadata, spec, &vars)?;
     let owner = obj
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidSpec("rollout has no uid yet".into()))?;
@@ -746,6 +748,67 @@ fn recreating<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<String> 
         .map(|c| c.name_any())
 }
 
+/// The upgrade state a duplicate is counted under (`in-progress` is the legacy `trial`).
+fn purge_group(state: Option<&str>) -> Option<&'static str> {
+    match state {
+        Some(upgrade_state::PROMOTED) => Some(upgrade_state::PROMOTED),
+        Some(upgrade_state::TRIAL | upgrade_state::IN_PROGRESS) => Some(upgrade_state::TRIAL),
+        _ => None,
+    }
+}
+
+/// Several children in one state (two promoted, two trials: a crash between two writes, a hand
+/// edit): all but the newest are marked recyclable with reason `purge`, as the reference does.
+/// Seen in the cache, confirmed by a live list, so a label flip the cache has not caught up
+/// with is never taken for a duplicate.
+async fn purge_duplicates<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Result<(), Error> {
+    fn duplicates<C: ChildObject>(children: Vec<C>) -> Vec<C> {
+        let mut groups: std::collections::BTreeMap<&'static str, Vec<C>> = Default::default();
+        for c in children {
+            let state = purge_group(c.labels().get(labels::UPGRADE_STATE).map(String::as_str));
+            if let Some(g) = state
+                && c.meta().deletion_timestamp.is_none()
+            {
+                groups.entry(g).or_default().push(c);
+            }
+        }
+        groups
+            .into_values()
+            .flat_map(|mut g| {
+                g.sort_by_key(|c| {
+                    (
+                        c.meta().creation_timestamp.as_ref().map(|t| t.0),
+                        c.name_any(),
+                    )
+                });
+                g.pop();
+                g
+            })
+            .collect()
+    }
+    let cached: Vec<R::Child> = R::children(&ctx.stores)
+        .state()
+        .into_iter()
+        .filter(|c| {
+            c.meta().namespace.as_deref() == Some(ns)
+                && c.labels()
+                    .get(labels::PARENT_ROLLOUT_NAME)
+                    .map(String::as_str)
+                    == Some(rollout)
+        })
+        .map(|c| (*c).clone())
+        .collect();
+    if duplicates(cached).is_empty() {
+        return Ok(());
+    }
+    let live = children::list_live::<R::Child>(ctx, ns, rollout).await?;
+    for c in duplicates(live) {
+        warn!(child = %c.name_any(), "duplicate child in one upgrade state: purging the older one");
+        children::mark_recyclable(ctx, &c, keys::upgrade_state_reason::PURGE).await?;
+    }
+    Ok(())
+}
+
 /// Takes one recycling step for each of the rollout's `recyclable` children; returns the
 /// earliest time one of them must be looked at again.
 async fn garbage_collect<R: Rollout>(
@@ -754,6 +817,7 @@ async fn garbage_collect<R: Rollout>(
     ns: &str,
     rollout: &str,
 ) -> Result<Option<Timestamp>, Error> {
+    purge_duplicates::<R>(ctx, ns, rollout).await?;
     let store = R::children(&ctx.stores);
     let mut wake: Option<Timestamp> = None;
     for c in store.state() {

@@ -117,6 +117,17 @@ async fn paused_on_request(
     })
 }
 
+/// `strategy.ppnd.fastResume`: resume after a pause-and-drain keeping vertex replicas.
+fn ppnd_fast_resume(rollout: &PipelineRollout) -> bool {
+    rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.ppnd.as_ref())
+        .and_then(|p| p.fast_resume)
+        .unwrap_or(false)
+}
+
 /// Slow resume: vertices restart from `scale.min` and scale up gradually.
 async fn clear_vertex_replicas(ctx: &Ctx, desired: &DesiredChild) -> Result<(), Error> {
     ctx.ensure_leader()?;
@@ -205,15 +216,34 @@ async fn pause_and_drain(
             st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
             Ok(Carry::Apply(Box::new(desired)))
         }
+        PpndStep::ApplyDirect { resuming } => {
+            if resuming && !ppnd_fast_resume(rollout) {
+                clear_vertex_replicas(ctx, &desired).await?;
+            }
+            let child = crate::children::apply(ctx, live, &desired).await?;
+            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+            let why = if allow_data_loss {
+                "data loss is allowed"
+            } else {
+                "it is Failed and won't pause"
+            };
+            ctx.events
+                .publish(
+                    source::PIPELINE_ROLLOUT,
+                    &super::object_ref(rollout),
+                    EventType::Normal,
+                    event_reason::PIPELINE_UPDATE,
+                    format!("pipeline {} updated without a pause: {why}", desired.name),
+                )
+                .await;
+            info!(child = %desired.name, why, "pause-and-drain: updated directly");
+            Ok(Carry::Prepared {
+                child,
+                pending: None,
+            })
+        }
         PpndStep::Resume => {
-            let fast = rollout
-                .spec
-                .strategy
-                .as_ref()
-                .and_then(|s| s.ppnd.as_ref())
-                .and_then(|p| p.fast_resume)
-                .unwrap_or(false);
-            if !fast {
+            if !ppnd_fast_resume(rollout) {
                 clear_vertex_replicas(ctx, &desired).await?;
             }
             let child = crate::children::apply(ctx, live, &desired).await?;

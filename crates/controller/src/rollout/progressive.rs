@@ -21,13 +21,13 @@ use numaplane_api::progressive::AnalysisPhase;
 use numaplane_api::strategy::{Analysis, ProgressiveStrategy};
 use numaplane_core::config::{AssessmentSchedule, UserStrategy};
 use numaplane_core::health::HealthStatus;
+use numaplane_core::progressive::templates::{Template, TemplateRef};
 use numaplane_core::progressive::{
     self, Action, Kind, ObservedRun, PromotedChild, PromotedPods, StepInput, TrialChild,
     TrialHealth, scale,
 };
 use numaplane_core::usde::json_eq;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use tracing::info;
 
 /// What a kind needs to take part in progressive upgrades.
@@ -400,58 +400,30 @@ async fn analysis_run<K: ChildObject>(
     promoted: &str,
 ) -> Result<Value, Error> {
     let ns = trial.namespace().unwrap_or_default();
-    let mut metrics: Vec<Value> = Vec::new();
-    let mut declared: Vec<Value> = Vec::new();
-    for t in analysis.templates.iter().flatten() {
-        let template =
-            fetch_template(ctx, &ns, &t.template_name, t.cluster_scope.unwrap_or(false)).await?;
-        for m in template["spec"]["metrics"].as_array().into_iter().flatten() {
-            if metrics.iter().any(|x| x["name"] == m["name"]) {
-                return Err(Error::InvalidSpec(format!(
-                    "spec.strategy.analysis.templates: metric {} is defined twice",
-                    m["name"]
-                )));
-            }
-            metrics.push(m.clone());
-        }
-        for a in template["spec"]["args"].as_array().into_iter().flatten() {
-            if !declared.iter().any(|x| x["name"] == a["name"]) {
-                declared.push(a.clone());
-            }
-        }
-    }
+    let refs: Vec<TemplateRef> = analysis
+        .templates
+        .iter()
+        .flatten()
+        .map(|t| TemplateRef {
+            name: t.template_name.clone(),
+            cluster_scope: t.cluster_scope.unwrap_or(false),
+        })
+        .collect();
+    let templates = resolve_templates(ctx, &ns, refs).await?;
     let lower = kind.as_str().to_ascii_lowercase();
-    let mut given: BTreeMap<String, Value> = BTreeMap::new();
-    for a in analysis.args.iter().flatten() {
-        given.insert(
-            a.name.clone(),
-            serde_json::to_value(a).unwrap_or(Value::Null),
-        );
-    }
-    given.insert(
-        format!("upgrading-{lower}-name"),
+    let mut args: Vec<Value> = analysis
+        .args
+        .iter()
+        .flatten()
+        .map(|a| serde_json::to_value(a).unwrap_or(Value::Null))
+        .collect();
+    args.extend([
         json!({"name": format!("upgrading-{lower}-name"), "value": trial.name_any()}),
-    );
-    given.insert(
-        format!("promoted-{lower}-name"),
         json!({"name": format!("promoted-{lower}-name"), "value": promoted}),
-    );
-    given.insert(
-        format!("{lower}-namespace"),
         json!({"name": format!("{lower}-namespace"), "value": ns}),
-    );
-    // Only declared args survive; given values override the declared defaults.
-    let mut args = Vec::new();
-    for d in &declared {
-        let n = d["name"].as_str().unwrap_or_default();
-        let arg = given.get(n).cloned().unwrap_or_else(|| d.clone());
-        if arg.get("value").is_none() && arg.get("valueFrom").is_none() {
-            return Err(Error::InvalidSpec(format!(
-                "spec.strategy.analysis: args.{n} was not resolved"
-            )));
-        }
-        args.push(arg);
-    }
+    ]);
+    let spec = numaplane_core::progressive::templates::run_spec(&templates, &args)
+        .map_err(|e| Error::InvalidSpec(format!("spec.strategy.analysis: {e}")))?;
     let owner = trial.controller_owner_ref(&()).map(|mut o| {
         o.block_owner_deletion = Some(true);
         o
@@ -465,8 +437,39 @@ async fn analysis_run<K: ChildObject>(
             "labels": {labels::PART_OF: labels::PART_OF_NUMAPLANE},
             "ownerReferences": owner.into_iter().collect::<Vec<_>>(),
         },
-        "spec": {"metrics": metrics, "args": args},
+        "spec": spec,
     }))
+}
+
+/// The referenced templates, each followed by those its `spec.templates` names (depth first,
+/// as Argo Rollouts resolves them); a reference met again is not fetched again, so a cycle
+/// ends instead of recursing forever.
+async fn resolve_templates(
+    ctx: &Ctx,
+    ns: &str,
+    refs: Vec<TemplateRef>,
+) -> Result<Vec<Template>, Error> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut stack: Vec<TemplateRef> = refs.into_iter().rev().collect();
+    while let Some(r) = stack.pop() {
+        if !seen.insert(r.clone()) {
+            continue;
+        }
+        let t = fetch_template(ctx, ns, &r.name, r.cluster_scope).await?;
+        let spec = t.get("spec").cloned().unwrap_or(Value::Null);
+        stack.extend(
+            numaplane_core::progressive::templates::nested_refs(&spec)
+                .into_iter()
+                .rev(),
+        );
+        out.push(Template {
+            name: r.name,
+            cluster_scope: r.cluster_scope,
+            spec,
+        });
+    }
+    Ok(out)
 }
 
 async fn fetch_template(ctx: &Ctx, ns: &str, name: &str, cluster: bool) -> Result<Value, Error> {

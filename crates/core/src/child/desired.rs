@@ -16,31 +16,35 @@ pub struct RenderedChild {
     pub spec: Value,
 }
 
-/// Renders the rollout's child template (`spec.<child>.metadata` and `.spec`) with `vars`, and
-/// labels the child with its rollout and `upgrade-state: promoted`.
+/// Renders the rollout's child template (`<field>.metadata` and `<field>.spec`, `field` being
+/// e.g. `spec.pipeline`) with `vars`, and labels the child with its rollout and
+/// `upgrade-state: promoted`. Errors name the field.
 pub fn render_child(
     rollout: &str,
+    field: &str,
     metadata: Option<&ChildMetadata>,
     spec: &Value,
     vars: &TemplateVars,
 ) -> Result<RenderedChild, TemplateError> {
-    let mut spec = template::render_json(spec, vars)?;
+    let mut spec =
+        template::render_json(spec, vars).map_err(|e| e.under(&format!("{field}.spec")))?;
     // `"groupBy": null` means "not set" to Numaflow; written without it, the child compares
     // equal to the rollout however a merge patch of ours later rewrites the key.
     crate::usde::strip_nulls(&mut spec);
-    let render_map = |m: Option<&BTreeMap<String, String>>| {
+    let render_map = |m: Option<&BTreeMap<String, String>>, what: &str| {
         m.into_iter()
             .flatten()
             .map(|(k, v)| {
+                let at = format!("{field}.metadata.{what}[{k:?}]");
                 Ok((
-                    template::render_str(k, vars)?,
-                    template::render_str(v, vars)?,
+                    template::render_str(k, vars).map_err(|e| e.under(&at))?,
+                    template::render_str(v, vars).map_err(|e| e.under(&at))?,
                 ))
             })
             .collect::<Result<BTreeMap<_, _>, TemplateError>>()
     };
-    let mut labels_out = render_map(metadata.and_then(|m| m.labels.as_ref()))?;
-    let annotations = render_map(metadata.and_then(|m| m.annotations.as_ref()))?;
+    let mut labels_out = render_map(metadata.and_then(|m| m.labels.as_ref()), "labels")?;
+    let annotations = render_map(metadata.and_then(|m| m.annotations.as_ref()), "annotations")?;
     labels_out.insert(labels::PARENT_ROLLOUT_NAME.into(), rollout.to_string());
     labels_out.insert(labels::UPGRADE_STATE.into(), upgrade_state::PROMOTED.into());
     Ok(RenderedChild {
@@ -116,6 +120,7 @@ mod tests {
         let vars = TemplateVars::pipeline("p-3", "ns");
         let mut c = render_child(
             "p",
+            "spec.pipeline",
             Some(&meta),
             &json!({"x": "{{.pipeline-namespace}}", "interStepBufferServiceName": "isb"}),
             &vars,
@@ -133,11 +138,42 @@ mod tests {
     }
 
     #[test]
+    fn template_errors_name_the_field() {
+        let meta = ChildMetadata {
+            labels: Some([("app".to_string(), "{{.pipeline-name".to_string())].into()),
+            annotations: None,
+        };
+        let vars = TemplateVars::pipeline("p-3", "ns");
+        let err = render_child("p", "spec.pipeline", Some(&meta), &json!({}), &vars)
+            .expect_err("open tag");
+        assert!(
+            err.to_string()
+                .starts_with(r#"spec.pipeline.metadata.labels["app"]: "{{" is not closed"#),
+            "{err}"
+        );
+        let spec = json!({"vertices": [{"name": "a"}, {"name": "b", "udf": {"container":
+            {"image": "{{.pipeline-name"}}}]});
+        let err = render_child("p", "spec.pipeline", None, &spec, &vars).expect_err("open tag");
+        assert!(
+            err.to_string().starts_with(
+                r#"spec.pipeline.spec.vertices[1].udf.container.image: "{{" is not closed"#
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn nulls_are_left_out_of_the_child() {
         let spec = json!({"vertices": [{"name": "in", "groupBy": null, "scale": {"min": null}}],
                           "watermark": null});
-        let c =
-            render_child("p", None, &spec, &TemplateVars::pipeline("p-0", "ns")).expect("render");
+        let c = render_child(
+            "p",
+            "spec.pipeline",
+            None,
+            &spec,
+            &TemplateVars::pipeline("p-0", "ns"),
+        )
+        .expect("render");
         assert_eq!(c.spec, json!({"vertices": [{"name": "in", "scale": {}}]}));
     }
 

@@ -49,6 +49,7 @@ pub mod record;
 pub mod scale;
 pub mod skip;
 pub mod step;
+pub mod templates;
 mod time;
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ fn running() -> Value {
 #[test]
 fn policies_follow_the_reason() {
     assert_eq!(policy(Some("delete-recreate")), Policy::Immediate);
-    assert_eq!(policy(Some("purge")), Policy::Immediate);
+    assert_eq!(policy(Some("purge")), Policy::Drain { try_original: true });
     assert_eq!(policy(None), Policy::Immediate);
     assert_eq!(policy(Some("something-else")), Policy::Immediate);
     assert_eq!(
@@ -378,6 +378,50 @@ fn a_rollout_that_lets_no_data_in_keeps_the_pipeline_at_zero() {
 }
 
 #[test]
+fn a_paused_rollout_lets_a_drained_paused_pipeline_go_at_once() {
+    let rollout = paused(spec("good", json!({"min": 1}), json!({"min": 1})));
+    let h = hist();
+    let run = |p: &Value| {
+        step(&RecycleInput {
+            pipeline: p,
+            rollout_spec: &rollout,
+            force_promote: false,
+            historical_pod_count: &h,
+            promoted: None,
+            config: cfg(),
+            now: at(0),
+        })
+    };
+    let s = paused(spec("x", json!({"min": 1}), json!({"min": 1})));
+    let drained = json!({"phase": "Paused", "drainedOnPause": true, "observedGeneration": 2});
+    let p = pipeline("progressive-success", json!({}), s.clone(), drained.clone());
+    assert_eq!(run(&p), Step::Delete(DrainResult::StandardDrain));
+    // Paused without draining, or still pausing: it may hold data, so it waits at zero.
+    for status in [
+        json!({"phase": "Paused", "drainedOnPause": false, "observedGeneration": 2}),
+        json!({"phase": "Pausing", "observedGeneration": 2}),
+    ] {
+        let p = pipeline("progressive-success", json!({}), s.clone(), status);
+        assert!(matches!(run(&p), Step::ScaleToZero(_)), "{p}");
+    }
+    // Asked to run again (the drained flag is stale until Numaflow resumes it): waits too.
+    let p = pipeline(
+        "progressive-success",
+        json!({}),
+        spec("x", json!({"min": 1}), json!({"min": 1})),
+        drained,
+    );
+    assert!(matches!(run(&p), Step::ScaleToZero(_)));
+    // It never ingested (no requires-drain): deleted at once.
+    let mut p = pipeline("progressive-success", json!({}), s, running());
+    p["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("annotations")
+        .remove("numaplane.numaproj.io/requires-drain");
+    assert_eq!(run(&p), Step::Delete(DrainResult::DrainNotRequired));
+}
+
+#[test]
 fn drain_scales_follow_the_reference_rules() {
     // f = 30%: historical 3 → 1, 5 → 2; not in history but in the rollout with min 10 → 10;
     // in the rollout without scale → 1; in neither → own scale.min.
@@ -431,6 +475,93 @@ fn annotation_lists_are_exact_tokens() {
     assert_eq!(appended(Some("a,b,"), "b", true), "a,b,");
     assert_eq!(appended(Some("a,b,"), "b", false), "a,b,b,");
     assert_eq!(appended(None, "a", true), "a,");
+}
+
+/// Numaflow's status of a Running pipeline whose vertex cannot run (an unpullable image).
+fn running_unhealthy() -> Value {
+    json!({"phase": "Running", "observedGeneration": 2, "conditions": [
+        {"type": "VerticesHealthy", "status": "False", "reason": "Unhealthy",
+         "message": "Vertex \"out\" is unhealthy: ImagePullBackOff"}
+    ]})
+}
+
+#[test]
+fn an_unhealthy_discontinued_trial_goes_straight_to_force_drain() {
+    let bad = spec(
+        "bad",
+        json!({"min": 1, "max": 2}),
+        json!({"min": 2, "max": 4}),
+    );
+    let good = spec(
+        "good",
+        json!({"min": 1, "max": 2}),
+        json!({"min": 2, "max": 4}),
+    );
+    let promoted = Promoted {
+        name: "test-pipeline-0",
+        spec: &good,
+        matches_rollout: true,
+    };
+    let p = pipeline(
+        "discontinue-progressive",
+        json!({}),
+        bad.clone(),
+        running_unhealthy(),
+    );
+    assert!(
+        matches!(run(&p, Some(promoted)), Step::ForceDrain { ref promoted, .. } if promoted == "test-pipeline-0")
+    );
+    // Without a usable promoted spec it is scaled to zero, never paused on its own spec.
+    assert!(matches!(run(&p, None), Step::ScaleToZero(_)));
+    // Healthy, it drains with its own spec first (scaled for draining).
+    let p = pipeline("discontinue-progressive", json!({}), bad.clone(), running());
+    assert!(matches!(run(&p, Some(promoted)), Step::Scale(_)));
+    // A pause it already began with its own spec is seen through.
+    let p = pipeline(
+        "discontinue-progressive",
+        json!({}),
+        paused(bad.clone()),
+        json!({"phase": "Pausing", "observedGeneration": 2}),
+    );
+    assert!(
+        matches!(run(&p, Some(promoted)), Step::Wait { ref why, .. } if why.contains("Pausing"))
+    );
+    // Other reasons keep the reference's order: own spec first, even when unhealthy.
+    let p = pipeline("progressive-replaced", json!({}), bad, running_unhealthy());
+    assert!(matches!(run(&p, Some(promoted)), Step::Scale(_)));
+}
+
+#[test]
+fn force_drain_pauses_only_once_healthy_with_the_promoted_spec() {
+    let good = spec(
+        "good",
+        json!({"min": 1, "max": 2}),
+        json!({"min": 2, "max": 4}),
+    );
+    let promoted = Promoted {
+        name: "test-pipeline-3",
+        spec: &good,
+        matches_rollout: true,
+    };
+    let started = json!({"numaplane.numaproj.io/force-drain-specs-started": "test-pipeline-3,"});
+    let scaled = spec(
+        "good",
+        json!({"min": 0, "max": 0}),
+        json!({"min": 2, "max": 2}),
+    );
+    // Numaflow still replaces the vertex that held the data: no pause yet.
+    let p = pipeline(
+        "progressive-replaced-failed",
+        started.clone(),
+        scaled.clone(),
+        running_unhealthy(),
+    );
+    assert!(
+        matches!(run(&p, Some(promoted)), Step::Wait { ref why, until: Some(_) } if why.contains("healthy"))
+    );
+    // Healthy: pause to drain.
+    let p = pipeline("progressive-replaced-failed", started, scaled, running());
+    assert_eq!(run(&p, Some(promoted)), Step::Pause { grace_seconds: 120 });
 }
 
 fn phase_strategy() -> impl Strategy<Value = (&'static str, bool)> {

@@ -88,7 +88,8 @@ pub enum RiderError {
     Unpermitted { group: String, kind: String },
     #[error("{path}: {problem}")]
     InvalidDefinition { path: String, problem: String },
-    #[error("{path}: {source}")]
+    /// `source` names the field under `path`.
+    #[error("{source}")]
     Template { path: String, source: TemplateError },
 }
 
@@ -216,11 +217,10 @@ fn render_one(
     vars: &TemplateVars,
     rules: &RiderRules,
 ) -> Result<DesiredRider, RiderError> {
-    let mut object =
-        render_json(&spec.definition, vars).map_err(|source| RiderError::Template {
-            path: path.to_string(),
-            source,
-        })?;
+    let mut object = render_json(&spec.definition, vars).map_err(|e| RiderError::Template {
+        path: path.to_string(),
+        source: e.under(path),
+    })?;
     let (api_version, kind, def_name) = check_definition(&object, path, " after templating")?;
     let gvk = gvk_of(api_version, kind);
     if !rules.permits(&gvk.group, &gvk.kind) {

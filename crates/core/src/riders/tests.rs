@@ -250,13 +250,13 @@ fn invalid_definitions_name_the_field() {
 
 #[test]
 fn template_errors_name_the_rider() {
-    // Serialised last, so no later "}}" closes it (an earlier one would, fasttemplate-style).
+    // A tag never spans two values: the open one is named at its own field.
     let mut def = cm_def();
     def["zz"] = json!("{{.pipeline-name");
     let err = render(&[spec(cm_def(), false, false), spec(def, false, false)]).unwrap_err();
     assert!(
         err.to_string()
-            .starts_with("spec.riders[1].definition: unterminated template tag"),
+            .starts_with(r#"spec.riders[1].definition.zz: "{{" is not closed"#),
         "{err}"
     );
     assert_eq!(err.reason(), "InvalidTemplate");
