@@ -41,10 +41,7 @@ pub fn metrics(metrics: Arc<Metrics>) -> Router {
             let m = metrics.clone();
             async move {
                 (
-                    [(
-                        header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
+                    [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
                     m.encode(),
                 )
                     .into_response()

@@ -80,6 +80,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<Labels, Counter>,
     pub kube_requests: Family<Labels, Counter>,
     pub leader: Gauge,
+    /// Counter families the reference exposes without the `_total` suffix.
+    unsuffixed: Vec<String>,
 }
 
 /// Controller names as the reference names them; also the `type` label of durations.
@@ -316,15 +318,24 @@ impl Metrics {
             reconcile_errors,
             kube_requests,
             leader,
+            unsuffixed: std::iter::once("progressive_pipeline_drains".to_string())
+                .chain(["pipeline", "isbsvc", "monovertex"].iter().flat_map(|k| {
+                    [
+                        format!("numaplane_{k}_progressive_started"),
+                        format!("numaplane_{k}_progressive_completed"),
+                    ]
+                }))
+                .collect(),
         }
     }
 
-    /// The OpenMetrics text exposition.
+    /// The Prometheus text exposition (format 0.0.4), as the reference's controller-runtime
+    /// registry serves it: see [`prometheus_text`].
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
-        out
+        prometheus_text(&out, &self.unsuffixed)
     }
 
     fn health_family(&self, kind: &'static str) -> Option<&Family<Labels, Gauge>> {
@@ -537,9 +548,120 @@ impl Metrics {
     }
 }
 
+/// Counts one unit on a gauge for as long as it lives.
+pub struct InFlight<'a>(&'a Gauge);
+
+impl<'a> InFlight<'a> {
+    pub fn new(g: &'a Gauge) -> Self {
+        g.inc();
+        Self(g)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The content type of [`Metrics::encode`].
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Rewrites prometheus-client's OpenMetrics text as the Prometheus text format 0.0.4 that
+/// client_golang serves by default (and so the reference): a counter family is named as its
+/// samples are (`x_total`), except the counters the reference registered without that suffix
+/// (`unsuffixed`: `progressive_pipeline_drains`, `numaplane_*_progressive_{started,completed}`),
+/// whose samples drop it, exactly as the reference exposes them; no `# UNIT`, no `# EOF`.
+pub fn prometheus_text(openmetrics: &str, unsuffixed: &[String]) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut counters: Vec<&str> = Vec::new();
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some(name) = rest.strip_suffix(" counter")
+        {
+            counters.push(name);
+        }
+    }
+    let exposed = |family: &str| -> String {
+        if unsuffixed.iter().any(|u| u == family) {
+            family.to_string()
+        } else {
+            format!("{family}_total")
+        }
+    };
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        if let Some((prefix, rest)) = meta {
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            if counters.contains(&name) {
+                out.push_str(&format!("{prefix}{} {tail}\n", exposed(name)));
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+            continue;
+        }
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let sample = &line[..name_end];
+        match counters
+            .iter()
+            .find(|c| sample.strip_prefix(**c) == Some("_total"))
+        {
+            Some(c) => {
+                out.push_str(&exposed(c));
+                out.push_str(&line[name_end..]);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_are_named_as_the_reference_exposes_them() {
+        let m = Metrics::new();
+        m.pipeline_drain(
+            "ns",
+            "pr",
+            "pr-0",
+            numaplane_core::recycle::DrainResult::ForceDrain,
+        );
+        m.reconciled("pipeline-rollout-controller", 0.01, None);
+        let text = m.encode();
+        assert!(
+            text.contains("# TYPE progressive_pipeline_drains counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("progressive_pipeline_drains{")),
+            "{text}"
+        );
+        assert!(
+            !text.contains("progressive_pipeline_drains_total"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE pipeline_rollout_syncs_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("pipeline_rollout_syncs_total{"))
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(text.contains("# TYPE numaplane_reconciliation_duration_seconds histogram"));
+    }
 
     #[test]
     fn health_is_one_hot_per_object() {
@@ -567,7 +689,7 @@ mod tests {
         let Some(kind) = m.progressive_completed.keys().next().copied() else {
             panic!("no progressive_completed family");
         };
-        let name = format!("numaplane_{kind}_progressive_completed_total");
+        let name = format!("numaplane_{kind}_progressive_completed");
         let count = |m: &Metrics, success: &str| {
             value(
                 &m.encode(),

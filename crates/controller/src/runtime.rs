@@ -409,12 +409,12 @@ fn spawn_cache_gauges(
 ) {
     let (ctx, token, client) = (ctx.clone(), cancel.clone(), client.clone());
     tasks.spawn(async move {
-        if let Ok(v) = client.apiserver_version().await {
-            ctx.metrics
-                .kube_resource_cache
-                .get_or_create(&vec![("K8SVersion", v.git_version)])
-                .set(1);
-        }
+        // The reference's gauge: the cached resource count, labelled with the cluster version.
+        let version = client
+            .apiserver_version()
+            .await
+            .map(|v| v.git_version)
+            .unwrap_or_default();
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
         loop {
             tokio::select! {
@@ -430,6 +430,10 @@ fn spawn_cache_gauges(
                 + s.statefulsets.state().len()
                 + s.pdbs.state().len();
             ctx.metrics.kube_resource_monitored.set(n as i64);
+            ctx.metrics
+                .kube_resource_cache
+                .get_or_create(&vec![("K8SVersion", version.clone())])
+                .set(n as i64);
         }
     });
 }

@@ -247,13 +247,52 @@ async fn unrefuse(h: &Harness, policy: &str) {
     }
 }
 
+/// Polls until the operator's dry-run `patch` of PipelineRollout `name` (its status with
+/// `status`) is refused (`refused`) or accepted: an admission policy takes a moment to apply.
+async fn until_policy(h: &Harness, name: &str, status: bool, patch: Value, refused: bool) {
+    use kube::api::{Patch, PatchParams};
+    let api: kube::Api<PipelineRollout> = kube::Api::namespaced(h.env.operator_client(), &h.ns);
+    let pp = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    eventually("the admission policy in effect", || async {
+        let res = if status {
+            api.patch_status(name, &pp, &Patch::Merge(&patch)).await
+        } else {
+            let p: json_patch::Patch = serde_json::from_value(patch.clone()).expect("json patch");
+            api.patch(name, &pp, &Patch::<()>::Json(p)).await
+        };
+        let now_refused =
+            matches!(&res, Err(kube::Error::Api(e)) if e.message.contains("refused by the test"));
+        (now_refused == refused).then_some(())
+    })
+    .await;
+}
+
+/// Warning Events regarding `name`: (reason, note).
+async fn warnings(h: &Harness, name: &str) -> Vec<(String, String)> {
+    kube::Api::<Event>::namespaced(h.client.clone(), &h.ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
 /// Writes of our own objects that the API server refuses are reported with the reference's
-/// Warning reasons (`UpdateFailed` for the finalizer, `UpdateStatusFailed` for status), and
-/// the rollout goes on once the writes are accepted again.
+/// Warning reasons (`UpdateStatusFailed` for status, `UpdateFailed` for the finalizer), and the
+/// rollout goes on once the writes are accepted again.
 #[tokio::test]
 async fn refused_writes_of_our_own_objects_are_reported() {
+    const F: &str = "numaplane.numaproj.io/numaplane-controller";
     let h = Harness::start_real_with_config("refused", support::TEST_CONFIG).await;
-    let policy = format!("refuse-{}", h.ns);
     h.apply::<ISBServiceRollout>(json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "ISBServiceRollout",
@@ -261,75 +300,71 @@ async fn refused_writes_of_our_own_objects_are_reported() {
         "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
     }))
     .await;
-    // The finalizer may not be added.
-    refuse(
-        &h,
-        &policy,
-        "pipelinerollouts",
-        "pr",
-        "has(object.metadata.finalizers) && object.metadata.finalizers.exists(f, f == 'numaplane.numaproj.io/numaplane-controller')",
-    )
-    .await;
     h.apply::<PipelineRollout>(pr("pr", good_spec(), json!([])))
         .await;
-    let reasons = |name: &'static str| {
-        let h = &h;
-        async move {
-            kube::Api::<Event>::namespaced(h.client.clone(), &h.ns)
-                .list(&ListParams::default())
-                .await
-                .expect("events")
-                .items
-                .into_iter()
-                .filter(|e| {
-                    e.type_.as_deref() == Some("Warning")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                })
-                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-                .collect::<Vec<_>>()
-        }
+    let deployed = |pr: Option<&PipelineRollout>| {
+        let pr = pr?;
+        let st = pr.status.as_ref()?;
+        (st.status.phase == Phase::Deployed
+            && st.status.observed_generation == pr.metadata.generation.unwrap_or(-1))
+        .then_some(())
     };
-    let found = eventually("UpdateFailed for the refused finalizer", || async {
-        reasons("pr")
-            .await
-            .into_iter()
-            .find(|(r, _)| r == "UpdateFailed")
-    })
-    .await;
-    assert!(found.1.contains("finalizer"), "{found:?}");
-    assert!(found.1.contains("refused by the test"), "{found:?}");
-    unrefuse(&h, &policy).await;
+    h.until("deployed", "pr", deployed).await;
 
     // The status may not be written.
-    let refused_status = format!("{policy}-status");
-    refuse(&h, &refused_status, "pipelinerollouts/status", "pr", "true").await;
-    h.apply::<PipelineRollout>(pr(
-        "pr",
-        {
-            let mut s = good_spec();
-            s["vertices"][1]["scale"]["max"] = 2.into();
-            s
-        },
-        json!([]),
-    ))
-    .await;
+    let policy = format!("refuse-status-{}", h.ns);
+    refuse(&h, &policy, "pipelinerollouts/status", "pr", "true").await;
+    let probe = json!({"status": {"message": "probe"}});
+    until_policy(&h, "pr", true, probe.clone(), true).await;
+    let mut changed = good_spec();
+    changed["vertices"][1]["scale"]["max"] = 2.into();
+    h.apply::<PipelineRollout>(pr("pr", changed, json!([])))
+        .await;
     let found = eventually("UpdateStatusFailed for the refused status", || async {
-        reasons("pr")
+        warnings(&h, "pr")
             .await
             .into_iter()
             .find(|(r, _)| r == "UpdateStatusFailed")
     })
     .await;
     assert!(found.1.contains("failed to update status"), "{found:?}");
-    unrefuse(&h, &refused_status).await;
+    assert!(found.1.contains("refused by the test"), "{found:?}");
+    unrefuse(&h, &policy).await;
+    until_policy(&h, "pr", true, probe, false).await;
+    h.until("deployed once the status is accepted", "pr", deployed)
+        .await;
 
-    // Accepted again: the rollout is reconciled and reports it.
-    h.until::<PipelineRollout, _, _>("deployed once writes are accepted", "pr", |pr| {
-        let pr = pr?;
-        let st = pr.status.as_ref()?;
-        (st.status.phase == Phase::Deployed
-            && st.status.observed_generation == pr.metadata.generation.unwrap_or(-1))
-        .then_some(())
+    // The finalizer may not be removed: the deletion waits, saying why.
+    let policy = format!("refuse-finalizer-{}", h.ns);
+    let removes_ours = format!(
+        "has(oldObject.metadata.finalizers) && oldObject.metadata.finalizers.exists(f, f == '{F}') \
+         && !(has(object.metadata.finalizers) && object.metadata.finalizers.exists(f, f == '{F}'))"
+    );
+    refuse(&h, &policy, "pipelinerollouts", "pr", &removes_ours).await;
+    let live: PipelineRollout = h.api().get("pr").await.expect("pr");
+    let idx = live
+        .finalizers()
+        .iter()
+        .position(|f| f == F)
+        .expect("our finalizer");
+    let remove = json!([{"op": "remove", "path": format!("/metadata/finalizers/{idx}")}]);
+    until_policy(&h, "pr", false, remove.clone(), true).await;
+    h.api::<PipelineRollout>()
+        .delete("pr", &Default::default())
+        .await
+        .expect("delete pr");
+    let found = eventually("UpdateFailed for the refused finalizer removal", || async {
+        warnings(&h, "pr")
+            .await
+            .into_iter()
+            .find(|(r, _)| r == "UpdateFailed")
+    })
+    .await;
+    assert!(found.1.contains(F), "{found:?}");
+    assert!(found.1.contains("refused by the test"), "{found:?}");
+    unrefuse(&h, &policy).await;
+    h.until::<PipelineRollout, _, _>("deleted once accepted", "pr", |pr| {
+        pr.is_none().then_some(())
     })
     .await;
 }

@@ -122,6 +122,49 @@ async fn probes_metrics_and_live_log_level() {
         let total: f64 = samples(&text, name).iter().map(|(_, v)| v).sum();
         assert!(total > 0.0, "{name} not counted:\n{text}");
     }
+    // Every family exposed is one of the reference's (api.md §17) or ours, with its type, in
+    // the Prometheus text format the reference serves; those this scenario exercises are there.
+    let families: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+    for (name, kind) in &families {
+        assert!(
+            METRIC_FAMILIES.contains(&(name.as_str(), kind.as_str())),
+            "{name} ({kind}) is not a known family"
+        );
+    }
+    for must in [
+        "numaplane_pipeline_rollout_health",
+        "pipeline_rollouts_running",
+        "pipeline_rollout_syncs_total",
+        "pipeline_rollout_queue_length",
+        "numaplane_reconciliation_duration_seconds",
+        "numaplane_kube_request_total",
+        "numaplane_kube_resource_monitored",
+        "numaplane_kube_resource_cache",
+        "numaplane_reconcile_duration_seconds",
+        "numaplane_kube_requests_total",
+        "numaplane_leader",
+    ] {
+        assert!(
+            families.iter().any(|(n, _)| n == must),
+            "{must} missing:\n{text}"
+        );
+    }
+    assert!(!text.contains("# EOF"), "Prometheus text, not OpenMetrics");
+    // The reference's cache gauge counts the cached objects (refreshed every 10 s).
+    eventually("numaplane_kube_resource_cache counting", || async {
+        let t = p.metrics_text().await;
+        let cached: f64 = samples(&t, "numaplane_kube_resource_cache")
+            .iter()
+            .map(|(_, v)| v)
+            .sum();
+        (cached > 0.0).then_some(())
+    })
+    .await;
     let running = samples(&text, "pipeline_rollouts_running");
     assert!(
         running
@@ -209,3 +252,50 @@ fn rand_nanos() -> u32 {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0)
 }
+
+/// Every metric family the controller may expose, with its type: the reference's (api.md §17;
+/// counters named as it exposes them, `progressive_pipeline_drains` without `_total`) and ours.
+const METRIC_FAMILIES: &[(&str, &str)] = &[
+    ("numaplane_pipeline_rollout_health", "gauge"),
+    ("numaplane_isb_services_rollout_health", "gauge"),
+    ("numaplane_monovertex_rollout_health", "gauge"),
+    ("numaflow_controller_rollout_health", "gauge"),
+    ("numaflow_controller_health", "gauge"),
+    ("pipeline_rollouts_running", "gauge"),
+    ("isb_service_rollouts_running", "gauge"),
+    ("monovertex_rollouts_running", "gauge"),
+    ("numaflow_controller_rollouts_running", "gauge"),
+    ("pipeline_rollout_syncs_total", "counter"),
+    ("pipeline_rollout_sync_errors_total", "counter"),
+    ("isb_service_rollout_syncs_total", "counter"),
+    ("isb_service_rollout_sync_errors_total", "counter"),
+    ("monovertex_rollout_syncs_total", "counter"),
+    ("monovertex_rollout_sync_errors_total", "counter"),
+    ("numaflow_controller_rollout_syncs_total", "counter"),
+    ("numaflow_controller_rollout_sync_errors_total", "counter"),
+    ("numaflow_controller_syncs_total", "counter"),
+    ("numaflow_controller_sync_errors_total", "counter"),
+    ("numaflow_controller_kubectl_execution_total", "counter"),
+    ("pipeline_rollout_queue_length", "gauge"),
+    ("progressive_pipeline_drains", "counter"),
+    ("numaflow_pipeline_system_paused_seconds", "gauge"),
+    ("numaflow_pipeline_system_pausing_seconds", "gauge"),
+    ("numaflow_isbservice_paused_seconds", "gauge"),
+    ("numaflow_controller_rollout_paused_seconds", "gauge"),
+    ("numaplane_reconciliation_duration_seconds", "histogram"),
+    ("numaplane_kube_request_total", "counter"),
+    ("numaplane_kube_resource_monitored", "gauge"),
+    ("numaplane_kube_resource_cache", "gauge"),
+    ("numaplane_cluster_cache_error_total", "counter"),
+    ("numaplane_pipeline_progressive_started", "counter"),
+    ("numaplane_pipeline_progressive_completed", "counter"),
+    ("numaplane_isbsvc_progressive_started", "counter"),
+    ("numaplane_isbsvc_progressive_completed", "counter"),
+    ("numaplane_monovertex_progressive_started", "counter"),
+    ("numaplane_monovertex_progressive_completed", "counter"),
+    // Ours.
+    ("numaplane_reconcile_duration_seconds", "histogram"),
+    ("numaplane_reconcile_errors_total", "counter"),
+    ("numaplane_kube_requests_total", "counter"),
+    ("numaplane_leader", "gauge"),
+];

@@ -784,6 +784,81 @@ async fn monovertex_hpa_rider_handling() {
     .await;
 }
 
+/// A rider edit while a trial is judged replaces the trial, as a spec edit does (the trial's
+/// riders are recorded in `upgradingMonoVertexStatus.riders`), instead of landing unassessed on
+/// whichever child is promoted next.
+#[tokio::test]
+async fn a_rider_edit_during_a_trial_replaces_the_trial() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let h = Harness::start_real("prog-rider-edit", CONFIG_WITH_HPA).await;
+    let with_cm = |r: Value, owner: &str| {
+        let mut r = r;
+        r["spec"]["riders"] = json!([{"definition": {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"},
+            "data": {"owner": "{{.monovertex-name}}", "edit": owner}
+        }}]);
+        r
+    };
+    h.apply::<MonoVertexRollout>(with_cm(mvr(GO, None), "first"))
+        .await;
+    h.until("deployed", "mvr", settled).await;
+    // A trial that stays under assessment (never healthy, a minute to fail).
+    h.apply::<MonoVertexRollout>(with_cm(mvr(BAD, Some("0,60,2,1")), "first"))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("trial riders recorded", "mvr", |r| {
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_mono_vertex_status
+            .clone()?;
+        (up.child.name == "mvr-1" && up.child.riders.iter().any(|x| x.name == "cm-mvr-1"))
+            .then_some(())
+    })
+    .await;
+    h.until::<ConfigMap, _, _>("trial's rider", "cm-mvr-1", |c| c.map(|_| ()))
+        .await;
+
+    // Only the rider changes: the trial is replaced by one with the new rider.
+    let seen = record::<MonoVertex>(&h, "mvr-1").await;
+    h.apply::<MonoVertexRollout>(with_cm(mvr(BAD, Some("0,60,2,1")), "second"))
+        .await;
+    let cm = h
+        .until::<ConfigMap, _, _>("the new trial's rider", "cm-mvr-2", |c| c.cloned())
+        .await;
+    assert_eq!(
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("edit"))
+            .map(String::as_str),
+        Some("second")
+    );
+    eventually("the old trial marked replaced", || async {
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .any(|m| {
+                m.labels()
+                    .get("numaplane.numaproj.io/upgrade-state-reason")
+                    .map(String::as_str)
+                    == Some("progressive-replaced")
+            })
+            .then_some(())
+    })
+    .await;
+    // The promoted child keeps its rider as it was until a trial with the edit is promoted.
+    let promoted: ConfigMap = h.api().get("cm-mvr-0").await.expect("cm-mvr-0");
+    assert_eq!(
+        promoted
+            .data
+            .as_ref()
+            .and_then(|d| d.get("edit"))
+            .map(String::as_str),
+        Some("first")
+    );
+}
+
 /// Scenario A.16: a MonoVertex that can't take in data (scale 0) is promoted without
 /// assessment, `no_data_ingestion`.
 #[tokio::test]

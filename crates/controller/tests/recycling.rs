@@ -131,7 +131,7 @@ async fn gone(h: &Harness, name: &str) {
 }
 
 fn drains(h: &Harness, result: &str, pipeline: &str) -> f64 {
-    samples(&h.metrics.encode(), "progressive_pipeline_drains_total")
+    samples(&h.metrics.encode(), "progressive_pipeline_drains")
         .into_iter()
         .filter(|(l, _)| {
             l.contains(&format!("drainResult=\"{result}\""))

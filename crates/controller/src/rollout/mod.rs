@@ -230,6 +230,10 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
             return Ok(Action::await_change());
         }
         let started = std::time::Instant::now();
+        // kube-runtime keeps no queue to measure: the reference's queue length counts the
+        // PipelineRollout reconciles in progress.
+        let _in_flight = (R::CONTROLLER == "pipeline-rollout-controller")
+            .then(|| crate::metrics::InFlight::new(&ctx.metrics.pipeline_rollout_queue_length));
         let obj = status::fresher(&ctx, obj);
         let key = format!("{}/{}/{}", R::kind(&()), ns, name);
         let res = if obj.meta().deletion_timestamp.is_some() {

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use numaplane_api::common::UpgradeStrategy;
+use numaplane_api::common::{RiderStatus, UpgradeStrategy};
 use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
 use numaplane_api::numaflow::{AnalysisRun, Vertex};
 use numaplane_api::progressive::AnalysisPhase;
@@ -498,16 +498,45 @@ async fn fetch_template(ctx: &Ctx, ns: &str, name: &str, cluster: bool) -> Resul
     }
 }
 
-/// The trial's riders, as the promoted child's but never HorizontalPodAutoscalers (the trial's
-/// scale is fixed while it is judged).
-async fn trial_riders<R: Rollout>(obj: &R, ctx: &Ctx, trial: &R::Child) -> Result<(), Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let riders: Vec<_> = super::desired_riders(obj, ctx, trial)?
+/// The trial's riders as the rollout wants them: the promoted child's, templated for the
+/// trial, but never HorizontalPodAutoscalers (the trial's scale is fixed while it is judged).
+fn wanted_trial_riders<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    trial: &R::Child,
+) -> Result<Vec<numaplane_core::riders::DesiredRider>, Error> {
+    Ok(super::desired_riders(obj, ctx, trial)?
         .into_iter()
         .filter(|r| r.gvk.kind != "HorizontalPodAutoscaler")
-        .collect();
-    crate::riders::sync(ctx, &ns, trial, &[], &riders).await?;
-    Ok(())
+        .collect())
+}
+
+/// Creates the trial's riders; returns them for `upgrading…Status.riders`.
+async fn trial_riders<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    trial: &R::Child,
+    recorded: &[RiderStatus],
+) -> Result<Vec<RiderStatus>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let riders = wanted_trial_riders(obj, ctx, trial)?;
+    crate::riders::sync(ctx, &ns, trial, recorded, &riders).await?;
+    Ok(numaplane_core::riders::rider_status(&riders))
+}
+
+/// Whether the rollout's riders for the trial differ from those it was created with (read from
+/// the cluster, so only on a pass where the rollout changed): a rider edit during a trial
+/// replaces the trial like a spec edit, instead of landing unassessed on the next promoted child.
+async fn trial_riders_differ<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    trial: &R::Child,
+    recorded: &[RiderStatus],
+) -> Result<bool, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let want = wanted_trial_riders(obj, ctx, trial)?;
+    let have = crate::riders::existing(ctx, &ns, recorded).await?;
+    Ok(!numaplane_core::riders::diff_riders(&want, &have).is_empty())
 }
 
 /// One progressive pass for a rollout whose promoted child is `live`.
@@ -541,13 +570,21 @@ pub async fn pass<R: Rollout>(
             &scale::comparable_promoted_spec(kind, &desired.spec),
         );
     let trial_obj = find_trial::<R>(ctx, &ns, &name);
+    let rollout_changed = st.common().observed_generation != generation;
     let mut trial = None;
     if let Some(t) = &trial_obj {
         let want = super::desired_child(obj, resolved, &t.name_any(), metadata, template)?;
-        let differs = !json_eq(
+        let mut differs = !json_eq(
             &scale::comparable_trial_spec(kind, t.spec(), &record.trial_scale),
             &scale::comparable_trial_spec(kind, &want.spec, &scale::TrialScaleRecord::None),
         );
+        if !differs
+            && rollout_changed
+            && let Some(u) = record.upgrading_for(&t.name_any())
+            && u.initialization_complete
+        {
+            differs = trial_riders_differ(obj, ctx, t, &u.riders).await?;
+        }
         let run_name = progressive::analysis_run_name(kind, &t.name_any());
         let run = if record.analysis.is_some() {
             observed_run(ctx, &ns, &run_name).await?
@@ -627,6 +664,7 @@ pub async fn pass<R: Rollout>(
         child: live.clone(),
         pending: Some(format!("progressive: {m}")),
     };
+    let mut after = plan.after.clone();
     let carry = match plan.action {
         Action::ObservePromotedPods | Action::Persist => pending(&message),
         Action::CreateTrial {
@@ -650,7 +688,14 @@ pub async fn pass<R: Rollout>(
             delete_promoted_hpa,
         } => {
             if let Some(t) = &trial_obj {
-                trial_riders(obj, ctx, t).await?;
+                let recorded = record
+                    .upgrading_for(&t.name_any())
+                    .map(|u| u.riders.clone())
+                    .unwrap_or_default();
+                let riders = trial_riders(obj, ctx, t, &recorded).await?;
+                if let Some(u) = after.as_mut().and_then(|a| a.upgrading.as_mut()) {
+                    u.riders = riders;
+                }
                 // (the ISB service's PDB)
                 obj.ensure_companions(ctx, t).await?;
             }
@@ -836,7 +881,7 @@ pub async fn pass<R: Rollout>(
             Carry::Apply(Box::new(desired))
         }
     };
-    if let Some(after) = &plan.after {
+    if let Some(after) = &after {
         R::write_record(after, st);
     }
     Ok(carry)
