@@ -52,6 +52,9 @@ pub mod annotations {
     /// Comma-terminated promoted-pipeline names whose force-drain attempt finished.
     pub const FORCE_DRAIN_SPECS_COMPLETED: &str =
         "numaplane.numaproj.io/force-drain-specs-completed";
+    /// RFC3339 time the promoted spec was last force-applied to a recyclable Pipeline (ours:
+    /// bounds the wait for it to run healthy before the pause).
+    pub const FORCE_DRAIN_SPEC_TIME: &str = "numaplane.numaproj.io/force-drain-spec-time";
     /// RFC3339 time a draining pipeline was first seen Failed.
     pub const DRAIN_FAILURE_START_TIME: &str = "numaplane.numaproj.io/drain-failure-start-time";
     /// `"true"` on a recyclable Pipeline: delete without draining.

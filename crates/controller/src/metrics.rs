@@ -660,7 +660,7 @@ mod tests {
                 .any(|l| l.starts_with("pipeline_rollout_syncs_total{"))
         );
         assert!(!text.contains("# EOF"), "{text}");
-        assert!(text.contains("# TYPE numaplane_reconciliation_duration_seconds histogram"));
+        assert!(text.contains("# TYPE numaplane_reconcile_duration_seconds histogram"));
     }
 
     #[test]

@@ -193,7 +193,7 @@ async fn probes_metrics_and_live_log_level() {
         "# TYPE numaplane_isb_services_rollout_health gauge",
         "# TYPE numaplane_pipeline_rollout_health gauge",
         "# TYPE numaplane_reconciliation_duration_seconds histogram",
-        "# TYPE pipeline_rollout_syncs counter",
+        "# TYPE pipeline_rollout_syncs_total counter",
         "# TYPE numaplane_kube_resource_monitored gauge",
     ] {
         assert!(text.contains(family), "{family} missing");

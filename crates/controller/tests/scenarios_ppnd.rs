@@ -590,3 +590,131 @@ async fn a6_rollback() {
     assert_eq!(vertex_count(&p), 2);
     assert_eq!(p.spec["interStepBufferServiceName"], json!(isbs[0]));
 }
+
+/// Deployed, generation observed, nothing in progress (whatever the child's health).
+fn deployed_observed<R: Rollout>(r: Option<&R>) -> Option<()> {
+    let st = r?.common()?;
+    (st.phase == Phase::Deployed
+        && st.upgrade_in_progress == UpgradeStrategy::NoOp
+        && st.observed_generation == r?.generation())
+    .then_some(())
+}
+
+fn vertex_replicas(v: &numaplane_api::numaflow::Vertex) -> Option<i64> {
+    v.spec.get("replicas").and_then(Value::as_i64)
+}
+
+/// A.5 steps 4–8: a Failed pipeline is never paused, neither for its own update nor for an ISB
+/// service or Numaflow controller change, and its update is applied directly; the resume after
+/// a pause-and-drain restarts the vertices from `scale.min` unless `strategy.ppnd.fastResume`.
+#[tokio::test]
+async fn a5_failed_pipelines_and_resume_speed() {
+    use numaplane_api::numaflow::Vertex;
+    let h = Harness::start_real_on("a5-ppnd", PPND, "1.7.5").await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+
+    // A pipeline Numaflow fails: an edge between vertices that do not exist.
+    let mut failing = two_vertices(30);
+    failing["edges"]
+        .as_array_mut()
+        .expect("edges")
+        .push(json!({"from": "not", "to": "valid"}));
+    h.apply::<PipelineRollout>(pr(failing, None, None)).await;
+    h.until::<Pipeline, _, _>("pipeline Failed", "pr-0", |p| {
+        (phase(p?) == "Failed").then_some(())
+    })
+    .await;
+    h.until::<PipelineRollout, _, _>("rollout deployed", "pr", deployed_observed)
+        .await;
+
+    // An ISB service data-loss change while it is Failed: updated in place, never paused.
+    let seen = record::<Pipeline>(&h, "pr-0").await;
+    h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
+        .await;
+    h.until::<InterStepBufferService, _, _>("isb on 2.10.11", "isb-0", |i| {
+        (i?.spec["jetstream"]["version"] == "2.10.11").then_some(())
+    })
+    .await;
+    h.until::<ISBServiceRollout, _, _>("isb rollout done", ISB, deployed_observed)
+        .await;
+    // A Numaflow controller change while it is Failed: no pause either.
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.until::<Deployment, _, _>("controller on v1.8.1", "numaflow-controller", |d| {
+        (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+    })
+    .await;
+    h.until::<NumaflowControllerRollout, _, _>(
+        "ncr done",
+        "numaflow-controller",
+        deployed_observed,
+    )
+    .await;
+    // Its own update: applied as it is, and it runs.
+    h.apply::<PipelineRollout>(pr(three_vertices(CAT, 30), None, None))
+        .await;
+    h.until::<Pipeline, _, _>("fixed pipeline running", "pr-0", |p| {
+        let p = p?;
+        (vertex_count(p) == 3 && phase(p) == "Running").then_some(())
+    })
+    .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    assert!(
+        seen.lock()
+            .expect("lock")
+            .iter()
+            .all(|p| desired_phase(p).is_none() && !matches!(phase(p), "Pausing" | "Paused")),
+        "a Failed pipeline is never asked to pause"
+    );
+
+    // Slow resume (the default) and fast resume after a pause-and-drain.
+    let scalable = |spec: Value| {
+        let mut s = spec;
+        let last = s["vertices"].as_array().map_or(0, Vec::len) - 1;
+        s["vertices"][last]["scale"] = json!({"min": 1, "max": 2});
+        s
+    };
+    for (fast, before, after) in [
+        (false, three_vertices(CAT, 30), two_vertices(30)),
+        (true, two_vertices(30), three_vertices(CAT, 30)),
+    ] {
+        let strategy = json!({"ppnd": {"fastResume": fast}});
+        h.apply::<PipelineRollout>(pr(scalable(before), None, Some(strategy.clone())))
+            .await;
+        h.until(
+            "settled before the resume check",
+            "pr",
+            settled::<PipelineRollout>,
+        )
+        .await;
+        h.merge::<Vertex>("pr-0-out", json!({"spec": {"replicas": 2}}))
+            .await;
+        let seen = record::<Pipeline>(&h, "pr-0").await;
+        h.apply::<PipelineRollout>(pr(scalable(after), None, Some(strategy)))
+            .await;
+        h.until("settled after the update", "pr", settled::<PipelineRollout>)
+            .await;
+        assert!(
+            paused_drained_at(&seen).is_some(),
+            "paused and drained first"
+        );
+        let v: Vertex = h.api().get("pr-0-out").await.expect("vertex out");
+        if fast {
+            assert_eq!(
+                vertex_replicas(&v),
+                Some(2),
+                "fast resume keeps the replicas"
+            );
+        } else {
+            assert!(
+                vertex_replicas(&v).is_none_or(|r| r < 2),
+                "slow resume restarts from scale.min: {:?}",
+                v.spec
+            );
+        }
+    }
+}

@@ -127,6 +127,8 @@ pub struct RecycleInput<'a> {
     /// Pod counts per vertex of the last promoted pipeline before its scale-down.
     pub historical_pod_count: &'a BTreeMap<String, i64>,
     pub promoted: Option<Promoted<'a>>,
+    /// The pipeline's Vertex objects, once [`Step::ObserveVertices`] asked for them.
+    pub vertices: Option<&'a [Value]>,
     pub config: RecycleConfig,
     pub now: Timestamp,
 }
@@ -148,7 +150,7 @@ pub enum Step {
     /// Record `drain-failure-start-time` = now: the pipeline is Failed while draining.
     MarkFailureStart,
     /// Merge-patch `spec` over the pipeline, add `promoted` to `force-drain-specs-started`,
-    /// clear `drain-failure-start-time`.
+    /// clear `drain-failure-start-time`, set `force-drain-spec-time` to now.
     ForceDrain { promoted: String, spec: Value },
     /// Add `promoted` to `force-drain-specs-completed` (`dedup` as the reference); delete with
     /// `ForceDrain` when `drained`.
@@ -157,6 +159,8 @@ pub enum Step {
         drained: bool,
         dedup: bool,
     },
+    /// Step again with [`RecycleInput::vertices`]: the decision needs the vertices' readiness.
+    ObserveVertices,
     /// Nothing to do until something changes or `until` passes.
     Wait {
         why: String,
@@ -441,18 +445,36 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
     }
     // Better than the reference, which pauses as soon as the spec is observed: a pause started
     // while Numaflow still replaces the vertices that held the data cannot drain them, and that
-    // promoted spec would then count as tried. Pause once the pipeline runs healthy with it.
-    if !spec.wants_paused()
+    // promoted spec would then count as tried. Pause once the pipeline runs healthy with it, or
+    // once `forceDrainFailureWaitDuration` has passed since the spec was applied (a promoted
+    // spec that never runs healthy here is still tried, as in the reference).
+    // "Healthy" as for a trial: Running, every condition True, every vertex's replicas ready
+    // (Numaflow's conditions alone turn True before the new vertex pods are ready).
+    let applied_at = p
+        .annotation(annotations::FORCE_DRAIN_SPEC_TIME)
+        .and_then(parse_time);
+    if let Some(at) = applied_at
+        && !spec.wants_paused()
         && p.phase() != "Failed"
-        && !crate::health::pipeline_health(input.pipeline).is_healthy()
     {
-        return with_expiry(Step::Wait {
-            why: format!(
-                "waiting for pipeline {} to run healthy with the promoted spec before pausing it",
-                p.name()
-            ),
-            until: None,
-        });
+        let until = plus(at, input.config.force_drain_failure_wait);
+        if input.now < until {
+            let Some(vertices) = input.vertices else {
+                return Step::ObserveVertices;
+            };
+            let health =
+                crate::progressive::health::pipeline_type_health(input.pipeline, false, vertices);
+            if health != crate::progressive::TrialHealth::Healthy {
+                return with_expiry(Step::Wait {
+                    why: format!(
+                        "waiting for pipeline {} to run healthy with the promoted spec before \
+                         pausing it",
+                        p.name()
+                    ),
+                    until: Some(until),
+                });
+            }
+        }
     }
     match drain(&p, input) {
         Drain::Step(s) => with_expiry(s),

@@ -764,13 +764,26 @@ fn purge_group(state: Option<&str>) -> Option<&'static str> {
 /// Several children in one state (two promoted, two trials: a crash between two writes, a hand
 /// edit): all but the newest are marked recyclable with reason `purge`, as the reference does.
 /// Seen in the cache, confirmed by a live list, so a label flip the cache has not caught up
-/// with is never taken for a duplicate.
-async fn purge_duplicates<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Result<(), Error> {
-    fn duplicates<C: ChildObject>(children: Vec<C>) -> Vec<C> {
-        let mut groups: std::collections::BTreeMap<&'static str, Vec<C>> = Default::default();
+/// with is never taken for a duplicate. Only children this rollout controls count: an object
+/// of someone else's carrying our labels never makes one of ours go.
+async fn purge_duplicates<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    ns: &str,
+    rollout: &str,
+) -> Result<(), Error> {
+    let uid = obj.uid().unwrap_or_default();
+    let duplicates = |children: Vec<R::Child>| -> Vec<R::Child> {
+        let mut groups: std::collections::BTreeMap<&'static str, Vec<R::Child>> =
+            Default::default();
         for c in children {
+            let ours = c
+                .owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid);
             let state = purge_group(c.labels().get(labels::UPGRADE_STATE).map(String::as_str));
             if let Some(g) = state
+                && ours
                 && c.meta().deletion_timestamp.is_none()
             {
                 groups.entry(g).or_default().push(c);
@@ -789,7 +802,7 @@ async fn purge_duplicates<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Res
                 g
             })
             .collect()
-    }
+    };
     let cached: Vec<R::Child> = R::children(&ctx.stores)
         .state()
         .into_iter()
@@ -821,7 +834,7 @@ async fn garbage_collect<R: Rollout>(
     ns: &str,
     rollout: &str,
 ) -> Result<Option<Timestamp>, Error> {
-    purge_duplicates::<R>(ctx, ns, rollout).await?;
+    purge_duplicates(obj, ctx, ns, rollout).await?;
     let store = R::children(&ctx.stores);
     let mut wake: Option<Timestamp> = None;
     for c in store.state() {

@@ -108,6 +108,26 @@ async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Er
     Ok(())
 }
 
+/// The pipeline's Vertex objects, read live (only a force drain about to pause needs them).
+async fn pipeline_vertices(ctx: &Ctx, p: &Pipeline) -> Result<Vec<Value>, Error> {
+    use kube::api::ListParams;
+    use numaplane_api::numaflow::Vertex;
+    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
+    let lp = ListParams::default().labels(&format!(
+        "{}={}",
+        labels::NUMAFLOW_PIPELINE_NAME,
+        p.name_any()
+    ));
+    Ok(api
+        .list(&lp)
+        .await
+        .ctx(|| format!("listing vertices of {}", p.name_any()))?
+        .items
+        .iter()
+        .map(Vertex::to_json)
+        .collect())
+}
+
 async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: DrainResult) {
     let ns = p.namespace().unwrap_or_default();
     ctx.metrics
@@ -182,26 +202,35 @@ pub async fn recycle(
         .and_then(|s| s.historical_pod_count.clone())
         .unwrap_or_default();
     let whole = p.to_json();
-    let step = recycle::step(&RecycleInput {
-        pipeline: &whole,
-        rollout_spec: &rollout_spec,
-        force_promote: strategy
-            .and_then(|s| s.progressive.as_ref())
-            .and_then(|p| p.force_promote)
-            .unwrap_or(false),
-        historical_pod_count: &historical,
-        promoted: candidate,
-        config: RecycleConfig {
-            max_recyclable: cfg.max_recyclable_duration,
-            force_drain_failure_wait: cfg.force_drain_failure_wait,
-            keep_undrained: cfg.keep_undrained_pipelines,
-            scale_factor: strategy
-                .and_then(|s| s.recycle_strategy.as_ref())
-                .and_then(|r| r.scale_factor)
-                .unwrap_or(cfg.recycle_scale_factor),
-        },
-        now: crate::status::now().0,
-    });
+    let mut vertices: Option<Vec<Value>> = None;
+    let step = loop {
+        let step = recycle::step(&RecycleInput {
+            pipeline: &whole,
+            rollout_spec: &rollout_spec,
+            force_promote: strategy
+                .and_then(|s| s.progressive.as_ref())
+                .and_then(|p| p.force_promote)
+                .unwrap_or(false),
+            historical_pod_count: &historical,
+            promoted: candidate,
+            vertices: vertices.as_deref(),
+            config: RecycleConfig {
+                max_recyclable: cfg.max_recyclable_duration,
+                force_drain_failure_wait: cfg.force_drain_failure_wait,
+                keep_undrained: cfg.keep_undrained_pipelines,
+                scale_factor: strategy
+                    .and_then(|s| s.recycle_strategy.as_ref())
+                    .and_then(|r| r.scale_factor)
+                    .unwrap_or(cfg.recycle_scale_factor),
+            },
+            now: crate::status::now().0,
+        });
+        if step == Step::ObserveVertices && vertices.is_none() {
+            vertices = Some(pipeline_vertices(ctx, p).await?);
+            continue;
+        }
+        break step;
+    };
     let child = p.name_any();
     match step {
         Step::Delete(result) => {
@@ -280,6 +309,7 @@ pub async fn recycle(
                     "metadata": {"annotations": {
                         annotations::FORCE_DRAIN_SPECS_STARTED: started,
                         annotations::DRAIN_FAILURE_START_TIME: null,
+                        annotations::FORCE_DRAIN_SPEC_TIME: now_rfc3339(),
                     }},
                     "spec": spec,
                 }),
@@ -317,6 +347,7 @@ pub async fn recycle(
                 info!(%child, %promoted, "force drain with this spec did not drain");
             }
         }
+        Step::ObserveVertices => {}
         Step::Wait { why, until } => {
             debug!(%child, %why, ?until, "recyclable pipeline waiting");
             return Ok(until);

@@ -81,6 +81,7 @@ fn run_with(p: &Value, promoted: Option<Promoted<'_>>, config: RecycleConfig, fo
         force_promote: force,
         historical_pod_count: &h,
         promoted,
+        vertices: Some(&[]),
         config,
         now: at(0),
     })
@@ -371,6 +372,7 @@ fn a_rollout_that_lets_no_data_in_keeps_the_pipeline_at_zero() {
         force_promote: false,
         historical_pod_count: &h,
         promoted: None,
+        vertices: None,
         config: cfg(),
         now: at(0),
     });
@@ -388,6 +390,7 @@ fn a_paused_rollout_lets_a_drained_paused_pipeline_go_at_once() {
             force_promote: false,
             historical_pod_count: &h,
             promoted: None,
+            vertices: None,
             config: cfg(),
             now: at(0),
         })
@@ -543,13 +546,17 @@ fn force_drain_pauses_only_once_healthy_with_the_promoted_spec() {
         spec: &good,
         matches_rollout: true,
     };
-    let started = json!({"numaplane.numaproj.io/force-drain-specs-started": "test-pipeline-3,"});
+    let started = json!({
+        "numaplane.numaproj.io/force-drain-specs-started": "test-pipeline-3,",
+        "numaplane.numaproj.io/force-drain-spec-time": rfc(-5),
+    });
     let scaled = spec(
         "good",
         json!({"min": 0, "max": 0}),
         json!({"min": 2, "max": 2}),
     );
-    // Numaflow still replaces the vertex that held the data: no pause yet.
+    // Numaflow still replaces the vertex that held the data: no pause yet, until 15 s after
+    // the spec was applied.
     let p = pipeline(
         "progressive-replaced-failed",
         started.clone(),
@@ -557,10 +564,65 @@ fn force_drain_pauses_only_once_healthy_with_the_promoted_spec() {
         running_unhealthy(),
     );
     assert!(
-        matches!(run(&p, Some(promoted)), Step::Wait { ref why, until: Some(_) } if why.contains("healthy"))
+        matches!(run(&p, Some(promoted)), Step::Wait { ref why, until: Some(u) } if why.contains("healthy") && u == at(10))
     );
     // Healthy: pause to drain.
-    let p = pipeline("progressive-replaced-failed", started, scaled, running());
+    let p = pipeline(
+        "progressive-replaced-failed",
+        started.clone(),
+        scaled.clone(),
+        running(),
+    );
+    assert_eq!(run(&p, Some(promoted)), Step::Pause { grace_seconds: 120 });
+    // That takes the vertices: asked for first, and one not ready yet holds the pause.
+    let rollout = spec(
+        "good",
+        json!({"min": 1, "max": 2}),
+        json!({"min": 2, "max": 4}),
+    );
+    let h = hist();
+    let with = |vertices: Option<&[Value]>| {
+        step(&RecycleInput {
+            pipeline: &p,
+            rollout_spec: &rollout,
+            force_promote: false,
+            historical_pod_count: &h,
+            promoted: Some(promoted),
+            vertices,
+            config: cfg(),
+            now: at(0),
+        })
+    };
+    assert_eq!(with(None), Step::ObserveVertices);
+    let starting = [json!({"metadata": {"name": "test-pipeline-1-out"},
+                           "status": {"desiredReplicas": 2, "readyReplicas": 1}})];
+    assert!(matches!(with(Some(&starting)), Step::Wait { .. }));
+    let ready = [json!({"metadata": {"name": "test-pipeline-1-out"},
+                        "status": {"desiredReplicas": 2, "readyReplicas": 2}})];
+    assert_eq!(with(Some(&ready)), Step::Pause { grace_seconds: 120 });
+    // Still unhealthy once the wait is over (a promoted spec that cannot run here): paused
+    // anyway, as the reference does at once.
+    let mut late = started.clone();
+    late["numaplane.numaproj.io/force-drain-spec-time"] = rfc(-20).into();
+    let p = pipeline(
+        "progressive-replaced-failed",
+        late,
+        scaled.clone(),
+        running_unhealthy(),
+    );
+    assert_eq!(run(&p, Some(promoted)), Step::Pause { grace_seconds: 120 });
+    // Force-applied by a controller that did not record the time: paused at once.
+    let mut unrecorded = started;
+    unrecorded
+        .as_object_mut()
+        .expect("annotations")
+        .remove("numaplane.numaproj.io/force-drain-spec-time");
+    let p = pipeline(
+        "progressive-replaced-failed",
+        unrecorded,
+        scaled,
+        running_unhealthy(),
+    );
     assert_eq!(run(&p, Some(promoted)), Step::Pause { grace_seconds: 120 });
 }
 
@@ -615,7 +677,7 @@ proptest! {
         let promoted = has_promoted.then_some(Promoted { name: "p-9", spec: &good, matches_rollout: matches });
         let out = step(&RecycleInput {
             pipeline: &p, rollout_spec: &rollout, force_promote: force,
-            historical_pod_count: &h, promoted, config: cfg(), now: at(0),
+            historical_pod_count: &h, promoted, vertices: Some(&[]), config: cfg(), now: at(0),
         });
         let expired = age_min >= 60;
         let reported_drained = wants_paused && phase == "Paused" && drained;
