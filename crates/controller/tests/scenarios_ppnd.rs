@@ -1,8 +1,9 @@
-//! The functional scenarios of scenarios.md (A.1–A.4, A.6) under `pause-and-drain`, on the real
-//! stack (the real Numaflow controller, KWOK pods, the daemon stand-in): data-loss changes pause
-//! and drain pipelines before they are applied; everything else is applied directly without a
-//! pause; recreate fields replace the ISB service and its pipelines; concurrent changes and
-//! rollbacks settle with nothing left in progress.
+//! The functional scenarios of scenarios.md (A.1–A.6) under `pause-and-drain`, A.4 and A.6 also
+//! under `no-strategy`, on the real stack (the real Numaflow controller, KWOK pods, the daemon
+//! stand-in): data-loss changes pause and drain pipelines before they are applied; everything
+//! else is applied directly without a pause; a Failed pipeline is never paused; recreate fields
+//! replace the ISB service and its pipelines; concurrent changes and rollbacks settle with
+//! nothing left in progress.
 
 mod support;
 
@@ -21,6 +22,8 @@ use support::scenario::*;
 use support::{Harness, condition};
 
 const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
+/// A.4 and A.6 hold for every strategy: they run under `no-strategy` too.
+const NO_STRATEGY: &str = "defaultUpgradeStrategy: no-strategy\n";
 
 fn pr(spec: Value, metadata: Option<Value>, strategy: Option<Value>) -> Value {
     let mut pipeline = json!({"spec": spec});
@@ -407,8 +410,13 @@ async fn a3_functional_numaflow_controller() {
 }
 
 /// A.4: the pipeline, MonoVertex, ISB service and Numaflow controller all change at once.
-async fn concurrent(prefix: &str, isb_after: Value, check: fn(&InterStepBufferService) -> bool) {
-    let h = Harness::start_real_on(prefix, PPND, "1.7.5").await;
+async fn concurrent(
+    prefix: &str,
+    config: &str,
+    isb_after: Value,
+    check: fn(&InterStepBufferService) -> bool,
+) {
+    let h = Harness::start_real_on(prefix, config, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     let meta = json!({"labels": {"my-label": TAG}});
@@ -473,7 +481,7 @@ async fn concurrent(prefix: &str, isb_after: Value, check: fn(&InterStepBufferSe
 
 #[tokio::test]
 async fn a4_concurrent_isb_version() {
-    concurrent("a4a-ppnd", isb("2.10.11", "10Mi", None), |i| {
+    concurrent("a4a-ppnd", PPND, isb("2.10.11", "10Mi", None), |i| {
         js(i, "/version") == json!("2.10.11")
     })
     .await;
@@ -481,7 +489,7 @@ async fn a4_concurrent_isb_version() {
 
 #[tokio::test]
 async fn a4_concurrent_isb_recreate() {
-    concurrent("a4b-ppnd", isb("2.10.17", "20Mi", Some("2Gi")), |i| {
+    concurrent("a4b-ppnd", PPND, isb("2.10.17", "20Mi", Some("2Gi")), |i| {
         js(i, "/persistence/volumeSize") == json!("20Mi")
             && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
     })
@@ -490,15 +498,38 @@ async fn a4_concurrent_isb_recreate() {
 
 #[tokio::test]
 async fn a4_concurrent_isb_direct_apply() {
-    concurrent("a4c-ppnd", isb("2.10.17", "10Mi", Some("2Gi")), |i| {
+    concurrent("a4c-ppnd", PPND, isb("2.10.17", "10Mi", Some("2Gi")), |i| {
         js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
     })
     .await;
 }
 
 #[tokio::test]
+async fn a4_concurrent_isb_recreate_no_strategy() {
+    concurrent(
+        "a4b-none",
+        NO_STRATEGY,
+        isb("2.10.17", "20Mi", Some("2Gi")),
+        |i| {
+            js(i, "/persistence/volumeSize") == json!("20Mi")
+                && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn a6_rollback() {
-    let h = Harness::start_real_on("a6-ppnd", PPND, "1.7.5").await;
+    rollback("a6-ppnd", PPND).await;
+}
+
+#[tokio::test]
+async fn a6_rollback_no_strategy() {
+    rollback("a6-none", NO_STRATEGY).await;
+}
+
+async fn rollback(prefix: &str, config: &str) {
+    let h = Harness::start_real_on(prefix, config, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))

@@ -404,6 +404,16 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
     }
     // §7.5: force drain with the current promoted spec.
     let completed = p.annotation(annotations::FORCE_DRAIN_SPECS_COMPLETED);
+    // A force drain that drained but was not deleted (the deletion met a newer resourceVersion:
+    // Numaflow wrote in between) is still Paused and drained: delete it now. The reference
+    // would find its promoted spec tried and keep it scaled to zero until it expired.
+    if !names_in(completed).is_empty()
+        && p.spec().wants_paused()
+        && p.phase() == "Paused"
+        && p.drained_on_pause()
+    {
+        return Step::Delete(DrainResult::ForceDrain);
+    }
     let usable = input
         .promoted
         .filter(|pr| pr.matches_rollout && !names_in(completed).contains(&pr.name));
