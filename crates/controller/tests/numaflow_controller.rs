@@ -1,5 +1,6 @@
-//! NumaflowControllerRollout and NumaflowController against a real API server and the Numaflow
-//! simulator, with the fixture definitions (scenarios.md A.3 under no-strategy, B.7): install,
+//! NumaflowControllerRollout and NumaflowController on the real stack (the rendered Deployment
+//! runs the real Numaflow controller), with the fixture definitions (scenarios.md A.3 under
+//! no-strategy, B.7): install,
 //! upgrade, unknown version, instance IDs, pruning, self-heal, and deletion that waits for the
 //! namespace's rollouts.
 

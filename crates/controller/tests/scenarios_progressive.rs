@@ -361,3 +361,86 @@ async fn a6_rollback_discontinues_failed_upgrades() {
     )
     .await;
 }
+
+/// The cat image of a three-vertex pipeline.
+fn cat_image(p: &Pipeline) -> &str {
+    p.spec["vertices"][1]["udf"]["container"]["image"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// A.14 steps 1–2, driven through the controller: two failing upgrades back to back, then the
+/// original spec again. The trial replaced while still under assessment drains with its own spec
+/// first, cannot (its cat never runs), and is force-drained with the promoted spec; the failed
+/// trial is discontinued and goes straight to force drain. Each shows at some moment the
+/// promoted spec's cat image while paused and drained, then is deleted with a Normal Event.
+#[tokio::test]
+async fn a14_failed_trials_back_to_back_are_force_drained() {
+    use support::fixtures::record;
+    let h = Harness::start_real("a14-prog", CONFIG).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    let with_cat = |image: &str| pr(three_vertices(image, 10), None);
+    h.apply::<PipelineRollout>(with_cat(CAT)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    let seen1 = record::<Pipeline>(&h, "pr-1").await;
+    let seen2 = record::<Pipeline>(&h, "pr-2").await;
+
+    h.apply::<PipelineRollout>(with_cat("quay.io/numaio/numaflow-go/map-cat:badpath1"))
+        .await;
+    h.until::<Pipeline, _, _>("pr-1 trial", "pr-1", |p| p.map(|_| ()))
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    h.apply::<PipelineRollout>(with_cat("quay.io/numaio/numaflow-go/map-cat:badpath2"))
+        .await;
+    h.until::<PipelineRollout, _, _>("pr-2 failed", "pr", |r| {
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_pipeline_status
+            .clone()?;
+        (up.child.name == "pr-2"
+            && up.child.assessment_result
+                == Some(numaplane_api::progressive::AssessmentResult::Failure))
+        .then_some(())
+    })
+    .await;
+
+    // The original spec again.
+    h.apply::<PipelineRollout>(with_cat(CAT)).await;
+    h.until("pr settled on pr-0", "pr", settled::<PipelineRollout>)
+        .await;
+    only_within::<Pipeline>(&h, "only pr-0 left", "pr-0", Duration::from_secs(240)).await;
+    for (name, seen) in [("pr-1", &seen1), ("pr-2", &seen2)] {
+        let versions = seen.lock().expect("lock").clone();
+        assert!(
+            versions.iter().any(|p| cat_image(p) == CAT
+                && p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))
+                && phase(p) == "Paused"
+                && p.status.as_ref().map(|s| &s["drainedOnPause"]) == Some(&json!(true))),
+            "{name} paused and drained with the promoted spec"
+        );
+    }
+    let reasons = |name: &'static str| {
+        let h = &h;
+        async move {
+            kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns)
+                .list(&ListParams::default())
+                .await
+                .expect("events")
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.type_.as_deref() == Some("Normal")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.reason.as_deref() == Some("ForceDrain")
+                })
+                .count()
+        }
+    };
+    assert!(reasons("pr-1").await > 0, "a ForceDrain Event on pr-1");
+    assert!(reasons("pr-2").await > 0, "a ForceDrain Event on pr-2");
+}
