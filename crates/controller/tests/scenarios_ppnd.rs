@@ -749,3 +749,89 @@ async fn a5_failed_pipelines_and_resume_speed() {
         }
     }
 }
+
+/// A.5 steps 2–3: an ISB service change and a Numaflow controller change wait for a pipeline
+/// that cannot drain (stuck `Pausing`); allowing data loss on its PipelineRollout lets each
+/// through, and the pipeline runs again without finishing its pause.
+#[tokio::test]
+async fn a5_allowing_data_loss_lets_isb_and_controller_changes_through() {
+    let h = Harness::start_real_on("a5-allow", PPND, "1.7.5").await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(two_vertices(3600), None, None))
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    let allowed = |allow: bool| {
+        let mut r = pr(two_vertices(3600), None, None);
+        if allow {
+            r["metadata"]["annotations"] = json!({"numaplane.numaproj.io/allow-data-loss": "true"});
+        }
+        r
+    };
+    for change in ["isb", "controller"] {
+        h.daemon().set_pending(&h.ns, "pr-0", 100);
+        if change == "isb" {
+            h.apply::<ISBServiceRollout>(isb("2.10.11", "10Mi", None))
+                .await;
+        } else {
+            h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+                .await;
+        }
+        h.until::<Pipeline, _, _>("stuck pausing", "pr-0", |p| {
+            (phase(p?) == "Pausing").then_some(())
+        })
+        .await;
+        h.stays::<Pipeline, _>(
+            "still pausing, the change waits",
+            "pr-0",
+            Duration::from_secs(3),
+            |p| p.is_some_and(|p| phase(p) == "Pausing"),
+        )
+        .await;
+        if change == "isb" {
+            let i: InterStepBufferService = h.api().get("isb-0").await.expect("isb-0");
+            assert_eq!(js(&i, "/version"), json!("2.10.17"), "the ISB change waits");
+        } else {
+            let d: Deployment = h
+                .api()
+                .get("numaflow-controller")
+                .await
+                .expect("deployment");
+            assert_eq!(
+                image(&d),
+                "quay.io/numaproj/numaflow:v1.7.5",
+                "the controller waits"
+            );
+        }
+        h.apply::<PipelineRollout>(allowed(true)).await;
+        if change == "isb" {
+            h.until::<InterStepBufferService, _, _>("isb on 2.10.11", "isb-0", |i| {
+                (js(i?, "/version") == json!("2.10.11")).then_some(())
+            })
+            .await;
+            h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+                .await;
+        } else {
+            h.until::<Deployment, _, _>("controller on v1.8.1", "numaflow-controller", |d| {
+                (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
+            })
+            .await;
+            h.until(
+                "ncr settled",
+                "numaflow-controller",
+                settled::<NumaflowControllerRollout>,
+            )
+            .await;
+        }
+        h.until::<Pipeline, _, _>("running again", "pr-0", |p| {
+            let p = p?;
+            (phase(p) == "Running" && desired_phase(p).is_none()).then_some(())
+        })
+        .await;
+        h.until::<PipelineRollout, _, _>("pr done", "pr", deployed_observed)
+            .await;
+        h.daemon().set_pending(&h.ns, "pr-0", 0);
+        h.apply::<PipelineRollout>(allowed(false)).await;
+    }
+}
