@@ -52,6 +52,12 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let (verb, resource) = classify(req.method(), req.uri().path(), req.uri().query());
+        let method = req.method().as_str().to_string();
+        let host = req
+            .uri()
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
         let metrics = self.metrics.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {
@@ -59,6 +65,7 @@ where
             // A transport error has no status: count it as 0.
             let code = res.as_ref().map(|r| r.status().as_u16()).unwrap_or(0);
             metrics.kube_request(verb, &resource, code);
+            metrics.rest_request(&method, &host, code);
             res
         })
     }

@@ -82,7 +82,20 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Counter families the reference exposes without the `_total` suffix.
     unsuffixed: Vec<String>,
+    /// controller-runtime's own families, as its registry exposes them (no constant label).
+    runtime: Registry,
+    runtime_reconcile: Family<Labels, Counter>,
+    runtime_reconcile_errors: Family<Labels, Counter>,
+    runtime_reconcile_time: Family<Labels, Histogram>,
+    rest_client_requests: Family<Labels, Counter>,
 }
+
+/// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
+const RECONCILE_TIME_BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
 
 /// Controller names as the reference names them; also the `type` label of durations.
 pub const CONTROLLERS: [&str; 5] = [
@@ -285,8 +298,40 @@ impl Metrics {
             "1 while this replica holds the leader lease (or runs without election)",
             Gauge::default()
         );
+        let mut runtime = Registry::default();
+        let runtime_reconcile = Family::<Labels, Counter>::default();
+        runtime.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            runtime_reconcile.clone(),
+        );
+        let runtime_reconcile_errors = Family::<Labels, Counter>::default();
+        runtime.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            runtime_reconcile_errors.clone(),
+        );
+        let runtime_reconcile_time = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(RECONCILE_TIME_BUCKETS)
+        });
+        runtime.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            runtime_reconcile_time.clone(),
+        );
+        let rest_client_requests = Family::<Labels, Counter>::default();
+        runtime.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host",
+            rest_client_requests.clone(),
+        );
         Self {
             registry,
+            runtime,
+            runtime_reconcile,
+            runtime_reconcile_errors,
+            runtime_reconcile_time,
+            rest_client_requests,
             pipeline_rollout_health,
             isb_services_rollout_health,
             monovertex_rollout_health,
@@ -335,6 +380,7 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
+        let _ = encode(&mut out, &self.runtime);
         prometheus_text(&out, &self.unsuffixed)
     }
 
@@ -428,6 +474,22 @@ impl Metrics {
         self.reconcile_duration
             .get_or_create(&vec![("controller", controller.to_string())])
             .observe(secs);
+        let c = vec![("controller", controller.to_string())];
+        let result = if error_reason.is_some() {
+            "error"
+        } else {
+            "success"
+        };
+        self.runtime_reconcile
+            .get_or_create(&vec![
+                ("controller", controller.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        self.runtime_reconcile_time.get_or_create(&c).observe(secs);
+        if error_reason.is_some() {
+            self.runtime_reconcile_errors.get_or_create(&c).inc();
+        }
         if let Some(reason) = error_reason {
             self.reconcile_errors
                 .get_or_create(&vec![
@@ -536,6 +598,17 @@ impl Metrics {
     }
 
     /// One Kubernetes API request.
+    /// controller-runtime's `rest_client_requests_total{code,host,method}`.
+    pub fn rest_request(&self, method: &str, host: &str, code: u16) {
+        self.rest_client_requests
+            .get_or_create(&vec![
+                ("code", code.to_string()),
+                ("host", host.to_string()),
+                ("method", method.to_string()),
+            ])
+            .inc();
+    }
+
     pub fn kube_request(&self, verb: &str, resource: &str, code: u16) {
         self.kube_request_total.inc();
         self.kube_requests
@@ -660,6 +733,18 @@ mod tests {
                 .any(|l| l.starts_with("pipeline_rollout_syncs_total{"))
         );
         assert!(!text.contains("# EOF"), "{text}");
+        // controller-runtime's families, without the reference's constant label.
+        let runtime = text
+            .lines()
+            .find(|l| l.starts_with("controller_runtime_reconcile_total{"))
+            .unwrap_or_default();
+        assert!(
+            runtime.contains(r#"controller="pipeline-rollout-controller""#)
+                && runtime.contains(r#"result="success""#)
+                && !runtime.contains("intuit_alert"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE controller_runtime_reconcile_time_seconds histogram"));
         assert!(text.contains("# TYPE numaplane_reconcile_duration_seconds histogram"));
     }
 

@@ -148,6 +148,9 @@ async fn probes_metrics_and_live_log_level() {
         "numaplane_reconcile_duration_seconds",
         "numaplane_kube_requests_total",
         "numaplane_leader",
+        "controller_runtime_reconcile_total",
+        "controller_runtime_reconcile_time_seconds",
+        "rest_client_requests_total",
     ] {
         assert!(
             families.iter().any(|(n, _)| n == must),
@@ -293,6 +296,11 @@ const METRIC_FAMILIES: &[(&str, &str)] = &[
     ("numaplane_isbsvc_progressive_completed", "counter"),
     ("numaplane_monovertex_progressive_started", "counter"),
     ("numaplane_monovertex_progressive_completed", "counter"),
+    // controller-runtime's, as dashboards built on the reference read them.
+    ("controller_runtime_reconcile_total", "counter"),
+    ("controller_runtime_reconcile_errors_total", "counter"),
+    ("controller_runtime_reconcile_time_seconds", "histogram"),
+    ("rest_client_requests_total", "counter"),
     // Ours.
     ("numaplane_reconcile_duration_seconds", "histogram"),
     ("numaplane_reconcile_errors_total", "counter"),
