@@ -117,6 +117,42 @@ async fn paused_on_request(
     })
 }
 
+/// The last step of a pause-and-drain: the desired spec applied as it is (after the slow
+/// resume's replica reset when `resuming` without `ppnd.fastResume`), nothing left in progress,
+/// and the step's Event.
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    ctx: &Ctx,
+    rollout: &PipelineRollout,
+    st: &mut PipelineRolloutStatus,
+    live: &Pipeline,
+    desired: &DesiredChild,
+    resuming: bool,
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    reason: &str,
+    note: String,
+) -> Result<Carry<Pipeline>, Error> {
+    use numaplane_api::common::UpgradeStrategy;
+    if resuming && !ppnd_fast_resume(rollout) {
+        clear_vertex_replicas(ctx, desired).await?;
+    }
+    let child = crate::children::apply(ctx, live, desired).await?;
+    st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+    ctx.events
+        .publish(
+            source::PIPELINE_ROLLOUT,
+            regarding,
+            EventType::Normal,
+            reason,
+            note,
+        )
+        .await;
+    Ok(Carry::Prepared {
+        child,
+        pending: None,
+    })
+}
+
 /// `strategy.ppnd.fastResume`: resume after a pause-and-drain keeping vertex replicas.
 fn ppnd_fast_resume(rollout: &PipelineRollout) -> bool {
     rollout
@@ -217,51 +253,44 @@ async fn pause_and_drain(
             Ok(Carry::Apply(Box::new(desired)))
         }
         PpndStep::ApplyDirect { resuming } => {
-            if resuming && !ppnd_fast_resume(rollout) {
-                clear_vertex_replicas(ctx, &desired).await?;
-            }
-            let child = crate::children::apply(ctx, live, &desired).await?;
-            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
             let why = if allow_data_loss {
                 "data loss is allowed"
             } else {
                 "it is Failed and won't pause"
             };
-            ctx.events
-                .publish(
-                    source::PIPELINE_ROLLOUT,
-                    &super::object_ref(rollout),
-                    EventType::Normal,
-                    event_reason::PIPELINE_UPDATE,
-                    format!("pipeline {} updated without a pause: {why}", desired.name),
-                )
-                .await;
+            let note = format!("pipeline {} updated without a pause: {why}", desired.name);
+            let regarding = super::object_ref(rollout);
+            let carry = finish(
+                ctx,
+                rollout,
+                st,
+                live,
+                &desired,
+                resuming,
+                &regarding,
+                event_reason::PIPELINE_UPDATE,
+                note,
+            )
+            .await?;
             info!(child = %desired.name, why, "pause-and-drain: updated directly");
-            Ok(Carry::Prepared {
-                child,
-                pending: None,
-            })
+            Ok(carry)
         }
         PpndStep::Resume => {
-            if !ppnd_fast_resume(rollout) {
-                clear_vertex_replicas(ctx, &desired).await?;
-            }
-            let child = crate::children::apply(ctx, live, &desired).await?;
-            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
-            ctx.events
-                .publish(
-                    source::PIPELINE_ROLLOUT,
-                    &child_ref,
-                    EventType::Normal,
-                    event_reason::PIPELINE_RESUME,
-                    format!("pipeline {} resumed after its update", desired.name),
-                )
-                .await;
+            let note = format!("pipeline {} resumed after its update", desired.name);
+            let carry = finish(
+                ctx,
+                rollout,
+                st,
+                live,
+                &desired,
+                true,
+                &child_ref,
+                event_reason::PIPELINE_RESUME,
+                note,
+            )
+            .await?;
             info!(child = %desired.name, "pause-and-drain: updated and resumed");
-            Ok(Carry::Prepared {
-                child,
-                pending: None,
-            })
+            Ok(carry)
         }
         PpndStep::ApplyPaused => {
             let paused = DesiredChild {
