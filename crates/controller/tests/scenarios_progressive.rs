@@ -376,6 +376,107 @@ fn cat_image(p: &Pipeline) -> &str {
         .unwrap_or_default()
 }
 
+const BADPATH1: &str = "quay.io/numaio/numaflow-go/map-cat:badpath1";
+const BADPATH2: &str = "quay.io/numaio/numaflow-go/map-cat:badpath2";
+const BADPATH3: &str = "quay.io/numaio/numaflow-go/map-cat:badpath3";
+
+/// The scenario's `updateFailedPipelinesBackToBack`: the cat image set to `badpath1` (trial
+/// `first` appears), a few seconds later to `badpath2` (trial `second` replaces it); returns
+/// once `second` has failed its assessment.
+async fn failed_back_to_back(
+    h: &Harness,
+    with_cat: impl Fn(&str) -> Value,
+    first: &str,
+    second: &str,
+) {
+    h.apply::<PipelineRollout>(with_cat(BADPATH1)).await;
+    h.until::<Pipeline, _, _>("first failing trial", first, |p| p.map(|_| ()))
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    h.apply::<PipelineRollout>(with_cat(BADPATH2)).await;
+    h.until::<PipelineRollout, _, _>("second failing trial failed", "pr", |r| {
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_pipeline_status
+            .clone()?;
+        (up.child.name == second
+            && up.child.assessment_result
+                == Some(numaplane_api::progressive::AssessmentResult::Failure))
+        .then_some(())
+    })
+    .await;
+}
+
+/// Force-promotes pipeline `name` by label, as a user would.
+async fn force_promote(h: &Harness, name: &str) {
+    h.merge::<Pipeline>(
+        name,
+        json!({"metadata": {"labels": {"numaplane.numaproj.io/force-promote": "true"}}}),
+    )
+    .await;
+}
+
+/// How many Events of `type_` and `reason` regard `name`.
+async fn events(h: &Harness, name: &str, type_: &str, reason: &str) -> usize {
+    kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some(type_)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .count()
+}
+
+fn desired_paused(p: &Pipeline) -> bool {
+    p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))
+}
+
+/// `status.drainedOnPause` (Numaflow omits it when false).
+fn drained_on_pause(p: &Pipeline) -> Option<bool> {
+    p.status.as_ref()?.get("drainedOnPause")?.as_bool()
+}
+
+fn pause_timestamp(p: &Pipeline) -> Option<String> {
+    p.annotations()
+        .get("numaflow.numaproj.io/pause-timestamp")
+        .cloned()
+}
+
+/// Waits until one of the recorded versions of `name` satisfies `check`; returns what it gave.
+async fn seen<T>(
+    what: &str,
+    versions: &std::sync::Arc<std::sync::Mutex<Vec<Pipeline>>>,
+    check: impl Fn(&Pipeline) -> Option<T>,
+) -> T {
+    let bound = Duration::from_secs(180);
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if let Some(t) = versions.lock().expect("lock").iter().find_map(&check) {
+            return t;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let last = versions.lock().expect("lock").last().map(|p| {
+                format!(
+                    "spec {} status {:?} annotations {:?}",
+                    p.spec,
+                    p.status,
+                    p.annotations()
+                )
+            });
+            panic!("{what}: not seen within {bound:?}; last version: {last:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 /// A.14 steps 1–2, driven through the controller: two failing upgrades back to back, then the
 /// original spec again. The trial replaced while still under assessment drains with its own spec
 /// first, cannot (its cat never runs), and is force-drained with the promoted spec; the failed
@@ -393,28 +494,7 @@ async fn a14_failed_trials_back_to_back_are_force_drained() {
         .await;
     let seen1 = record::<Pipeline>(&h, "pr-1").await;
     let seen2 = record::<Pipeline>(&h, "pr-2").await;
-
-    h.apply::<PipelineRollout>(with_cat("quay.io/numaio/numaflow-go/map-cat:badpath1"))
-        .await;
-    h.until::<Pipeline, _, _>("pr-1 trial", "pr-1", |p| p.map(|_| ()))
-        .await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    h.apply::<PipelineRollout>(with_cat("quay.io/numaio/numaflow-go/map-cat:badpath2"))
-        .await;
-    h.until::<PipelineRollout, _, _>("pr-2 failed", "pr", |r| {
-        let up = r?
-            .status
-            .as_ref()?
-            .progressive_status
-            .as_ref()?
-            .upgrading_pipeline_status
-            .clone()?;
-        (up.child.name == "pr-2"
-            && up.child.assessment_result
-                == Some(numaplane_api::progressive::AssessmentResult::Failure))
-        .then_some(())
-    })
-    .await;
+    failed_back_to_back(&h, with_cat, "pr-1", "pr-2").await;
 
     // The original spec again.
     h.apply::<PipelineRollout>(with_cat(CAT)).await;
@@ -425,29 +505,149 @@ async fn a14_failed_trials_back_to_back_are_force_drained() {
         let versions = seen.lock().expect("lock").clone();
         assert!(
             versions.iter().any(|p| cat_image(p) == CAT
-                && p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))
+                && desired_paused(p)
                 && phase(p) == "Paused"
-                && p.status.as_ref().map(|s| &s["drainedOnPause"]) == Some(&json!(true))),
+                && drained_on_pause(p) == Some(true)),
             "{name} paused and drained with the promoted spec"
         );
     }
-    let reasons = |name: &'static str| {
-        let h = &h;
-        async move {
-            kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns)
-                .list(&ListParams::default())
-                .await
-                .expect("events")
-                .items
-                .into_iter()
-                .filter(|e| {
-                    e.type_.as_deref() == Some("Normal")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                        && e.reason.as_deref() == Some("ForceDrain")
-                })
-                .count()
-        }
+    assert!(
+        events(&h, "pr-1", "Normal", "ForceDrain").await > 0,
+        "a ForceDrain Event on pr-1"
+    );
+    assert!(
+        events(&h, "pr-2", "Normal", "ForceDrain").await > 0,
+        "a ForceDrain Event on pr-2"
+    );
+}
+
+/// A.14 steps 3–5, driven through the controller (the scenario's `-3`…`-8` are `pr-1`…`pr-6`
+/// here). Force-promoting a failed trial makes an unhealthy spec the promoted one: the
+/// undrainable pipelines are force-drained with it, cannot drain, end Paused undrained and
+/// scaled to zero; each new promoted spec restarts the attempt (a new pause); a healthy spec
+/// finally drains them all. Then `maxRecyclableDurationMinutes`, reloaded live, deletes a
+/// pipeline that could never drain.
+#[tokio::test]
+async fn a14_unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
+    use support::fixtures::record;
+    let h = Harness::start_real("a14-unhealthy", CONFIG).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    let with_cat = |image: &str| pr(three_vertices(image, 10), None);
+    h.apply::<PipelineRollout>(with_cat(CAT)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    let mut rec = std::collections::BTreeMap::new();
+    for i in 0..=6 {
+        let name = format!("pr-{i}");
+        rec.insert(i, record::<Pipeline>(&h, &name).await);
+    }
+    let pausing = |p: &Pipeline, image: &str| {
+        cat_image(p) == image && desired_paused(p) && matches!(phase(p), "Pausing" | "Paused")
     };
-    assert!(reasons("pr-1").await > 0, "a ForceDrain Event on pr-1");
-    assert!(reasons("pr-2").await > 0, "a ForceDrain Event on pr-2");
+
+    // Step 3: pr-1 and pr-2 fail back to back; pr-2 is force-promoted.
+    failed_back_to_back(&h, with_cat, "pr-1", "pr-2").await;
+    force_promote(&h, "pr-2").await;
+    seen("pr-0 drains with its own spec", &rec[&0], |p| {
+        pausing(p, CAT).then_some(())
+    })
+    .await;
+    let first_pause = seen("pr-1 force-drained with pr-2's spec", &rec[&1], |p| {
+        pausing(p, BADPATH2).then(|| pause_timestamp(p)).flatten()
+    })
+    .await;
+
+    // A new unhealthy spec, force-promoted: the attempt restarts with it.
+    h.apply::<PipelineRollout>(with_cat(BADPATH3)).await;
+    h.until::<Pipeline, _, _>("pr-3 trial", "pr-3", |p| p.map(|_| ()))
+        .await;
+    force_promote(&h, "pr-3").await;
+    for i in [1, 2] {
+        let ts = seen(
+            &format!("pr-{i} force-drained with pr-3's spec"),
+            &rec[&i],
+            |p| pausing(p, BADPATH3).then(|| pause_timestamp(p)).flatten(),
+        )
+        .await;
+        if i == 1 {
+            assert_ne!(
+                ts, first_pause,
+                "pr-1's pause restarted with the new promoted spec"
+            );
+        }
+        seen(&format!("pr-{i} Paused undrained"), &rec[&i], |p| {
+            (cat_image(p) == BADPATH3 && phase(p) == "Paused" && drained_on_pause(p) != Some(true))
+                .then_some(())
+        })
+        .await;
+        h.until::<Pipeline, _, _>("every vertex at zero", &format!("pr-{i}"), |p| {
+            let vs = p?.spec["vertices"].as_array()?.clone();
+            vs.iter()
+                .all(|v| v["scale"]["min"] == json!(0) && v["scale"]["max"] == json!(0))
+                .then_some(())
+        })
+        .await;
+    }
+    h.until::<Pipeline, _, _>("pr-0 deleted", "pr-0", |p| p.is_none().then_some(()))
+        .await;
+    assert!(
+        events(&h, "pr-0", "Normal", "StandardDrain").await > 0,
+        "pr-0 drained with its own spec"
+    );
+
+    // Step 4: a healthy spec (a blackhole sink) is promoted; everything else drains with it.
+    let mut healthy = three_vertices(CAT, 10);
+    healthy["vertices"][2]["sink"] = json!({"blackhole": {}});
+    h.apply::<PipelineRollout>(pr(healthy, None)).await;
+    only_within::<Pipeline>(&h, "only pr-4 left", "pr-4", Duration::from_secs(300)).await;
+    for i in [1, 2, 3] {
+        let versions = rec[&i].lock().expect("lock").clone();
+        assert!(
+            versions.iter().any(|p| cat_image(p) == CAT
+                && desired_paused(p)
+                && phase(p) == "Paused"
+                && drained_on_pause(p) == Some(true)),
+            "pr-{i} paused and drained with pr-4's spec"
+        );
+        assert!(
+            events(&h, &format!("pr-{i}"), "Normal", "ForceDrain").await > 0,
+            "a ForceDrain Event on pr-{i}"
+        );
+    }
+
+    // Step 5: maxRecyclableDurationMinutes 2, reloaded live; pr-5 can never drain (its own
+    // spec and the force-promoted one both have a broken cat) and is deleted when it expires.
+    let config = format!("{CONFIG}pipeline:\n  maxRecyclableDurationMinutes: 2\n");
+    std::fs::write(&h.config_file, config).expect("write config");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    failed_back_to_back(&h, with_cat, "pr-5", "pr-6").await;
+    force_promote(&h, "pr-6").await;
+    h.until::<Pipeline, _, _>("pr-4 deleted", "pr-4", |p| p.is_none().then_some(()))
+        .await;
+    let replaced_at = std::time::Instant::now();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(200);
+    while h
+        .api::<Pipeline>()
+        .get_opt("pr-5")
+        .await
+        .expect("get")
+        .is_some()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pr-5 still there {:?} after pr-6 was force-promoted",
+            replaced_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let versions = rec[&5].lock().expect("lock").clone();
+    assert!(
+        !versions.iter().any(|p| drained_on_pause(p) == Some(true)),
+        "pr-5 never drained"
+    );
+    assert!(
+        events(&h, "pr-5", "Warning", "DrainIncomplete").await > 0,
+        "pr-5 deleted undrained, as a Warning DrainIncomplete"
+    );
 }

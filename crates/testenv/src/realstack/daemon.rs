@@ -7,11 +7,13 @@
 //!
 //! What it answers, in the absence of a running data plane: a pipeline holds messages while one
 //! of its vertex pods is not Ready (data stuck behind a vertex whose image cannot be pulled, or
-//! that crash-loops, never drains), else it is drained; a test can direct a pipeline to hold
-//! messages for a while or for good ([`DaemonStandIn::set_pending`],
-//! [`DaemonStandIn::drain_after`]).
+//! that crash-loops, never drains). Messages stay in the buffers when the pods go: once a
+//! vertex had a pod not Ready while another vertex ran (data came in but could not go on), the
+//! pipeline holds messages until that vertex runs with Ready pods only, even while scaled to
+//! zero in between. Otherwise it is drained. A test can direct a pipeline to hold messages for a while or
+//! for good ([`DaemonStandIn::set_pending`], [`DaemonStandIn::drain_after`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,12 +50,20 @@ struct Directed {
 
 type Pending = Arc<Mutex<HashMap<(String, String), Directed>>>;
 
+/// By pipeline (namespace, name): the vertices messages are stuck at, behind a pod that was not
+/// Ready.
+type Holding = Arc<Mutex<HashMap<(String, String), BTreeSet<String>>>>;
+
+/// How often the pods are looked at to update [`Holding`]: pods stay Ready or not for seconds.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
 /// Handle on the running stand-in: where it listens and what it answers.
 #[derive(Clone)]
 pub struct DaemonStandIn {
     addr: SocketAddr,
     pending: Pending,
     calls: Arc<Mutex<HashMap<(String, String), u64>>>,
+    holding: Holding,
     pods: Store<Pod>,
 }
 
@@ -69,8 +79,10 @@ impl DaemonStandIn {
             addr,
             pending: Pending::default(),
             calls: Arc::default(),
+            holding: Holding::default(),
             pods,
         };
+        tokio::spawn(standin.clone().track_holding());
         let service = DaemonServiceServer::new(standin.clone());
         let tls = ServerTlsConfig::new().identity(Identity::from_pem(cert_pem, key_pem));
         let router = Server::builder()
@@ -113,7 +125,7 @@ impl DaemonStandIn {
     }
 
     /// What the pipeline's buffers hold now: as directed, else 1 while one of its vertex pods is
-    /// not Ready, else 0.
+    /// not Ready or messages are stuck from an earlier time, else 0.
     fn pending_now(&self, namespace: &str, pipeline: &str) -> i64 {
         let key = (namespace.to_string(), pipeline.to_string());
         let directed = self.pending.lock().ok().and_then(|p| p.get(&key).copied());
@@ -122,17 +134,29 @@ impl DaemonStandIn {
         {
             return d.n;
         }
-        let stuck = self.pods.state().iter().any(|p| {
-            p.namespace().as_deref() == Some(namespace)
-                && p.labels()
-                    .get("numaflow.numaproj.io/pipeline-name")
-                    .map(String::as_str)
-                    == Some(pipeline)
-                && p.labels().contains_key("numaflow.numaproj.io/vertex-name")
-                && p.metadata.deletion_timestamp.is_none()
-                && !super::metrics::is_ready(p)
-        });
-        i64::from(stuck)
+        let pods = vertex_pods(&self.pods.state());
+        let stuck = pods
+            .get(&key)
+            .is_some_and(|vs| vs.values().any(|r| r.unready > 0));
+        let held = self
+            .holding
+            .lock()
+            .is_ok_and(|h| h.get(&key).is_some_and(|s| !s.is_empty()));
+        i64::from(stuck || held)
+    }
+
+    /// Samples the pods for as long as the stand-in runs and keeps [`Holding`] up to date.
+    async fn track_holding(self) {
+        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        loop {
+            tick.tick().await;
+            let pods = vertex_pods(&self.pods.state());
+            if let Ok(mut holding) = self.holding.lock() {
+                for (key, vertices) in pods {
+                    update_stuck(holding.entry(key).or_default(), &vertices);
+                }
+            }
+        }
     }
 
     /// How many times the controller asked about `pipeline` in `namespace`.
@@ -146,6 +170,57 @@ impl DaemonStandIn {
             })
             .unwrap_or(0)
     }
+}
+
+/// How many of a vertex's live (not terminating) pods are Ready and not.
+#[derive(Default, Debug, PartialEq)]
+struct Readiness {
+    ready: usize,
+    unready: usize,
+}
+
+/// Updates the vertices messages are stuck at, from one look at a pipeline's vertex pods.
+/// Messages get stuck at a vertex with a pod not Ready while another vertex runs (data came in
+/// but cannot go on); they are processed once that vertex has Ready pods only. With no pods
+/// (scaled to zero) the buffers keep what they had.
+fn update_stuck(stuck: &mut BTreeSet<String>, vertices: &BTreeMap<String, Readiness>) {
+    let running = vertices.values().any(|r| r.ready > 0);
+    for (name, r) in vertices {
+        if r.unready > 0 && running {
+            stuck.insert(name.clone());
+        } else if r.unready == 0 && r.ready > 0 {
+            stuck.remove(name);
+        }
+    }
+}
+
+/// The live vertex pods' readiness, by (namespace, pipeline) and vertex.
+fn vertex_pods(pods: &[Arc<Pod>]) -> HashMap<(String, String), BTreeMap<String, Readiness>> {
+    let mut by_pipeline: HashMap<_, BTreeMap<String, Readiness>> = HashMap::new();
+    for p in pods {
+        let labels = p.labels();
+        let (Some(ns), Some(pipeline), Some(vertex)) = (
+            p.namespace(),
+            labels.get("numaflow.numaproj.io/pipeline-name"),
+            labels.get("numaflow.numaproj.io/vertex-name"),
+        ) else {
+            continue;
+        };
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let r = by_pipeline
+            .entry((ns, pipeline.clone()))
+            .or_default()
+            .entry(vertex.clone())
+            .or_default();
+        if super::metrics::is_ready(p) {
+            r.ready += 1;
+        } else {
+            r.unready += 1;
+        }
+    }
+    by_pipeline
 }
 
 /// `<pipeline>-daemon-svc.<namespace>.svc[...]:port` → namespace.
@@ -217,6 +292,32 @@ fn tokio_stream_listener(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_stay_at_a_vertex_until_it_runs() {
+        let look = |stuck: &mut BTreeSet<String>, vs: &[(&str, usize, usize)]| {
+            let vs = vs
+                .iter()
+                .map(|&(n, ready, unready)| (n.to_string(), Readiness { ready, unready }))
+                .collect();
+            update_stuck(stuck, &vs);
+        };
+        let mut stuck = BTreeSet::new();
+        look(&mut stuck, &[("in", 0, 1), ("cat", 0, 1)]);
+        assert!(stuck.is_empty(), "nothing ran: nothing came in");
+        look(&mut stuck, &[("in", 1, 0), ("cat", 0, 1), ("out", 1, 0)]);
+        assert_eq!(stuck, BTreeSet::from(["cat".to_string()]), "in but not out");
+        look(&mut stuck, &[]);
+        look(&mut stuck, &[("out", 1, 0)]);
+        assert!(
+            !stuck.is_empty(),
+            "scaled down, or cat not back yet: still held"
+        );
+        look(&mut stuck, &[("cat", 1, 1), ("out", 1, 0)]);
+        assert!(!stuck.is_empty(), "cat still has a pod not Ready");
+        look(&mut stuck, &[("cat", 1, 0), ("out", 1, 0)]);
+        assert!(stuck.is_empty(), "cat runs: the backlog is processed");
+    }
 
     #[test]
     fn namespace_from_the_daemon_service_name() {
