@@ -20,5 +20,6 @@ pub mod runtime;
 pub mod settings;
 pub mod status;
 pub mod status_hold;
+pub mod watches;
 
 pub use runtime::{Operator, OperatorOptions};

@@ -5,8 +5,9 @@ use crate::config_watch;
 use crate::context::{Ctx, Stores};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
-use crate::rollout::{self, Rollout, pipeline::isb_rollout_name};
-use crate::settings::{ConfigScope, Settings};
+use crate::rollout::{self, Rollout};
+use crate::settings::Settings;
+use crate::watches::{config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -20,6 +21,7 @@ use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
 };
+use numaplane_core::child::isb_rollout_name;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::path::PathBuf;
@@ -60,17 +62,6 @@ impl OperatorOptions {
             metrics: Arc::default(),
             leadership: None,
         }
-    }
-}
-
-/// An API over the watched scope.
-pub(crate) fn scoped<K>(client: &Client, ns: &Option<String>) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 
@@ -280,17 +271,6 @@ struct Subscriptions {
     pdbs: reflector::ReflectHandle<PodDisruptionBudget>,
 }
 
-pub(crate) fn subscribe<K>(
-    w: &reflector::store::Writer<K>,
-) -> anyhow::Result<reflector::ReflectHandle<K>>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    w.subscribe()
-        .ok_or_else(|| anyhow::anyhow!("store is not shared"))
-}
-
 /// Runs one watch into a shared store, without `managedFields` (a third of cached bytes).
 /// Shared watches don't pass deletions on to controllers, so deletions of labelled children
 /// are announced here and mapped back to their rollout (a deleted child must be recreated).
@@ -363,42 +343,6 @@ where
     Controller::for_stream(stream, reader)
 }
 
-/// A shared watch feeding `writer`, with a given reaction to deletions (which shared streams don't pass on).
-pub(crate) fn spawn_watch_with<K>(
-    tasks: &mut JoinSet<()>,
-    cancel: &CancellationToken,
-    api: Api<K>,
-    cfg: watcher::Config,
-    writer: reflector::store::Writer<K>,
-    metrics: Arc<Metrics>,
-    on_delete: impl Fn(&K) + Send + Sync + 'static,
-) where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let token = cancel.clone();
-    tasks.spawn(async move {
-        let stream = watcher(api, cfg)
-            .default_backoff()
-            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
-            .reflect_shared(writer)
-            .for_each(|ev| {
-                match ev {
-                    Ok(watcher::Event::Delete(obj)) => on_delete(&obj),
-                    Ok(_) => {}
-                    Err(e) => {
-                        metrics.cluster_cache_error_total.inc();
-                        tracing::warn!(kind = %K::kind(&()), error = %e, "watch error (retrying)");
-                    }
-                }
-                futures::future::ready(())
-            });
-        tokio::select! {
-            _ = token.cancelled() => {}
-            _ = stream => {}
-        }
-    });
-}
-
 /// Keeps `numaplane_kube_resource_monitored` (objects cached) and
 /// `numaplane_kube_resource_cache{K8SVersion}` current.
 fn spawn_cache_gauges(
@@ -436,34 +380,6 @@ fn spawn_cache_gauges(
                 .set(n as i64);
         }
     });
-}
-
-/// Rollouts of `store` in the scope of a configuration change.
-fn in_scope<R>(store: &Store<R>, scope: &ConfigScope) -> Vec<ObjectRef<R>>
-where
-    R: Resource<DynamicType = ()> + Clone + 'static,
-{
-    store
-        .state()
-        .iter()
-        .filter(|r| match scope {
-            ConfigScope::All => true,
-            ConfigScope::Namespace(ns) => r.namespace().as_deref() == Some(ns.as_str()),
-        })
-        .map(|r| ObjectRef::from_obj(&**r))
-        .collect()
-}
-
-pub(crate) fn config_triggers<R>(
-    settings: &Settings,
-    store: Store<R>,
-) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
-where
-    R: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
-    settings
-        .changes()
-        .flat_map(move |scope| futures::stream::iter(in_scope(&store, &scope)))
 }
 
 /// What the controllers are built from.
@@ -657,17 +573,4 @@ fn run_controller<R: Rollout>(
             })
             .await;
     });
-}
-
-/// Fires when this replica becomes leader: a new leader reconciles everything, as standbys did
-/// nothing while it was away.
-pub(crate) fn leadership_gained(
-    gained: &broadcast::Sender<()>,
-) -> impl Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(gained.subscribe(), |mut rx| async move {
-        match rx.recv().await {
-            Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => Some(((), rx)),
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
-    })
 }

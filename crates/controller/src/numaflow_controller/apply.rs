@@ -8,7 +8,7 @@
 //! returned, or that are gone. A full pass (new inputs, operator restart, or every
 //! [`crate::context::RESYNC`]) applies everything and prunes.
 
-use super::NcCtx;
+use super::nc_ctx::{Applied, NcCtx};
 use super::owned::{Cached, Seen, seen_after_apply};
 use super::render::{ObjKey, RenderedObject};
 use crate::children::FIELD_MANAGER;
@@ -24,21 +24,7 @@ use numaplane_api::NumaflowController;
 use numaplane_api::common::GroupVersionKind;
 use numaplane_api::keys::labels;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
-use std::time::Instant;
 use tracing::{debug, info, warn};
-
-/// What a NumaflowController last applied successfully (memory only: after a restart the first
-/// pass is a full one).
-#[derive(Clone, Debug)]
-pub struct Applied {
-    /// Hash of everything the rendering and pruning depend on.
-    pub input: u64,
-    pub at: Instant,
-    pub rendered: Arc<Vec<RenderedObject>>,
-    /// Objects of watched kinds as our last apply returned them.
-    pub seen: HashMap<ObjKey, Seen>,
-}
 
 /// What a sync did.
 #[derive(Debug, Default)]

@@ -1,11 +1,11 @@
 //! The NumaflowController reconciler: definition → rendered objects → cluster, then health from
 //! the Numaflow controller Deployment.
 
-use super::apply::{self, Applied};
+use super::apply;
 use super::health::deployment_health;
+use super::nc_ctx::{Applied, NcCtx, next_action};
 use super::owned::Cached;
 use super::render::{self, ObjKey, Target};
-use super::{NcCtx, next_action};
 use crate::error::Error;
 use crate::events::source;
 use crate::status;

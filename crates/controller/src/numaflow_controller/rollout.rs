@@ -4,7 +4,7 @@
 //! (their Pipelines and ISB services need it to clear their finalizers).
 
 use super::health::mirror_controller;
-use super::{NcCtx, next_action};
+use super::nc_ctx::{NcCtx, next_action};
 use crate::error::{Error, KubeContext, is_not_found};
 use crate::events::source;
 use crate::{finalizer, metrics::Labels, status};

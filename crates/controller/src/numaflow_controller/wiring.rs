@@ -4,10 +4,11 @@
 //! namespace, also in the operator's own namespace (the fallback of every lookup).
 
 use super::definitions::{self, Changed, Definitions};
+use super::nc_ctx::NcCtx;
 use super::owned::OwnedStores;
-use super::{NcCtx, controller, rollout};
+use super::{controller, rollout};
 use crate::context::Ctx;
-use crate::runtime::{config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe};
+use crate::watches::{config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};

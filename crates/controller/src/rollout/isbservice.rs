@@ -1,7 +1,7 @@
 //! ISBServiceRollout: one PodDisruptionBudget per InterStepBufferService, and health that
 //! includes the JetStream StatefulSet's rollout.
 
-use super::{Carry, Rollout};
+use super::kind::{Carry, Rollout};
 use crate::children::{DesiredChild, FIELD_MANAGER};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext};
@@ -116,7 +116,7 @@ async fn recreate(
     ctx.events
         .publish(
             source::ISBSVC_ROLLOUT,
-            &super::object_ref(rollout),
+            &rollout.object_ref(&()),
             EventType::Normal,
             event_reason::DELETING,
             format!(
@@ -192,7 +192,7 @@ async fn carry(
         ctx.events
             .publish(
                 source::ISBSVC_ROLLOUT,
-                &super::object_ref(rollout),
+                &rollout.object_ref(&()),
                 EventType::Normal,
                 event_reason::PIPELINES_PAUSED,
                 format!(
@@ -262,8 +262,8 @@ impl Rollout for ISBServiceRollout {
         TemplateVars::isbsvc(child, namespace)
     }
 
-    fn progressive_parts(&self) -> Option<super::progressive::Parts<'_>> {
-        Some(super::progressive::Parts {
+    fn progressive_parts(&self) -> Option<super::kind::Parts<'_>> {
+        Some(super::kind::Parts {
             kind: numaplane_core::progressive::Kind::InterStepBufferService,
             strategy: self
                 .spec

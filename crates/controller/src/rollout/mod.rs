@@ -1,38 +1,37 @@
 //! The reconcile loop shared by PipelineRollout, MonoVertexRollout and ISBServiceRollout:
 //! observe (watch caches), decide, act (server-side apply), report (one status write).
-//! What differs per kind sits behind the [`Rollout`] trait in `pipeline.rs`, `monovertex.rs` and
-//! `isbservice.rs`.
+//! What differs per kind sits behind the [`Rollout`] trait (`kind.rs`), implemented in
+//! `pipeline.rs`, `monovertex.rs` and `isbservice.rs`; what the child should be is in
+//! `desired.rs`, cache lookups in `lookup.rs`. The submodules never import this one: the loop
+//! calls down into them, never the other way.
 
+mod desired;
 pub mod isbservice;
+mod kind;
+mod lookup;
 pub mod monovertex;
 pub mod pipeline;
 pub mod progressive;
 pub mod recycle;
 
-use crate::children::{self, ChildObject, DesiredChild};
+use desired::{desired_child, desired_riders};
+pub use kind::{Carry, Parts, Rollout};
+use lookup::{find_promoted, is_promoted};
+
+use crate::children::{self, ChildObject};
 use crate::context::{Ctx, RESYNC};
 use crate::error::Error;
 use crate::events::EventSink;
 use crate::finalizer;
 use crate::riders;
 use crate::status::{self, RolloutStatus};
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
-use numaplane_api::common::{ChildMetadata, UpgradeStrategy};
+use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{self, labels, upgrade_state};
-use numaplane_core::health::Health;
-use numaplane_core::riders::RiderSpec;
-use numaplane_core::template::TemplateVars;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
-use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -43,180 +42,6 @@ const DELETION_RECHECK: Duration = Duration::from_secs(2);
 /// a safety net behind the watch triggers, e.g. for an allow-data-loss annotation added to
 /// another rollout.
 pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
-
-/// What a kind must provide to run the shared loop.
-pub trait Rollout:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
-    type Child: ChildObject;
-    type Status: RolloutStatus;
-    /// Prepared by [`Rollout::resolve`]: what the child needs from other objects.
-    type Resolved: Send + Sync;
-
-    /// Controller name (metrics, logs), as the reference names it.
-    const CONTROLLER: &'static str;
-    /// Event source (reporting controller), as the reference names it.
-    const EVENT_SOURCE: &'static str;
-    /// Reason of the Normal Event after a successful pass that changed something.
-    const SUCCESS_EVENT: &'static str;
-    /// JSON path of the embedded child spec, for error messages.
-    const SPEC_PATH: &'static str;
-    /// Name of the object label of this kind's health metric.
-    const METRIC_LABEL: &'static str;
-
-    fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
-    fn rider_specs(&self) -> Vec<RiderSpec>;
-    fn template_vars(child: &str, namespace: &str) -> TemplateVars;
-    fn status_of(&self) -> Option<&Self::Status>;
-    fn children(stores: &crate::context::Stores) -> &Store<Self::Child>;
-
-    /// Checks the user's child spec; the message names the field and the problem.
-    fn validate(spec: &Value) -> Result<(), Error>;
-
-    /// Looks up what the child depends on. `Ok(None)` means "not yet": the rollout waits with
-    /// the returned message and is woken when the dependency appears.
-    fn resolve(
-        &self,
-        ctx: &Ctx,
-    ) -> impl Future<Output = Result<Result<Self::Resolved, String>, Error>> + Send;
-
-    /// Kind-specific labels and spec changes of the desired child.
-    fn customize(&self, resolved: &Self::Resolved, desired: &mut DesiredChild) {
-        let _ = (resolved, desired);
-    }
-
-    /// Adjusts the desired child to the live one before comparing (e.g. keep autoscaled
-    /// replicas). Runs only when a live promoted child exists.
-    fn adapt_to_live(&self, live: &Self::Child, desired: &mut DesiredChild) {
-        let _ = (live, desired);
-    }
-
-    /// How a difference between the live and the desired child is carried over: applied
-    /// directly by default; a kind with a strategy may instead take a step of it (writing what
-    /// it needs itself) and leave the rollout pending.
-    fn carry_update(
-        &self,
-        ctx: &Ctx,
-        st: &mut Self::Status,
-        live: &Self::Child,
-        desired: DesiredChild,
-    ) -> impl Future<Output = Result<Carry<Self::Child>, Error>> + Send {
-        let _ = (ctx, st, live);
-        async { Ok(Carry::Apply(Box::new(desired))) }
-    }
-
-    /// Work to do right before an update is applied (e.g. slow resume of vertices).
-    fn before_update(
-        &self,
-        ctx: &Ctx,
-        live: &Self::Child,
-        desired: &DesiredChild,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let _ = (ctx, live, desired);
-        async { Ok(()) }
-    }
-
-    /// Objects that accompany the promoted child (e.g. the ISB service's PDB).
-    fn ensure_companions(
-        &self,
-        ctx: &Ctx,
-        child: &Self::Child,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let _ = (ctx, child);
-        async { Ok(()) }
-    }
-
-    /// Marks children recyclable because of something outside them (e.g. pipelines whose ISB
-    /// service is being recreated), saying what it did; the pass then ends, so nothing is
-    /// applied to a child from a cache that doesn't know it yet.
-    fn retire_children(
-        &self,
-        ctx: &Ctx,
-    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
-        let _ = ctx;
-        async { Ok(None) }
-    }
-
-    /// One step of getting rid of a `recyclable` child; returns when to look again if nothing
-    /// wakes the rollout first. By default the child is deleted once
-    /// [`Rollout::recyclable_in_use`] allows; pipelines drain first.
-    fn recycle(
-        &self,
-        ctx: &Ctx,
-        child: &Self::Child,
-    ) -> impl Future<Output = Result<Option<Timestamp>, Error>> + Send {
-        async move {
-            // Only pipelines drain (they override this); anything else goes once unused.
-            let reason = child
-                .labels()
-                .get(labels::UPGRADE_STATE_REASON)
-                .map(String::as_str);
-            if let Some(why) = Self::recyclable_in_use(ctx, child).await? {
-                debug!(child = %child.name_any(), %why, "recyclable child kept for now");
-                return Ok(None);
-            }
-            info!(child = %child.name_any(), ?reason, "deleting recyclable child");
-            let ns = child.namespace().unwrap_or_default();
-            children::delete::<Self::Child>(ctx, &ns, &child.name_any(), child.uid()).await?;
-            Ok(None)
-        }
-    }
-
-    /// Why a recyclable child that needs no draining must stay for now (e.g. an ISB service
-    /// still used by pipelines); `None` lets it be deleted.
-    fn recyclable_in_use(
-        ctx: &Ctx,
-        child: &Self::Child,
-    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
-        let _ = (ctx, child);
-        async { Ok(None) }
-    }
-
-    /// Health of the promoted child (`ChildResourcesHealthy`).
-    fn health(ctx: &Ctx, child: &Self::Child) -> Health;
-
-    /// Whether the child is unhealthy only because it, or something it needs, is still coming up
-    /// (an ISB service whose pods are starting; a pipeline whose ISB service is not running
-    /// yet; Numaflow catching up with its own writes): its status may wait like a settling
-    /// child's rather than report a state about to clear. The status hold bounds the wait, so
-    /// a child that never comes up is reported.
-    fn still_coming_up(ctx: &Ctx, child: &Self::Child) -> bool {
-        let _ = (ctx, child);
-        false
-    }
-
-    /// The progressive strategy's view of this rollout; `None` for kinds without it.
-    fn progressive_parts(&self) -> Option<progressive::Parts<'_>> {
-        None
-    }
-
-    /// The progressive engine's record in this kind's status.
-    fn read_record(st: &Self::Status) -> numaplane_core::progressive::Record {
-        let _ = st;
-        Default::default()
-    }
-
-    fn write_record(rec: &numaplane_core::progressive::Record, st: &mut Self::Status) {
-        let _ = (rec, st);
-    }
-
-    /// Kind-specific gauges from the status about to be written (pause durations).
-    fn observe_metrics(&self, ctx: &Ctx, st: &Self::Status, now: &Time) {
-        let _ = (ctx, st, now);
-    }
-
-    /// Kind-specific status: pause condition and times, pod selector…
-    fn observe_child(status: &mut Self::Status, child: &Self::Child, generation: i64, now: &Time) {
-        let _ = (status, child, generation, now);
-    }
-}
 
 /// Entry point used by the kube-runtime Controller.
 pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -312,7 +137,7 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
                     ctx.events
                         .publish_once(
                             R::EVENT_SOURCE,
-                            &object_ref(obj),
+                            &obj.object_ref(&()),
                             EventType::Normal,
                             R::SUCCESS_EVENT,
                             "Reconciliation successful: child created".into(),
@@ -411,14 +236,6 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
     let kind = children::kind_str::<R>();
     ctx.metrics.set_health(kind, &ns, &name, labels);
     ctx.metrics.count(kind, &ns, &name, true);
-}
-
-/// What [`Rollout::carry_update`] decided.
-pub enum Carry<C> {
-    /// Apply this child now (as a direct update).
-    Apply(Box<DesiredChild>),
-    /// A step was taken; the child is as returned and the rollout waits (message says for what).
-    Prepared { child: C, pending: Option<String> },
 }
 
 enum Pass {
@@ -610,61 +427,6 @@ fn not_yet_observed<C: ChildObject>(child: &C) -> bool {
     observed < child.meta().generation.unwrap_or(0)
 }
 
-/// The riders the rollout wants for `child` (templated with its name, per vertex where asked).
-pub(crate) fn desired_riders<R: Rollout>(
-    obj: &R,
-    ctx: &Ctx,
-    child: &R::Child,
-) -> Result<Vec<numaplane_core::riders::DesiredRider>, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let name = child.name_any();
-    let vertices = pipeline::vertex_names(child.spec());
-    Ok(numaplane_core::riders::desired_riders(
-        &obj.rider_specs(),
-        &name,
-        &ns,
-        |vertex| match vertex {
-            Some(v) => TemplateVars::pipeline_vertex(&name, &ns, v),
-            None => R::template_vars(&name, &ns),
-        },
-        &vertices,
-        &ctx.settings.controller().permitted_riders,
-    )?)
-}
-
-/// The newest child labelled `upgrade-state=promoted`.
-pub(crate) fn find_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
-    let store = R::children(&ctx.stores);
-    store
-        .state()
-        .into_iter()
-        .filter(|c| {
-            c.meta().namespace.as_deref() == Some(ns)
-                && c.labels()
-                    .get(labels::PARENT_ROLLOUT_NAME)
-                    .map(String::as_str)
-                    == Some(rollout)
-                && is_promoted(c.meta())
-                && c.meta().deletion_timestamp.is_none()
-        })
-        .max_by(|a, b| {
-            a.meta()
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0)
-                .cmp(&b.meta().creation_timestamp.as_ref().map(|t| t.0))
-        })
-        .map(|c| (*c).clone())
-}
-
-fn is_promoted(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(labels::UPGRADE_STATE))
-        .map(String::as_str)
-        == Some(upgrade_state::PROMOTED)
-}
-
 fn check_owned<R: Rollout>(obj: &R, child: &R::Child) -> Result<(), Error> {
     let uid = obj.uid();
     let owned = child
@@ -704,35 +466,6 @@ fn allocate_name<R: Rollout>(
     Err(Error::InvalidSpec(format!(
         "no free child name for {name}: all 1000 indices are taken"
     )))
-}
-
-/// The child as the rollout wants it: templated metadata and spec, Numaplane's labels, a
-/// controller owner reference.
-pub(crate) fn desired_child<R: Rollout>(
-    obj: &R,
-    resolved: &R::Resolved,
-    child_name: &str,
-    metadata: Option<&ChildMetadata>,
-    spec: &Value,
-) -> Result<DesiredChild, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let vars = R::template_vars(child_name, &ns);
-    let field = R::SPEC_PATH.strip_suffix(".spec").unwrap_or(R::SPEC_PATH);
-    let rendered =
-        numaplane_core::child::render_child(&obj.name_any(), field, metadata, spec, &vars)?;
-    let owner = obj
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidSpec("rollout has no uid yet".into()))?;
-    let mut desired = DesiredChild {
-        name: child_name.to_string(),
-        namespace: ns,
-        labels: rendered.labels,
-        annotations: rendered.annotations,
-        owner,
-        spec: rendered.spec,
-    };
-    obj.customize(resolved, &mut desired);
-    Ok(desired)
 }
 
 /// The child being deleted and recreated (`recyclable`, reason `delete-recreate`), if any.
@@ -879,10 +612,6 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
-pub(crate) fn object_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
-    obj.object_ref(&())
-}
-
 async fn publish<R: Rollout>(
     events: &EventSink,
     obj: &R,
@@ -892,6 +621,6 @@ async fn publish<R: Rollout>(
 ) {
     debug!(reason, %note, "event");
     events
-        .publish(R::EVENT_SOURCE, &object_ref(obj), t, reason, note)
+        .publish(R::EVENT_SOURCE, &obj.object_ref(&()), t, reason, note)
         .await;
 }

@@ -1,7 +1,7 @@
 //! MonoVertexRollout: keeps the autoscaled `spec.replicas` of the live MonoVertex (unless the
 //! user resumes it slowly) and publishes the promoted pod selector for VPAs.
 
-use super::Rollout;
+use super::kind::Rollout;
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::Error;
@@ -69,9 +69,9 @@ impl Rollout for MonoVertexRollout {
         TemplateVars::monovertex(child, namespace)
     }
 
-    fn progressive_parts(&self) -> Option<super::progressive::Parts<'_>> {
+    fn progressive_parts(&self) -> Option<super::kind::Parts<'_>> {
         let s = self.spec.strategy.as_ref();
-        Some(super::progressive::Parts {
+        Some(super::kind::Parts {
             kind: numaplane_core::progressive::Kind::MonoVertex,
             strategy: s.and_then(|s| s.progressive.as_ref()),
             analysis: s.and_then(|s| s.analysis.as_ref()),

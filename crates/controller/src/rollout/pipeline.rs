@@ -1,7 +1,7 @@
 //! PipelineRollout: resolves the InterStepBufferService its pipeline uses, labels the child with
 //! it, and resumes vertices slowly after a user pause unless `fastResume` is set.
 
-use super::{Carry, Rollout};
+use super::kind::{Carry, Rollout};
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
@@ -13,7 +13,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::{annotations, condition, event_reason, labels, upgrade_state};
-use numaplane_api::numaflow::{InterStepBufferService, Pipeline, Vertex};
+use numaplane_api::numaflow::{Pipeline, Vertex};
 use numaplane_api::{PipelineRollout, PipelineRolloutStatus};
 use numaplane_core::health::{self, Health, HealthStatus};
 use numaplane_core::riders::RiderSpec;
@@ -97,7 +97,7 @@ async fn paused_on_request(
             ctx.events
                 .publish(
                     source::PIPELINE_ROLLOUT,
-                    &super::object_ref(live),
+                    &live.object_ref(&()),
                     EventType::Normal,
                     event_reason::PIPELINE_PAUSE,
                     format!("pausing pipeline {}: pause requested by {by}", target.name),
@@ -168,7 +168,7 @@ fn ppnd_fast_resume(rollout: &PipelineRollout) -> bool {
 async fn clear_vertex_replicas(ctx: &Ctx, desired: &DesiredChild) -> Result<(), Error> {
     ctx.ensure_leader()?;
     let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &desired.namespace);
-    for v in vertex_names(&desired.spec) {
+    for v in numaplane_core::child::vertex_names(&desired.spec) {
         let name = format!("{}-{v}", desired.name);
         let patch = serde_json::json!({"spec": {"replicas": null}});
         match api
@@ -204,7 +204,7 @@ async fn pause_and_drain(
     let requests = crate::pause_requests::requests_for_pipeline(
         &ctx.stores,
         &ns,
-        &isb_rollout_name(&rollout.spec.pipeline.spec),
+        &numaplane_core::child::isb_rollout_name(&rollout.spec.pipeline.spec),
     );
     if !requests.is_empty() && !allow_data_loss {
         if live_phase(live.status()) != "Failed" {
@@ -246,7 +246,7 @@ async fn pause_and_drain(
         live_annotations: live.annotations(),
         allow_data_loss,
     });
-    let child_ref = super::object_ref(live);
+    let child_ref = live.object_ref(&());
     match step {
         PpndStep::Done => {
             st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
@@ -259,7 +259,7 @@ async fn pause_and_drain(
                 "it is Failed and won't pause"
             };
             let note = format!("pipeline {} updated without a pause: {why}", desired.name);
-            let regarding = super::object_ref(rollout);
+            let regarding = rollout.object_ref(&());
             let carry = finish(
                 ctx,
                 rollout,
@@ -301,7 +301,7 @@ async fn pause_and_drain(
             ctx.events
                 .publish(
                     source::PIPELINE_ROLLOUT,
-                    &super::object_ref(rollout),
+                    &rollout.object_ref(&()),
                     EventType::Normal,
                     event_reason::PIPELINE_UPDATE,
                     format!("pipeline {} updated while paused", desired.name),
@@ -355,56 +355,12 @@ async fn pause_and_drain(
     }
 }
 
-/// Name of the ISBServiceRollout a pipeline spec refers to (empty means `default`).
-pub fn isb_rollout_name(spec: &Value) -> String {
-    numaplane_core::child::isb_rollout_name(spec)
-}
-
-/// Vertex names of a pipeline spec, in order (empty for other kinds).
-pub fn vertex_names(spec: &Value) -> Vec<String> {
-    spec.get("vertices")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The InterStepBufferService a pipeline names, if any (Numaflow takes `default` otherwise).
 fn isbsvc_of(p: &Pipeline) -> Option<&str> {
     p.spec
         .get("interStepBufferServiceName")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-}
-
-/// The ISB service child a pipeline of `isb_rollout` should use: the newest trial, else the
-/// newest promoted one.
-pub fn current_isbsvc(
-    store: &Store<InterStepBufferService>,
-    ns: &str,
-    isb_rollout: &str,
-) -> Option<String> {
-    let all = store.state();
-    let newest = |state: &str| {
-        all.iter()
-            .filter(|c| {
-                c.namespace().as_deref() == Some(ns)
-                    && c.labels()
-                        .get(labels::PARENT_ROLLOUT_NAME)
-                        .map(String::as_str)
-                        == Some(isb_rollout)
-                    && c.labels().get(labels::UPGRADE_STATE).map(String::as_str) == Some(state)
-                    && c.meta().deletion_timestamp.is_none()
-            })
-            .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))
-            .map(|c| c.name_any())
-    };
-    newest(upgrade_state::TRIAL)
-        .or_else(|| newest(upgrade_state::IN_PROGRESS))
-        .or_else(|| newest(upgrade_state::PROMOTED))
 }
 
 fn desired_phase(spec: &Value) -> &str {
@@ -452,9 +408,9 @@ impl Rollout for PipelineRollout {
         TemplateVars::pipeline(child, namespace)
     }
 
-    fn progressive_parts(&self) -> Option<super::progressive::Parts<'_>> {
+    fn progressive_parts(&self) -> Option<super::kind::Parts<'_>> {
         let s = self.spec.strategy.as_ref();
-        Some(super::progressive::Parts {
+        Some(super::kind::Parts {
             kind: numaplane_core::progressive::Kind::Pipeline,
             strategy: s.and_then(|s| s.progressive.as_ref()),
             analysis: s.and_then(|s| s.analysis.as_ref()),
@@ -487,7 +443,7 @@ impl Rollout for PipelineRollout {
 
     async fn resolve(&self, ctx: &Ctx) -> Result<Result<IsbTarget, String>, Error> {
         let ns = self.namespace().unwrap_or_default();
-        let rollout = isb_rollout_name(&self.spec.pipeline.spec);
+        let rollout = numaplane_core::child::isb_rollout_name(&self.spec.pipeline.spec);
         let exists = ctx
             .stores
             .isb_rollouts
@@ -499,16 +455,18 @@ impl Rollout for PipelineRollout {
         }
         let pause_requests =
             crate::pause_requests::requests_for_pipeline(&ctx.stores, &ns, &rollout);
-        Ok(match current_isbsvc(&ctx.stores.isbsvcs, &ns, &rollout) {
-            Some(child) => Ok(IsbTarget {
-                rollout,
-                child,
-                pause_requests,
-            }),
-            None => Err(format!(
-                "waiting for ISBServiceRollout {rollout} to create its InterStepBufferService"
-            )),
-        })
+        Ok(
+            match super::lookup::current_isbsvc(&ctx.stores.isbsvcs, &ns, &rollout) {
+                Some(child) => Ok(IsbTarget {
+                    rollout,
+                    child,
+                    pause_requests,
+                }),
+                None => Err(format!(
+                    "waiting for ISBServiceRollout {rollout} to create its InterStepBufferService"
+                )),
+            },
+        )
     }
 
     /// Pipelines on an ISB service that became recyclable follow it, with its reason (a

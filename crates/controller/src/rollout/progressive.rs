@@ -3,7 +3,8 @@
 //! one next action; records the engine's state in status **before** acting; acts. The engine is
 //! pure and idempotent given the record, so a restart at any point continues the same upgrade.
 
-use super::{Carry, Rollout};
+use super::desired::{desired_child, desired_riders};
+use super::kind::{Carry, Parts, Rollout};
 use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_not_found};
@@ -18,7 +19,7 @@ use numaplane_api::common::{RiderStatus, UpgradeStrategy};
 use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
 use numaplane_api::numaflow::{AnalysisRun, Vertex};
 use numaplane_api::progressive::AnalysisPhase;
-use numaplane_api::strategy::{Analysis, ProgressiveStrategy};
+use numaplane_api::strategy::Analysis;
 use numaplane_core::config::{AssessmentSchedule, UserStrategy};
 use numaplane_core::health::HealthStatus;
 use numaplane_core::progressive::templates::{Template, TemplateRef};
@@ -29,14 +30,6 @@ use numaplane_core::progressive::{
 use numaplane_core::usde::json_eq;
 use serde_json::{Value, json};
 use tracing::info;
-
-/// What a kind needs to take part in progressive upgrades.
-pub struct Parts<'a> {
-    pub kind: Kind,
-    pub strategy: Option<&'a ProgressiveStrategy>,
-    pub analysis: Option<&'a Analysis>,
-    pub has_hpa_rider: bool,
-}
 
 fn metric_kind(kind: Kind) -> &'static str {
     match kind {
@@ -62,7 +55,7 @@ pub async fn rider_changes<R: Rollout>(
     if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive {
         return Ok(Vec::new());
     }
-    let desired = super::desired_riders(obj, ctx, child)?;
+    let desired = desired_riders(obj, ctx, child)?;
     let have = crate::riders::existing(ctx, &ns, st.riders()).await?;
     let diff = numaplane_core::riders::diff_riders(&desired, &have);
     Ok(numaplane_core::usde::rider_changes(&diff))
@@ -191,7 +184,7 @@ async fn isbsvc_health_sample<K: ChildObject>(
     let using: Vec<_> = prs
         .items
         .iter()
-        .filter(|pr| super::pipeline::isb_rollout_name(&pr.spec.pipeline.spec) == isb_rollout)
+        .filter(|pr| numaplane_core::child::isb_rollout_name(&pr.spec.pipeline.spec) == isb_rollout)
         .map(|pr| {
             pr.status
                 .as_ref()
@@ -505,7 +498,7 @@ fn wanted_trial_riders<R: Rollout>(
     ctx: &Ctx,
     trial: &R::Child,
 ) -> Result<Vec<numaplane_core::riders::DesiredRider>, Error> {
-    Ok(super::desired_riders(obj, ctx, trial)?
+    Ok(desired_riders(obj, ctx, trial)?
         .into_iter()
         .filter(|r| r.gvk.kind != "HorizontalPodAutoscaler")
         .collect())
@@ -573,7 +566,7 @@ pub async fn pass<R: Rollout>(
     let rollout_changed = st.common().observed_generation != generation;
     let mut trial = None;
     if let Some(t) = &trial_obj {
-        let want = super::desired_child(obj, resolved, &t.name_any(), metadata, template)?;
+        let want = desired_child(obj, resolved, &t.name_any(), metadata, template)?;
         let mut differs = !json_eq(
             &scale::comparable_trial_spec(kind, t.spec(), &record.trial_scale),
             &scale::comparable_trial_spec(kind, &want.spec, &scale::TrialScaleRecord::None),
@@ -671,7 +664,7 @@ pub async fn pass<R: Rollout>(
             name: trial_name,
             promoted_scale_values,
         } => {
-            let mut want = super::desired_child(obj, resolved, &trial_name, metadata, template)?;
+            let mut want = desired_child(obj, resolved, &trial_name, metadata, template)?;
             want.labels
                 .insert(labels::UPGRADE_STATE.into(), upgrade_state::TRIAL.into());
             want.spec = scale::trial_spec(kind, &want.spec, &promoted_scale_values);

@@ -79,7 +79,7 @@ async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Resul
 /// Sets `min=max=n` (not disabled) on the named vertices, each guarded by its name at its index.
 async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Error> {
     ctx.ensure_leader()?;
-    let vertices = crate::rollout::pipeline::vertex_names(&p.spec);
+    let vertices = numaplane_core::child::vertex_names(&p.spec);
     let mut ops = Vec::new();
     for (name, n) in want {
         let Some(i) = vertices.iter().position(|v| v == name) else {
@@ -168,13 +168,13 @@ pub async fn recycle(
     let ns = rollout.namespace().unwrap_or_default();
     let name = rollout.name_any();
     let cfg = ctx.settings.controller();
-    let isbsvc = crate::rollout::pipeline::current_isbsvc(
+    let isbsvc = super::lookup::current_isbsvc(
         &ctx.stores.isbsvcs,
         &ns,
-        &crate::rollout::pipeline::isb_rollout_name(&rollout.spec.pipeline.spec),
+        &numaplane_core::child::isb_rollout_name(&rollout.spec.pipeline.spec),
     );
     let rollout_spec = rollout_spec_for(rollout, &p.name_any(), None)?;
-    let promoted = crate::rollout::find_promoted::<PipelineRollout>(ctx, &ns, &name);
+    let promoted = super::lookup::find_promoted::<PipelineRollout>(ctx, &ns, &name);
     let promoted_target = match &promoted {
         Some(pr) => Some(rollout_spec_for(
             rollout,

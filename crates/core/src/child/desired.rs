@@ -63,6 +63,18 @@ pub fn isb_rollout_name(spec: &Value) -> String {
         .to_string()
 }
 
+/// Vertex names of a pipeline spec, in order (empty for other kinds).
+pub fn vertex_names(spec: &Value) -> Vec<String> {
+    spec.get("vertices")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A Pipeline runs on the ISB service child of its ISBServiceRollout: labels name both, and the
 /// spec names the child instead of the rollout.
 pub fn point_pipeline_at_isbsvc(

@@ -9,6 +9,7 @@ mod validate;
 
 pub use desired::{
     RenderedChild, isb_rollout_name, keep_live_replicas, point_pipeline_at_isbsvc, render_child,
+    vertex_names,
 };
 
 pub use validate::{

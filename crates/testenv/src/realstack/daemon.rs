@@ -8,12 +8,12 @@
 //! What it answers, in the absence of a running data plane: a pipeline holds messages while one
 //! of its vertex pods is not Ready (data stuck behind a vertex whose image cannot be pulled, or
 //! that crash-loops, never drains). Messages stay in the buffers when the pods go: once a
-//! vertex had a pod not Ready while another vertex ran (data came in but could not go on), the
-//! pipeline holds messages until that vertex runs with Ready pods only, even while scaled to
-//! zero in between. Otherwise it is drained. A test can direct a pipeline to hold messages for a while or
+//! vertex after the source had a pod not Ready while a source ran (data came in but could not
+//! go on), the pipeline holds messages until that vertex runs with Ready pods only, even while
+//! scaled to zero in between. Otherwise it is drained. A test can direct a pipeline to hold messages for a while or
 //! for good ([`DaemonStandIn::set_pending`], [`DaemonStandIn::drain_after`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
+use numaplane_api::numaflow::Pipeline;
 
 use anyhow::{Context, Result};
 use tonic::transport::{Identity, Server, ServerTlsConfig};
@@ -65,12 +66,19 @@ pub struct DaemonStandIn {
     calls: Arc<Mutex<HashMap<(String, String), u64>>>,
     holding: Holding,
     pods: Store<Pod>,
+    pipelines: Store<Pipeline>,
 }
 
 impl DaemonStandIn {
     /// Starts the gRPC server on a free loopback port, on the current Tokio runtime, serving TLS
-    /// with the given certificate and key (PEM); `pods` are Numaflow's pods, as a store.
-    pub async fn start(cert_pem: &str, key_pem: &str, pods: Store<Pod>) -> Result<Self> {
+    /// with the given certificate and key (PEM); `pods` are Numaflow's pods, as a store, and
+    /// `pipelines` every Pipeline.
+    pub async fn start(
+        cert_pem: &str,
+        key_pem: &str,
+        pods: Store<Pod>,
+        pipelines: Store<Pipeline>,
+    ) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .context("binding the daemon stand-in")?;
@@ -81,6 +89,7 @@ impl DaemonStandIn {
             calls: Arc::default(),
             holding: Holding::default(),
             pods,
+            pipelines,
         };
         tokio::spawn(standin.clone().track_holding());
         let service = DaemonServiceServer::new(standin.clone());
@@ -150,12 +159,34 @@ impl DaemonStandIn {
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         loop {
             tick.tick().await;
-            let pods = vertex_pods(&self.pods.state());
-            if let Ok(mut holding) = self.holding.lock() {
-                for (key, vertices) in pods {
-                    update_stuck(holding.entry(key).or_default(), &vertices);
+            let mut pods = vertex_pods(&self.pods.state());
+            let pipelines = self.pipelines.state();
+            let Ok(mut holding) = self.holding.lock() else {
+                continue;
+            };
+            let mut live = HashSet::new();
+            for pl in &pipelines {
+                let key = (pl.namespace().unwrap_or_default(), pl.name_any());
+                // The vertices as the spec has them now: a vertex taken out of the spec takes
+                // its buffer with it (the daemon lists the current vertices' buffers only).
+                let mut vertices = BTreeMap::new();
+                for v in pl.spec["vertices"].as_array().into_iter().flatten() {
+                    let Some(name) = v["name"].as_str() else {
+                        continue;
+                    };
+                    let mut r = pods
+                        .get_mut(&key)
+                        .and_then(|p| p.remove(name))
+                        .unwrap_or_default();
+                    r.source = v.get("source").is_some_and(|s| !s.is_null());
+                    vertices.insert(name.to_string(), r);
                 }
+                let stuck = holding.entry(key.clone()).or_default();
+                update_stuck(stuck, &vertices);
+                stuck.retain(|v| vertices.contains_key(v));
+                live.insert(key);
             }
+            holding.retain(|k, _| live.contains(k));
         }
     }
 
@@ -172,21 +203,23 @@ impl DaemonStandIn {
     }
 }
 
-/// How many of a vertex's live (not terminating) pods are Ready and not.
+/// How many of a vertex's live (not terminating) pods are Ready and not, and whether the
+/// pipeline's spec makes it a source.
 #[derive(Default, Debug, PartialEq)]
 struct Readiness {
+    source: bool,
     ready: usize,
     unready: usize,
 }
 
 /// Updates the vertices messages are stuck at, from one look at a pipeline's vertex pods.
-/// Messages get stuck at a vertex with a pod not Ready while another vertex runs (data came in
-/// but cannot go on); they are processed once that vertex has Ready pods only. With no pods
-/// (scaled to zero) the buffers keep what they had.
+/// Messages get stuck at a vertex after the source with a pod not Ready while a source runs
+/// (data came in but cannot go on); they are processed once that vertex has Ready pods only.
+/// With no pods (scaled to zero) the buffers keep what they had.
 fn update_stuck(stuck: &mut BTreeSet<String>, vertices: &BTreeMap<String, Readiness>) {
-    let running = vertices.values().any(|r| r.ready > 0);
-    for (name, r) in vertices {
-        if r.unready > 0 && running {
+    let ingesting = vertices.values().any(|r| r.source && r.ready > 0);
+    for (name, r) in vertices.iter().filter(|(_, r)| !r.source) {
+        if r.unready > 0 && ingesting {
             stuck.insert(name.clone());
         } else if r.unready == 0 && r.ready > 0 {
             stuck.remove(name);
@@ -298,13 +331,25 @@ mod tests {
         let look = |stuck: &mut BTreeSet<String>, vs: &[(&str, usize, usize)]| {
             let vs = vs
                 .iter()
-                .map(|&(n, ready, unready)| (n.to_string(), Readiness { ready, unready }))
+                .map(|&(n, ready, unready)| {
+                    let source = n == "in";
+                    (
+                        n.to_string(),
+                        Readiness {
+                            source,
+                            ready,
+                            unready,
+                        },
+                    )
+                })
                 .collect();
             update_stuck(stuck, &vs);
         };
         let mut stuck = BTreeSet::new();
         look(&mut stuck, &[("in", 0, 1), ("cat", 0, 1)]);
         assert!(stuck.is_empty(), "nothing ran: nothing came in");
+        look(&mut stuck, &[("in", 0, 1), ("cat", 1, 0), ("out", 0, 1)]);
+        assert!(stuck.is_empty(), "the source never ran: nothing came in");
         look(&mut stuck, &[("in", 1, 0), ("cat", 0, 1), ("out", 1, 0)]);
         assert_eq!(stuck, BTreeSet::from(["cat".to_string()]), "in but not out");
         look(&mut stuck, &[]);

@@ -123,7 +123,7 @@ impl RealStack {
                 let watch = kube::runtime::reflector::reflector(
                     writer,
                     kube::runtime::watcher(
-                        Api::<Pod>::all(client),
+                        Api::<Pod>::all(client.clone()),
                         kube::runtime::watcher::Config::default()
                             .labels("app.kubernetes.io/part-of=numaflow"),
                     ),
@@ -132,7 +132,21 @@ impl RealStack {
                     kube::runtime::WatchStreamExt::default_backoff(watch)
                         .for_each(|_| futures::future::ready(())),
                 );
-                let daemon = DaemonStandIn::start(&cert, &key, pods.clone()).await?;
+                // And of the pipelines, for the daemon's view of their vertices.
+                let (pipelines, writer) =
+                    kube::runtime::reflector::store::<numaplane_api::numaflow::Pipeline>();
+                let watch = kube::runtime::reflector::reflector(
+                    writer,
+                    kube::runtime::watcher(
+                        Api::all(client.clone()),
+                        kube::runtime::watcher::Config::default(),
+                    ),
+                );
+                tokio::spawn(
+                    kube::runtime::WatchStreamExt::default_backoff(watch)
+                        .for_each(|_| futures::future::ready(())),
+                );
+                let daemon = DaemonStandIn::start(&cert, &key, pods.clone(), pipelines).await?;
                 let metrics = MetricsStandIn::start(pods).await?;
                 anyhow::Ok((daemon, metrics))
             })

@@ -1,0 +1,214 @@
+//! What a rollout kind provides to the shared loop: the [`Rollout`] trait, and the shapes its
+//! hooks answer with.
+
+use crate::children::{self, ChildObject, DesiredChild};
+use crate::context::Ctx;
+use crate::error::Error;
+use crate::status::RolloutStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::core::NamespaceResourceScope;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::ChildMetadata;
+use numaplane_api::keys::labels;
+use numaplane_api::strategy::{Analysis, ProgressiveStrategy};
+use numaplane_core::health::Health;
+use numaplane_core::progressive::Kind;
+use numaplane_core::riders::RiderSpec;
+use numaplane_core::template::TemplateVars;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::fmt::Debug;
+use tracing::{debug, info};
+
+/// What a kind must provide to run the shared loop.
+pub trait Rollout:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    type Child: ChildObject;
+    type Status: RolloutStatus;
+    /// Prepared by [`Rollout::resolve`]: what the child needs from other objects.
+    type Resolved: Send + Sync;
+
+    /// Controller name (metrics, logs), as the reference names it.
+    const CONTROLLER: &'static str;
+    /// Event source (reporting controller), as the reference names it.
+    const EVENT_SOURCE: &'static str;
+    /// Reason of the Normal Event after a successful pass that changed something.
+    const SUCCESS_EVENT: &'static str;
+    /// JSON path of the embedded child spec, for error messages.
+    const SPEC_PATH: &'static str;
+    /// Name of the object label of this kind's health metric.
+    const METRIC_LABEL: &'static str;
+
+    fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
+    fn rider_specs(&self) -> Vec<RiderSpec>;
+    fn template_vars(child: &str, namespace: &str) -> TemplateVars;
+    fn status_of(&self) -> Option<&Self::Status>;
+    fn children(stores: &crate::context::Stores) -> &Store<Self::Child>;
+
+    /// Checks the user's child spec; the message names the field and the problem.
+    fn validate(spec: &Value) -> Result<(), Error>;
+
+    /// Looks up what the child depends on. `Ok(None)` means "not yet": the rollout waits with
+    /// the returned message and is woken when the dependency appears.
+    fn resolve(
+        &self,
+        ctx: &Ctx,
+    ) -> impl Future<Output = Result<Result<Self::Resolved, String>, Error>> + Send;
+
+    /// Kind-specific labels and spec changes of the desired child.
+    fn customize(&self, resolved: &Self::Resolved, desired: &mut DesiredChild) {
+        let _ = (resolved, desired);
+    }
+
+    /// Adjusts the desired child to the live one before comparing (e.g. keep autoscaled
+    /// replicas). Runs only when a live promoted child exists.
+    fn adapt_to_live(&self, live: &Self::Child, desired: &mut DesiredChild) {
+        let _ = (live, desired);
+    }
+
+    /// How a difference between the live and the desired child is carried over: applied
+    /// directly by default; a kind with a strategy may instead take a step of it (writing what
+    /// it needs itself) and leave the rollout pending.
+    fn carry_update(
+        &self,
+        ctx: &Ctx,
+        st: &mut Self::Status,
+        live: &Self::Child,
+        desired: DesiredChild,
+    ) -> impl Future<Output = Result<Carry<Self::Child>, Error>> + Send {
+        let _ = (ctx, st, live);
+        async { Ok(Carry::Apply(Box::new(desired))) }
+    }
+
+    /// Work to do right before an update is applied (e.g. slow resume of vertices).
+    fn before_update(
+        &self,
+        ctx: &Ctx,
+        live: &Self::Child,
+        desired: &DesiredChild,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (ctx, live, desired);
+        async { Ok(()) }
+    }
+
+    /// Objects that accompany the promoted child (e.g. the ISB service's PDB).
+    fn ensure_companions(
+        &self,
+        ctx: &Ctx,
+        child: &Self::Child,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let _ = (ctx, child);
+        async { Ok(()) }
+    }
+
+    /// Marks children recyclable because of something outside them (e.g. pipelines whose ISB
+    /// service is being recreated), saying what it did; the pass then ends, so nothing is
+    /// applied to a child from a cache that doesn't know it yet.
+    fn retire_children(
+        &self,
+        ctx: &Ctx,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = ctx;
+        async { Ok(None) }
+    }
+
+    /// One step of getting rid of a `recyclable` child; returns when to look again if nothing
+    /// wakes the rollout first. By default the child is deleted once
+    /// [`Rollout::recyclable_in_use`] allows; pipelines drain first.
+    fn recycle(
+        &self,
+        ctx: &Ctx,
+        child: &Self::Child,
+    ) -> impl Future<Output = Result<Option<Timestamp>, Error>> + Send {
+        async move {
+            // Only pipelines drain (they override this); anything else goes once unused.
+            let reason = child
+                .labels()
+                .get(labels::UPGRADE_STATE_REASON)
+                .map(String::as_str);
+            if let Some(why) = Self::recyclable_in_use(ctx, child).await? {
+                debug!(child = %child.name_any(), %why, "recyclable child kept for now");
+                return Ok(None);
+            }
+            info!(child = %child.name_any(), ?reason, "deleting recyclable child");
+            let ns = child.namespace().unwrap_or_default();
+            children::delete::<Self::Child>(ctx, &ns, &child.name_any(), child.uid()).await?;
+            Ok(None)
+        }
+    }
+
+    /// Why a recyclable child that needs no draining must stay for now (e.g. an ISB service
+    /// still used by pipelines); `None` lets it be deleted.
+    fn recyclable_in_use(
+        ctx: &Ctx,
+        child: &Self::Child,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        let _ = (ctx, child);
+        async { Ok(None) }
+    }
+
+    /// Health of the promoted child (`ChildResourcesHealthy`).
+    fn health(ctx: &Ctx, child: &Self::Child) -> Health;
+
+    /// Whether the child is unhealthy only because it, or something it needs, is still coming up
+    /// (an ISB service whose pods are starting; a pipeline whose ISB service is not running
+    /// yet; Numaflow catching up with its own writes): its status may wait like a settling
+    /// child's rather than report a state about to clear. The status hold bounds the wait, so
+    /// a child that never comes up is reported.
+    fn still_coming_up(ctx: &Ctx, child: &Self::Child) -> bool {
+        let _ = (ctx, child);
+        false
+    }
+
+    /// The progressive strategy's view of this rollout; `None` for kinds without it.
+    fn progressive_parts(&self) -> Option<Parts<'_>> {
+        None
+    }
+
+    /// The progressive engine's record in this kind's status.
+    fn read_record(st: &Self::Status) -> numaplane_core::progressive::Record {
+        let _ = st;
+        Default::default()
+    }
+
+    fn write_record(rec: &numaplane_core::progressive::Record, st: &mut Self::Status) {
+        let _ = (rec, st);
+    }
+
+    /// Kind-specific gauges from the status about to be written (pause durations).
+    fn observe_metrics(&self, ctx: &Ctx, st: &Self::Status, now: &Time) {
+        let _ = (ctx, st, now);
+    }
+
+    /// Kind-specific status: pause condition and times, pod selector…
+    fn observe_child(status: &mut Self::Status, child: &Self::Child, generation: i64, now: &Time) {
+        let _ = (status, child, generation, now);
+    }
+}
+
+/// What [`Rollout::carry_update`] decided.
+pub enum Carry<C> {
+    /// Apply this child now (as a direct update).
+    Apply(Box<DesiredChild>),
+    /// A step was taken; the child is as returned and the rollout waits (message says for what).
+    Prepared { child: C, pending: Option<String> },
+}
+
+/// What a kind needs to take part in progressive upgrades.
+pub struct Parts<'a> {
+    pub kind: Kind,
+    pub strategy: Option<&'a ProgressiveStrategy>,
+    pub analysis: Option<&'a Analysis>,
+    pub has_hpa_rider: bool,
+}

@@ -1,0 +1,329 @@
+//! The controller's modules import one another one way only: no module reaches, directly or
+//! through others, back into a module that uses it (issue "observe, plan, act, report", item 5).
+//! A cycle is what makes a reconcile hard to follow: a reader entering `rollout::reconcile`
+//! should go down, never round. Read from the source, as a reviewer would.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module path (`crate::rollout::pipeline`) of a source file under `src/`.
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?.with_extension("");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+        parts.pop();
+    }
+    let mut path = vec!["crate".to_string()];
+    path.extend(parts);
+    Some(path.join("::"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src").flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file without comments, string literals and its `#[cfg(test)]` module (a test
+/// module's `use super::*` is the module itself).
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '\'' if chars.peek() == Some(&'"') => {
+                // The character literal '"'.
+                chars.next();
+                chars.next();
+            }
+            '"' if out.ends_with("r#") => {
+                // A raw string: up to `"#`, quotes and all.
+                let mut prev = ' ';
+                for c in chars.by_ref() {
+                    if prev == '"' && c == '#' {
+                        break;
+                    }
+                    prev = c;
+                }
+                out.push_str("\"\"#");
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    match (escaped, c) {
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        _ => escaped = false,
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Every path the code names, as its segments: `a::b::c`, and each item of `a::{b, c::d}`.
+fn paths(code: &str) -> Vec<Vec<String>> {
+    let tokens: Vec<String> = {
+        let mut t = Vec::new();
+        let mut cur = String::new();
+        let mut chars = code.chars().peekable();
+        while let Some(c) = chars.next() {
+            if is_ident(c) {
+                cur.push(c);
+                continue;
+            }
+            if !cur.is_empty() {
+                t.push(std::mem::take(&mut cur));
+            }
+            if c == ':' && chars.peek() == Some(&':') {
+                chars.next();
+                t.push("::".into());
+            } else if "{},;".contains(c) {
+                t.push(c.to_string());
+            }
+        }
+        t
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if !tokens[i].starts_with(is_ident) || (i > 0 && tokens[i - 1] == "::") {
+            i += 1;
+            continue;
+        }
+        let mut path = vec![tokens[i].clone()];
+        let mut j = i + 1;
+        while j + 1 < tokens.len() && tokens[j] == "::" && tokens[j + 1].starts_with(is_ident) {
+            path.push(tokens[j + 1].clone());
+            j += 2;
+        }
+        if j + 1 < tokens.len() && tokens[j] == "::" && tokens[j + 1] == "{" {
+            // One level of braces: the first segment of each item.
+            let mut k = j + 2;
+            let mut depth = 0;
+            let mut at_item = true;
+            while k < tokens.len() {
+                match tokens[k].as_str() {
+                    "{" => depth += 1,
+                    "}" if depth == 0 => break,
+                    "}" => depth -= 1,
+                    "," if depth == 0 => at_item = true,
+                    t if at_item && depth == 0 && t.starts_with(is_ident) => {
+                        let mut p = path.clone();
+                        p.push(t.to_string());
+                        out.push(p);
+                        at_item = false;
+                    }
+                    _ => {}
+                }
+                k += 1;
+            }
+        }
+        if path.len() > 1 {
+            out.push(path);
+        }
+        i = j;
+    }
+    out
+}
+
+/// The module a path names from `module`, if it is one of ours: the longest module prefix.
+fn target(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<String> {
+    let here: Vec<&str> = module.split("::").collect();
+    let (mut base, rest): (Vec<String>, &[String]) = match path[0].as_str() {
+        "crate" => (vec!["crate".into()], &path[1..]),
+        "self" => (here.iter().map(|s| s.to_string()).collect(), &path[1..]),
+        "super" => {
+            let mut b: Vec<String> = here.iter().map(|s| s.to_string()).collect();
+            b.pop();
+            (b, &path[1..])
+        }
+        // A relative path into a child module of this one.
+        first => {
+            let child = format!("{module}::{first}");
+            if !modules.contains(&child) {
+                return None;
+            }
+            (here.iter().map(|s| s.to_string()).collect(), path)
+        }
+    };
+    let mut found = None;
+    let prefix = base.join("::");
+    if modules.contains(&prefix) {
+        found = Some(prefix);
+    }
+    for seg in rest {
+        if seg == "super" {
+            base.pop();
+        } else {
+            base.push(seg.clone());
+        }
+        let m = base.join("::");
+        if modules.contains(&m) {
+            found = Some(m);
+        } else if seg != "super" {
+            break;
+        }
+    }
+    found.filter(|m| m != module)
+}
+
+/// Module → the modules it names.
+fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.retain(|f| !f.ends_with("main.rs"));
+    let by_module: BTreeMap<String, PathBuf> = files
+        .iter()
+        .filter_map(|f| Some((module_of(src, f)?, f.clone())))
+        .collect();
+    let modules: BTreeSet<String> = by_module.keys().cloned().collect();
+    let mut edges = BTreeMap::new();
+    for (module, file) in &by_module {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let to: BTreeSet<String> = paths(&code_of(&text))
+            .iter()
+            .filter_map(|p| target(module, p, &modules))
+            .collect();
+        edges.insert(module.clone(), to);
+    }
+    edges
+}
+
+/// A cycle through the graph, if there is one, as the modules along it.
+fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|s| s == m) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        stack.push(m.to_string());
+        for next in edges.get(m).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, stack, done) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for m in edges.keys() {
+        if let Some(c) = visit(m, edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn controller_modules_import_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = graph(&src);
+    assert!(
+        edges.len() > 20,
+        "the source tree was read: {:?}",
+        edges.keys()
+    );
+    assert!(
+        edges["crate::rollout"].contains("crate::rollout::progressive"),
+        "the reader sees the loop's calls into the progressive strategy: {:?}",
+        edges["crate::rollout"]
+    );
+    if let Some(cycle) = find_cycle(&edges) {
+        panic!("import cycle: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn the_reader_finds_cycles_and_paths() {
+    let code = code_of(
+        "use super::{Carry, Rollout};\nuse crate::a::b::{self, C};\n// crate::x::y\nlet s = \"crate::q::r\";\nlet t = r#\"crate::q::\"r\"#; let c = '\"';\nfoo::bar(1);\n",
+    );
+    let p = paths(&code);
+    let has = |want: &[&str]| p.iter().any(|x| x == want);
+    assert!(
+        has(&["super", "Carry"]) && has(&["super", "Rollout"]),
+        "{p:?}"
+    );
+    assert!(
+        has(&["crate", "a", "b"]) && has(&["crate", "a", "b", "C"]),
+        "{p:?}"
+    );
+    assert!(has(&["foo", "bar"]), "{p:?}");
+    assert!(
+        !p.iter()
+            .any(|x| x.contains(&"x".to_string()) || x.contains(&"q".to_string()))
+    );
+
+    let mods: BTreeSet<String> = ["crate", "crate::r", "crate::r::k", "crate::r::p"]
+        .map(String::from)
+        .into();
+    let seg = |s: &str| s.split("::").map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        target("crate::r::k", &seg("super::Rollout"), &mods),
+        Some("crate::r".into())
+    );
+    assert_eq!(
+        target("crate::r::k", &seg("super::p::f"), &mods),
+        Some("crate::r::p".into())
+    );
+    assert_eq!(
+        target("crate::r", &seg("k::f"), &mods),
+        Some("crate::r::k".into())
+    );
+    assert_eq!(target("crate::r", &seg("serde::Value"), &mods), None);
+
+    let edges: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec![]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(
+        find_cycle(&edges),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    let mut acyclic = edges.clone();
+    acyclic.insert("c".into(), BTreeSet::new());
+    assert_eq!(find_cycle(&acyclic), None);
+}
