@@ -176,6 +176,7 @@ async fn monovertex_rollout_lifecycle_with_riders() {
         .await;
     h.until::<MonoVertex, _, _>("child gone", "mvr-0", |m| m.is_none().then_some(()))
         .await;
+    h.assert_invariants().await;
 }
 
 async fn pause_resume(h: &Harness, spec: &Value, fast: bool) {

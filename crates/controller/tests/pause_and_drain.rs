@@ -137,6 +137,7 @@ async fn data_loss_change_pauses_drains_updates_and_resumes() {
         "the user's spec again: {}",
         child.spec
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -180,6 +181,7 @@ async fn a_pipeline_that_cannot_drain_waits_until_data_loss_is_allowed() {
     h.until("rollout settled", "pr", settled).await;
     let child: Pipeline = h.api().get("pr-0").await.expect("child");
     assert_eq!(child.name_any(), "pr-0", "updated in place");
+    h.assert_invariants().await;
 }
 
 /// Data loss allowed: a data-loss change is applied as it is, never through a transient
@@ -219,4 +221,5 @@ async fn allowed_data_loss_updates_without_any_pause() {
             .map(|p| (p.spec.pointer("/lifecycle").cloned(), phase(p).to_string()))
             .collect::<Vec<_>>()
     );
+    h.assert_invariants().await;
 }

@@ -205,6 +205,7 @@ async fn isb_service_version_change_pauses_its_pipelines_first() {
             .await
             .contains(&"PipelinesPaused".to_string())
     );
+    h.assert_invariants().await;
 }
 
 fn ncr_settled(r: Option<&NumaflowControllerRollout>) -> Option<NumaflowControllerRollout> {
@@ -286,6 +287,7 @@ async fn numaflow_controller_version_change_pauses_the_namespace_first() {
             .await
             .contains(&"PipelinesPaused".to_string())
     );
+    h.assert_invariants().await;
 }
 
 /// The value of gauge `metric` for the object named `name`.
@@ -442,6 +444,7 @@ async fn restart_while_paused_resumes_only_after_the_update() {
         updated_at < resumed_at,
         "pa-0 resumed (rv {resumed_at}) only after the isbsvc update (rv {updated_at})"
     );
+    h.assert_invariants().await;
 }
 
 fn isb_with_volume(size: &str) -> Value {

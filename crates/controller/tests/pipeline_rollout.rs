@@ -272,6 +272,7 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
     pause_resume(&h, &pr_spec_of(&h).await, true).await;
 
     // A deleted child is recreated under the next name.
+    h.history.deleted_by_test("Pipeline", "pr-0");
     h.api::<Pipeline>()
         .delete("pr-0", &DeleteParams::default())
         .await
@@ -305,6 +306,7 @@ async fn pipeline_rollout_lifecycle_under_no_strategy() {
         .expect("delete isb");
     h.until::<InterStepBufferService, _, _>("isbsvc gone", "isb-0", |i| i.is_none().then_some(()))
         .await;
+    h.assert_invariants().await;
 }
 
 /// A pipeline created while its ISB service is still coming up is marked Failed by Numaflow
@@ -352,6 +354,7 @@ async fn a_pipeline_waiting_for_its_isb_service_writes_its_status_once() {
         1,
         "status writes for a new PipelineRollout"
     );
+    h.assert_invariants().await;
 }
 
 /// A pipeline whose ISB service never comes up is not held back for ever: once the status hold
@@ -381,6 +384,7 @@ async fn a_pipeline_whose_isb_service_never_comes_up_is_reported_when_the_hold_e
         },
     )
     .await;
+    h.assert_invariants().await;
 }
 
 /// Everything deleted at once (ISB service rollout first, as `kubectl delete -f` of a directory
@@ -417,6 +421,7 @@ async fn rollouts_deleted_together_leave_nothing_behind() {
         r.is_none().then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 /// Two children labelled promoted (a copy made by hand, as a crash between two writes or an
@@ -479,6 +484,7 @@ async fn a_duplicate_promoted_child_is_purged() {
             .map(String::as_str),
         Some("promoted")
     );
+    h.assert_invariants().await;
 }
 
 async fn pr_spec_of(h: &Harness) -> Value {

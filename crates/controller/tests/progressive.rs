@@ -252,6 +252,7 @@ async fn monovertex_success_then_failure_and_force_promote() {
         (st.status.upgrade_in_progress == UpgradeStrategy::NoOp).then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 // ---- Pipelines ----
@@ -408,6 +409,7 @@ async fn pipeline_success_drains_the_old_promoted() {
         json!({"min": 4, "max": 5}),
         "the rollout's scale is back on the promoted pipeline"
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -456,6 +458,7 @@ async fn pipeline_failure_then_fix_force_drains_the_failed_trial() {
     let reasons = support::fixtures::event_reasons(&h, "Pipeline").await;
     assert!(reasons.contains(&"ForceDrain".to_string()), "{reasons:?}");
     h.until("settled on pr-2", "pr", pr_settled).await;
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -494,6 +497,7 @@ async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
         "no second trial after the restart"
     );
     assert_eq!(r.status.as_ref().and_then(|s| s.name_count), Some(2));
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -552,6 +556,7 @@ async fn monovertex_discontinue_then_force_promote_by_strategy() {
         .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
         .expect("upgrading");
     assert!(up.child.forced_success, "{up:?}");
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -606,6 +611,7 @@ async fn isb_service_upgrade_carries_its_pipelines_along() {
     })
     .await;
     h.until("pr settled", "pr", pr_settled).await;
+    h.assert_invariants().await;
 }
 
 /// Progressive ISB service failure (progressive.md §8.5): the trial ISB service is judged by the
@@ -687,6 +693,7 @@ async fn isb_service_upgrade_fails_with_its_pipelines_and_is_discontinued_on_rev
             .then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 const CONFIG_WITH_HPA: &str = r#"
@@ -782,6 +789,7 @@ async fn monovertex_hpa_rider_handling() {
         x.is_none().then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 /// A rider edit while a trial is judged replaces the trial, as a spec edit does (the trial's
@@ -857,6 +865,7 @@ async fn a_rider_edit_during_a_trial_replaces_the_trial() {
             .map(String::as_str),
         Some("first")
     );
+    h.assert_invariants().await;
 }
 
 /// Scenario A.16: a MonoVertex that can't take in data (scale 0) is promoted without
@@ -889,6 +898,7 @@ async fn monovertex_without_data_ingestion_skips_assessment() {
         (state(m?) == Some("promoted")).then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 /// Scenario A.16 for pipelines: a trial whose source can't take in data (scale 0), or that is
@@ -930,6 +940,7 @@ async fn pipeline_without_data_ingestion_skips_assessment() {
         )
         .await;
     }
+    h.assert_invariants().await;
 }
 
 const CONFIG_WITH_CM_RIDERS: &str = r#"
@@ -1031,6 +1042,7 @@ async fn pipeline_per_vertex_riders_follow_each_promoted_pipeline() {
         .await;
     }
     h.until("pr settled without riders", "pr", pr_settled).await;
+    h.assert_invariants().await;
 }
 
 /// Scenario A.12: a change of a `progressive: true` rider is a progressive upgrade; the new
@@ -1078,6 +1090,7 @@ async fn progressive_rider_change_upgrades_progressively() {
         c.is_none().then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 /// A promoted child deleted during an upgrade is recreated from the rollout; the trial is
@@ -1093,6 +1106,7 @@ async fn vanished_promoted_child_is_recreated() {
         (state(m?) == Some("trial")).then_some(())
     })
     .await;
+    h.history.deleted_by_test("MonoVertex", "mvr-0");
     h.api::<MonoVertex>()
         .delete("mvr-0", &Default::default())
         .await
@@ -1105,4 +1119,5 @@ async fn vanished_promoted_child_is_recreated() {
     h.until::<MonoVertex, _, _>("trial dropped", "mvr-1", |m| m.is_none().then_some(()))
         .await;
     h.until("settled on mvr-2", "mvr", settled).await;
+    h.assert_invariants().await;
 }

@@ -72,6 +72,7 @@ async fn a_healthy_trial_is_promoted_by_real_analysis() {
             .map(String::as_str),
         Some("promoted")
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -105,6 +106,7 @@ async fn a_trial_whose_sink_never_acks_is_rolled_back_by_real_analysis() {
         .then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 /// The sample MonoVertexRollout with its sink running `sink`.
@@ -185,6 +187,7 @@ async fn monovertex_trials_are_judged_by_the_sample_template() {
         .then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 /// Applies an Argo Rollouts (Cluster)AnalysisTemplate as the test user.
@@ -306,4 +309,5 @@ async fn monovertex_trials_are_judged_by_merged_nested_templates() {
     let _ = kube::api::Api::<kube::api::DynamicObject>::all_with(h.client.clone(), &ar)
         .delete(&cluster, &del)
         .await;
+    h.assert_invariants().await;
 }

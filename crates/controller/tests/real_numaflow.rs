@@ -90,6 +90,7 @@ async fn a_pipeline_runs_under_the_real_numaflow_controller() {
         vec!["cat", "in", "out"],
         "one pod per vertex"
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -114,6 +115,7 @@ async fn a_bad_edge_is_reported_in_numaflow_s_words() {
             .then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -152,6 +154,7 @@ async fn pause_and_drain_against_the_real_controller() {
         h.daemon().calls(&h.ns, "pr-0") > 0,
         "the real controller asked the daemon whether pr-0 drained"
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -218,4 +221,5 @@ async fn pause_and_drain_across_a_real_controller_upgrade_from_1_7_5_to_1_8_1() 
         drained_at < changed_at,
         "drained (rv {drained_at}) before the controller changed (rv {changed_at})"
     );
+    h.assert_invariants().await;
 }

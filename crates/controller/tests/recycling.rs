@@ -200,6 +200,7 @@ async fn replaced_pipeline_drains_with_its_own_spec_then_is_deleted() {
             .contains(&"StandardDrain".into())
     );
     assert_eq!(drains(&h, "StandardDrain", "pr-0"), 1.0);
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -243,6 +244,7 @@ async fn failed_pipelines_are_force_drained_with_the_promoted_spec() {
     // The promoted pipeline was never touched.
     let promoted: Pipeline = h.api().get("pr-0").await.expect("pr-0");
     assert!(!desired_paused(&promoted));
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -266,6 +268,7 @@ async fn never_ingested_pipeline_is_deleted_without_draining() {
             .await
             .contains(&"DrainNotRequired".into())
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -290,6 +293,7 @@ async fn expiry_deletes_an_undrainable_pipeline_when_it_is_due() {
             .await
             .contains(&"DrainIncomplete".into())
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -319,4 +323,5 @@ async fn expiry_keeps_undrained_pipelines_when_configured() {
     })
     .await;
     assert_eq!(drains(&h, "DrainIncomplete", "pr-9"), 1.0);
+    h.assert_invariants().await;
 }

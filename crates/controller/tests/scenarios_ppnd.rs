@@ -277,6 +277,7 @@ async fn a1_functional_pipeline() {
         current::<InterStepBufferService>(&h).await,
         vec!["isb-1".to_string()]
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -308,6 +309,7 @@ async fn a2_functional_monovertex() {
         mv.spec["source"]["udsource"]["container"]["env"][0]["value"],
         json!(want)
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -407,6 +409,7 @@ async fn a3_functional_numaflow_controller() {
         paused_drained_at(&seen).is_some(),
         "paused again when the version changed back"
     );
+    h.assert_invariants().await;
 }
 
 /// A.4: the pipeline, MonoVertex, ISB service and Numaflow controller all change at once.
@@ -748,6 +751,7 @@ async fn a5_failed_pipelines_and_resume_speed() {
             );
         }
     }
+    h.assert_invariants().await;
 }
 
 /// A.5 steps 2–3: an ISB service change and a Numaflow controller change wait for a pipeline
@@ -834,4 +838,5 @@ async fn a5_allowing_data_loss_lets_isb_and_controller_changes_through() {
         h.daemon().set_pending(&h.ns, "pr-0", 0);
         h.apply::<PipelineRollout>(allowed(false)).await;
     }
+    h.assert_invariants().await;
 }

@@ -231,6 +231,7 @@ async fn a1_functional_pipeline() {
         .await;
     let p: Pipeline = h.api().get("pr-3").await.expect("pr-3");
     assert_eq!(p.spec["interStepBufferServiceName"], "isb-2");
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -265,6 +266,7 @@ async fn a3_numaflow_controller_changes_apply_directly() {
     })
     .await;
     assert_eq!(promoted::<Pipeline>(&h).await, vec!["pr-0".to_string()]);
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -314,6 +316,7 @@ async fn a4_concurrent_changes_settle() {
     assert_eq!(mv_image(&mv), MV_JAVA);
     h.stays::<PipelineRollout, _>("pr stays idle", "pr", Duration::from_secs(2), deployed_idle)
         .await;
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -367,6 +370,7 @@ async fn a6_rollback_discontinues_failed_upgrades() {
         deployed_idle,
     )
     .await;
+    h.assert_invariants().await;
 }
 
 /// The cat image of a three-vertex pipeline.
@@ -519,6 +523,7 @@ async fn a14_failed_trials_back_to_back_are_force_drained() {
         events(&h, "pr-2", "Normal", "ForceDrain").await > 0,
         "a ForceDrain Event on pr-2"
     );
+    h.assert_invariants().await;
 }
 
 /// A.14 steps 3–5, driven through the controller (the scenario's `-3`…`-8` are `pr-1`…`pr-6`
@@ -650,4 +655,5 @@ async fn a14_unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
         events(&h, "pr-5", "Warning", "DrainIncomplete").await > 0,
         "pr-5 deleted undrained, as a Warning DrainIncomplete"
     );
+    h.assert_invariants().await;
 }

@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod fixtures;
+pub mod invariants;
 pub mod scenario;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -34,6 +35,8 @@ pub struct Harness {
     /// The operator's metrics registry (kept across restarts).
     pub metrics: std::sync::Arc<numaplane::metrics::Metrics>,
     own_namespace: bool,
+    /// The namespace's history, for [`Harness::assert_invariants`].
+    pub history: invariants::Recorder,
     _dir: tempfile::TempDir,
 }
 
@@ -177,9 +180,11 @@ impl Harness {
                 .await
                 .expect("create USDE ConfigMap");
         }
+        let history = invariants::Recorder::start(&client, &ns).await;
         let mut h = Harness {
             env,
             client,
+            history,
             ns,
             operator: None,
             config_file,
@@ -220,6 +225,12 @@ impl Harness {
         .await
         .expect("start operator");
         self.operator = Some(operator);
+    }
+
+    /// Asserts that no upgrade invariant was broken in the namespace so far (see
+    /// [`invariants`]).
+    pub async fn assert_invariants(&self) {
+        self.history.assert_held(&self.client, &self.ns).await;
     }
 
     /// Stops the operator (in-flight reconciles finish; nothing of it stays in memory).
