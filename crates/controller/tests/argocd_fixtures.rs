@@ -343,4 +343,5 @@ async fn argocd_fixtures_from_real_objects() {
     fx.add("numaflowcontroller-deployed", &nc);
 
     fx.finish();
+    h.assert_invariants().await;
 }

@@ -134,4 +134,5 @@ async fn config_file_changes_apply_live_and_bad_ones_are_refused() {
         (pr?.status.as_ref()?.status.phase == Phase::Deployed).then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }

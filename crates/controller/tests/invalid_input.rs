@@ -177,6 +177,7 @@ async fn invalid_input_is_reported_and_isolated() {
         bad_scale_events, 1,
         "one aggregated Event series, not a storm"
     );
+    h.assert_invariants().await;
 }
 
 /// A ValidatingAdmissionPolicy refusing the operator's updates of `resource` (a subresource
@@ -367,4 +368,5 @@ async fn refused_writes_of_our_own_objects_are_reported() {
         pr.is_none().then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }

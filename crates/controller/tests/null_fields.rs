@@ -169,6 +169,7 @@ async fn nulls_start_no_trial_after_a_failure_and_a_revert_discontinues() {
             .is_none_or(|o| o == r#"{"disabled":null,"max":5,"min":4}"#),
         "the saved original scale is the rollout's, not a halved one: {original:?}"
     );
+    h.assert_invariants().await;
 }
 
 const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
@@ -219,4 +220,5 @@ async fn nulls_on_data_loss_fields_neither_pause_nor_rewrite_the_pipeline() {
         .iter()
         .any(|p| p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused")));
     assert!(!paused, "the pipeline was never asked to pause");
+    h.assert_invariants().await;
 }

@@ -266,6 +266,7 @@ async fn install_upgrade_and_unknown_version() {
     })
     .await;
     h.until("healthy on 1.8.1 again", NAME, healthy).await;
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -344,6 +345,7 @@ async fn instance_id_and_late_definitions() {
             "numaflow-server-sa-def"
         ]
     );
+    h.assert_invariants().await;
 }
 
 /// Removes the YAML document of `name` from a definitions ConfigMap and applies `edit` to the
@@ -478,6 +480,7 @@ async fn self_heal_prune_and_recreate() {
         cms.get_opt("not-ours").await.expect("get").is_some(),
         "an object we don't own survives pruning"
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -564,4 +567,5 @@ async fn deletion_waits_for_pipeline_rollouts() {
             .then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }
