@@ -258,7 +258,7 @@ async fn drive<R: Rollout>(
 ) -> Result<Pass, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    let (metadata, spec) = obj.child_template();
+    let (_, spec) = obj.child_template();
     R::validate(spec)?;
     if let Some(retired) = obj.retire_children(ctx).await? {
         return Ok(Pass::Waiting(retired));
@@ -270,150 +270,219 @@ async fn drive<R: Rollout>(
     };
     let generation_changed = st.common().observed_generation != generation;
 
-    let promoted = find_promoted::<R>(ctx, &ns, &name);
-    let mut changed = false;
-    let mut created_child = false;
-    let mut pending_message: Option<String> = None;
-    let child: R::Child = match promoted {
-        None => {
-            // A recreate replaces the child only once the old one is gone (and, for an ISB
-            // service, once its pipelines are).
-            if let Some(old) = recreating::<R>(ctx, &ns, &name) {
-                return Ok(Pass::Waiting(format!(
-                    "recreate: waiting for {} {old} to be deleted before creating its replacement",
-                    children::kind_str::<R::Child>(),
-                )));
-            }
-            // A live list right before creating: a stale cache must never give a rollout two
-            // promoted children.
-            let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
-            let taken: Vec<String> = live.iter().map(|c| c.name_any()).collect();
-            // (A child being deleted is gone for our purposes: its replacement starts now.)
-            if let Some(existing) = live
-                .iter()
-                .find(|c| is_promoted(c.meta()) && c.meta().deletion_timestamp.is_none())
-            {
-                existing.clone()
-            } else {
-                // A trial without a promoted child to judge it against is discontinued: the
-                // new promoted child is built from the rollout as it is.
-                for t in live.iter().filter(|c| {
-                    c.meta().deletion_timestamp.is_none()
-                        && matches!(
-                            c.labels().get(labels::UPGRADE_STATE).map(String::as_str),
-                            Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
-                        )
-                }) {
-                    children::mark_recyclable(
-                        ctx,
-                        t,
-                        keys::upgrade_state_reason::DISCONTINUE_PROGRESSIVE,
-                    )
-                    .await?;
-                }
-                let child_name = allocate_name::<R>(&name, st, &taken)?;
-                let desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
-                let created = children::create::<R::Child>(ctx, &desired).await?;
-                info!(child = %child_name, "created child");
-                // A pause-and-drain survives a recreate: the pipelines stay paused until the
-                // new child is reconciled. Anything else starts afresh.
-                if st.common().upgrade_in_progress != UpgradeStrategy::PipelinePauseAndDrain {
-                    st.common_mut().upgrade_in_progress = Default::default();
-                }
-                changed = true;
-                created_child = true;
-                created
-            }
-        }
+    let (child, mut changed, created, pending) = match find_promoted::<R>(ctx, &ns, &name) {
+        None => match create_promoted(obj, ctx, st, &resolved).await? {
+            Promoted::Waiting(why) => return Ok(Pass::Waiting(why)),
+            Promoted::Adopted(child) => (child, false, false, None),
+            Promoted::Created(child) => (child, true, true, None),
+        },
         Some(live) => {
             check_owned::<R>(obj, &live)?;
-            let child_name = live.name_any();
-            let mut desired = desired_child(obj, &resolved, &child_name, metadata, spec)?;
-            obj.adapt_to_live(&live, &mut desired);
-            // A strategy in progress takes its next step even when nothing differs.
-            let in_progress = st.common().upgrade_in_progress != Default::default();
-            if generation_changed || in_progress || children::needs_apply(&live, &desired) {
-                // Riders are compared with the cluster when the rollout changed, and on every
-                // pass of an upgrade (a rider-only upgrade has nothing else to show for it).
-                let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
-                let riders = if generation_changed || progressing {
-                    progressive::rider_changes(obj, ctx, st, &live).await?
-                } else {
-                    Vec::new()
-                };
-                let carry = if progressive::applies(obj, ctx, st, &live, &desired, &riders) {
-                    let riders_changed = progressive::riders_progressive(&riders);
-                    progressive::pass(
-                        obj,
-                        ctx,
-                        st,
-                        &resolved,
-                        &live,
-                        desired,
-                        riders_changed,
-                        generation,
-                        now,
-                        wake,
-                    )
-                    .await?
-                } else {
-                    obj.carry_update(ctx, st, &live, desired).await?
-                };
-                match carry {
-                    Carry::Apply(desired) => {
-                        let desired = *desired;
-                        if children::needs_apply(&live, &desired) {
-                            obj.before_update(ctx, &live, &desired).await?;
-                            changed = true;
-                            info!(child = %child_name, "updating child");
-                        }
-                        children::apply::<R::Child>(ctx, &live, &desired).await?
-                    }
-                    Carry::Prepared { child, pending } => {
-                        changed |= child.resource_version() != live.resource_version();
-                        pending_message = pending;
-                        child
-                    }
-                }
-            } else {
-                live
-            }
+            let u = update_promoted(obj, ctx, st, &resolved, live, generation, now, wake).await?;
+            (u.child, u.changed, false, u.pending)
         }
     };
+    changed |= sync_riders(obj, ctx, st, &child, changed || generation_changed).await?;
+    obj.ensure_companions(ctx, &child).await?;
+    let settling = report_child::<R>(ctx, st, &child, pending.as_deref(), generation, now);
+    Ok(Pass::Done {
+        changed,
+        created,
+        settling: pending.is_none() && settling,
+    })
+}
 
-    // Riders follow their child: checked whenever something changed, else now and then.
+/// What [`create_promoted`] found or did.
+enum Promoted<C> {
+    /// Nothing can be created yet, for this reason.
+    Waiting(String),
+    /// A promoted child the cache did not know yet.
+    Adopted(C),
+    Created(C),
+}
+
+/// No promoted child in the cache: adopt the one a live list shows, or create it (a trial left
+/// without a promoted child is discontinued first).
+async fn create_promoted<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &mut R::Status,
+    resolved: &R::Resolved,
+) -> Result<Promoted<R::Child>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let (metadata, spec) = obj.child_template();
+    // A recreate replaces the child only once the old one is gone (and, for an ISB service,
+    // once its pipelines are).
+    if let Some(old) = recreating::<R>(ctx, &ns, &name) {
+        return Ok(Promoted::Waiting(format!(
+            "recreate: waiting for {} {old} to be deleted before creating its replacement",
+            children::kind_str::<R::Child>(),
+        )));
+    }
+    // A live list right before creating: a stale cache must never give a rollout two promoted
+    // children.
+    let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
+    let taken: Vec<String> = live.iter().map(|c| c.name_any()).collect();
+    // (A child being deleted is gone for our purposes: its replacement starts now.)
+    if let Some(existing) = live
+        .iter()
+        .find(|c| is_promoted(c.meta()) && c.meta().deletion_timestamp.is_none())
+    {
+        return Ok(Promoted::Adopted(existing.clone()));
+    }
+    // A trial without a promoted child to judge it against is discontinued: the new promoted
+    // child is built from the rollout as it is.
+    for t in live.iter().filter(|c| {
+        c.meta().deletion_timestamp.is_none()
+            && matches!(
+                c.labels().get(labels::UPGRADE_STATE).map(String::as_str),
+                Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
+            )
+    }) {
+        children::mark_recyclable(ctx, t, keys::upgrade_state_reason::DISCONTINUE_PROGRESSIVE)
+            .await?;
+    }
+    let child_name = allocate_name::<R>(&name, st, &taken)?;
+    let desired = desired_child(obj, resolved, &child_name, metadata, spec)?;
+    let created = children::create::<R::Child>(ctx, &desired).await?;
+    info!(child = %child_name, "created child");
+    // A pause-and-drain survives a recreate: the pipelines stay paused until the new child is
+    // reconciled. Anything else starts afresh.
+    if st.common().upgrade_in_progress != UpgradeStrategy::PipelinePauseAndDrain {
+        st.common_mut().upgrade_in_progress = Default::default();
+    }
+    Ok(Promoted::Created(created))
+}
+
+/// What [`update_promoted`] left.
+struct Updated<C> {
+    child: C,
+    changed: bool,
+    /// What the rollout waits for, when a strategy step leaves it pending.
+    pending: Option<String>,
+}
+
+/// The promoted child brought to the rollout's spec: applied directly, or a step taken of the
+/// strategy in progress (progressive, or the kind's own, e.g. pause-and-drain).
+#[allow(clippy::too_many_arguments)] // The pass's inputs, passed through to the strategy.
+async fn update_promoted<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &mut R::Status,
+    resolved: &R::Resolved,
+    live: R::Child,
+    generation: i64,
+    now: &Time,
+    wake: &mut Option<Timestamp>,
+) -> Result<Updated<R::Child>, Error> {
+    let (metadata, spec) = obj.child_template();
+    let generation_changed = st.common().observed_generation != generation;
+    let child_name = live.name_any();
+    let mut desired = desired_child(obj, resolved, &child_name, metadata, spec)?;
+    obj.adapt_to_live(&live, &mut desired);
+    // A strategy in progress takes its next step even when nothing differs.
+    let in_progress = st.common().upgrade_in_progress != Default::default();
+    if !(generation_changed || in_progress || children::needs_apply(&live, &desired)) {
+        return Ok(Updated {
+            child: live,
+            changed: false,
+            pending: None,
+        });
+    }
+    // Riders are compared with the cluster when the rollout changed, and on every pass of an
+    // upgrade (a rider-only upgrade has nothing else to show for it).
+    let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
+    let riders = if generation_changed || progressing {
+        progressive::rider_changes(obj, ctx, st, &live).await?
+    } else {
+        Vec::new()
+    };
+    let carry = if progressive::applies(obj, ctx, st, &live, &desired, &riders) {
+        let riders_changed = progressive::riders_progressive(&riders);
+        progressive::pass(
+            obj,
+            ctx,
+            st,
+            resolved,
+            &live,
+            desired,
+            riders_changed,
+            generation,
+            now,
+            wake,
+        )
+        .await?
+    } else {
+        obj.carry_update(ctx, st, &live, desired).await?
+    };
+    Ok(match carry {
+        Carry::Apply(desired) => {
+            let desired = *desired;
+            let changed = children::needs_apply(&live, &desired);
+            if changed {
+                obj.before_update(ctx, &live, &desired).await?;
+                info!(child = %child_name, "updating child");
+            }
+            Updated {
+                child: children::apply::<R::Child>(ctx, &live, &desired).await?,
+                changed,
+                pending: None,
+            }
+        }
+        Carry::Prepared { child, pending } => Updated {
+            changed: child.resource_version() != live.resource_version(),
+            child,
+            pending,
+        },
+    })
+}
+
+/// Riders follow their child: synced whenever something changed (`force`), else now and then;
+/// returns whether any was written. Status lists them in any case.
+async fn sync_riders<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &mut R::Status,
+    child: &R::Child,
+    force: bool,
+) -> Result<bool, Error> {
+    let ns = obj.namespace().unwrap_or_default();
     let uid = obj.uid().unwrap_or_default();
-    let rider_force = changed || generation_changed;
-    let desired_riders = desired_riders(obj, ctx, &child)?;
+    let desired_riders = desired_riders(obj, ctx, child)?;
     // A progressive upgrade owns the riders until it is done (the promoted HPA is removed
     // while a trial runs).
     let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
-    if !progressing && ctx.riders_due(&uid, rider_force) {
-        let rider_changed = riders::sync(ctx, &ns, &child, st.riders(), &desired_riders).await?;
-        changed |= rider_changed;
+    let mut changed = false;
+    if !progressing && ctx.riders_due(&uid, force) {
+        changed = riders::sync(ctx, &ns, child, st.riders(), &desired_riders).await?;
         ctx.riders_checked(&uid);
     }
     *st.riders_mut() = numaplane_core::riders::rider_status(&desired_riders);
+    Ok(changed)
+}
 
-    obj.ensure_companions(ctx, &child).await?;
-
-    match &pending_message {
+/// The child's part of the status: deployed or pending, its health and kind-specific fields.
+/// Returns whether its reaction is still to come (Numaflow has yet to observe it, or it, or
+/// something it needs like a pipeline's ISB service, is still coming up).
+fn report_child<R: Rollout>(
+    ctx: &Ctx,
+    st: &mut R::Status,
+    child: &R::Child,
+    pending: Option<&str>,
+    generation: i64,
+    now: &Time,
+) -> bool {
+    match pending {
         Some(m) => status::mark_pending(st.common_mut(), m),
         None => status::mark_deployed(st.common_mut(), generation, now),
     }
-    let health = R::health(ctx, &child);
+    let health = R::health(ctx, child);
     status::set_health(st.common_mut(), &health, generation, now);
-    R::observe_child(st, &child, generation, now);
-    // Its reaction is still to come: Numaflow has yet to observe it, or it (or something it
-    // needs, like a pipeline's ISB service) is still coming up.
-    let settling = health.reason == keys::reason::PROGRESSING
-        || not_yet_observed(&child)
-        || R::still_coming_up(ctx, &child);
-    Ok(Pass::Done {
-        changed,
-        created: created_child,
-        settling: pending_message.is_none() && settling,
-    })
+    R::observe_child(st, child, generation, now);
+    health.reason == keys::reason::PROGRESSING
+        || not_yet_observed(child)
+        || R::still_coming_up(ctx, child)
 }
 
 /// Whether the child's controller has yet to observe its current generation (a new MonoVertex
