@@ -387,12 +387,7 @@ const BADPATH3: &str = "quay.io/numaio/numaflow-go/map-cat:badpath3";
 /// The scenario's `updateFailedPipelinesBackToBack`: the cat image set to `badpath1` (trial
 /// `first` appears), a few seconds later to `badpath2` (trial `second` replaces it); returns
 /// once `second` has failed its assessment.
-async fn failed_back_to_back(
-    h: &Harness,
-    with_cat: impl Fn(&str) -> Value,
-    first: &str,
-    second: &str,
-) {
+async fn failed_back_to_back(h: &Harness, first: &str, second: &str) {
     h.apply::<PipelineRollout>(with_cat(BADPATH1)).await;
     h.until::<Pipeline, _, _>("first failing trial", first, |p| p.map(|_| ()))
         .await;
@@ -412,6 +407,22 @@ async fn failed_back_to_back(
         .then_some(())
     })
     .await;
+}
+
+/// The A.14 set-up: an ISB service and a three-vertex pipeline with a working cat, settled.
+async fn a14_start(prefix: &str) -> Harness {
+    let h = Harness::start_real(prefix, CONFIG).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.apply::<PipelineRollout>(with_cat(CAT)).await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h
+}
+
+/// The A.14 pipeline rollout with this cat image.
+fn with_cat(image: &str) -> Value {
+    pr(three_vertices(image, 10), None)
 }
 
 /// Force-promotes pipeline `name` by label, as a user would.
@@ -489,16 +500,10 @@ async fn seen<T>(
 #[tokio::test]
 async fn a14_failed_trials_back_to_back_are_force_drained() {
     use support::fixtures::record;
-    let h = Harness::start_real("a14-prog", CONFIG).await;
-    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
-        .await;
-    let with_cat = |image: &str| pr(three_vertices(image, 10), None);
-    h.apply::<PipelineRollout>(with_cat(CAT)).await;
-    h.until("pr settled", "pr", settled::<PipelineRollout>)
-        .await;
+    let h = a14_start("a14-prog").await;
     let seen1 = record::<Pipeline>(&h, "pr-1").await;
     let seen2 = record::<Pipeline>(&h, "pr-2").await;
-    failed_back_to_back(&h, with_cat, "pr-1", "pr-2").await;
+    failed_back_to_back(&h, "pr-1", "pr-2").await;
 
     // The original spec again.
     h.apply::<PipelineRollout>(with_cat(CAT)).await;
@@ -535,13 +540,7 @@ async fn a14_failed_trials_back_to_back_are_force_drained() {
 #[tokio::test]
 async fn a14_unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
     use support::fixtures::record;
-    let h = Harness::start_real("a14-unhealthy", CONFIG).await;
-    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
-        .await;
-    let with_cat = |image: &str| pr(three_vertices(image, 10), None);
-    h.apply::<PipelineRollout>(with_cat(CAT)).await;
-    h.until("pr settled", "pr", settled::<PipelineRollout>)
-        .await;
+    let h = a14_start("a14-unhealthy").await;
     let mut rec = std::collections::BTreeMap::new();
     for i in 0..=6 {
         let name = format!("pr-{i}");
@@ -552,7 +551,7 @@ async fn a14_unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
     };
 
     // Step 3: pr-1 and pr-2 fail back to back; pr-2 is force-promoted.
-    failed_back_to_back(&h, with_cat, "pr-1", "pr-2").await;
+    failed_back_to_back(&h, "pr-1", "pr-2").await;
     force_promote(&h, "pr-2").await;
     seen("pr-0 drains with its own spec", &rec[&0], |p| {
         pausing(p, CAT).then_some(())
@@ -626,7 +625,7 @@ async fn a14_unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
     let config = format!("{CONFIG}pipeline:\n  maxRecyclableDurationMinutes: 2\n");
     std::fs::write(&h.config_file, config).expect("write config");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    failed_back_to_back(&h, with_cat, "pr-5", "pr-6").await;
+    failed_back_to_back(&h, "pr-5", "pr-6").await;
     force_promote(&h, "pr-6").await;
     h.until::<Pipeline, _, _>("pr-4 deleted", "pr-4", |p| p.is_none().then_some(()))
         .await;

@@ -7,21 +7,30 @@ use kube::{Resource, ResourceExt};
 use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::numaflow::InterStepBufferService;
 
-/// The newest child labelled `upgrade-state=promoted`.
-pub(crate) fn find_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
-    let store = R::children(&ctx.stores);
-    store
+/// The cached children of `rollout` in `ns`.
+pub(crate) fn cached_children<R: Rollout>(
+    ctx: &Ctx,
+    ns: &str,
+    rollout: &str,
+) -> impl Iterator<Item = std::sync::Arc<R::Child>> {
+    let rollout = rollout.to_string();
+    let ns = ns.to_string();
+    R::children(&ctx.stores)
         .state()
         .into_iter()
-        .filter(|c| {
-            c.meta().namespace.as_deref() == Some(ns)
+        .filter(move |c| {
+            c.meta().namespace.as_deref() == Some(ns.as_str())
                 && c.labels()
                     .get(labels::PARENT_ROLLOUT_NAME)
                     .map(String::as_str)
-                    == Some(rollout)
-                && is_promoted(c.meta())
-                && c.meta().deletion_timestamp.is_none()
+                    == Some(rollout.as_str())
         })
+}
+
+/// The newest child labelled `upgrade-state=promoted`.
+pub(crate) fn find_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
+    cached_children::<R>(ctx, ns, rollout)
+        .filter(|c| is_promoted(c.meta()) && c.meta().deletion_timestamp.is_none())
         .max_by(|a, b| {
             a.meta()
                 .creation_timestamp

@@ -539,15 +539,10 @@ fn allocate_name<R: Rollout>(
 
 /// The child being deleted and recreated (`recyclable`, reason `delete-recreate`), if any.
 fn recreating<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<String> {
-    R::children(&ctx.stores)
-        .state()
-        .into_iter()
+    lookup::cached_children::<R>(ctx, ns, rollout)
         .find(|c| {
             let l = c.labels();
-            c.meta().namespace.as_deref() == Some(ns)
-                && l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) == Some(rollout)
-                && l.get(labels::UPGRADE_STATE).map(String::as_str)
-                    == Some(upgrade_state::RECYCLABLE)
+            l.get(labels::UPGRADE_STATE).map(String::as_str) == Some(upgrade_state::RECYCLABLE)
                 && l.get(labels::UPGRADE_STATE_REASON).map(String::as_str)
                     == Some(keys::upgrade_state_reason::DELETE_RECREATE)
         })
@@ -605,16 +600,7 @@ async fn purge_duplicates<R: Rollout>(
             })
             .collect()
     };
-    let cached: Vec<R::Child> = R::children(&ctx.stores)
-        .state()
-        .into_iter()
-        .filter(|c| {
-            c.meta().namespace.as_deref() == Some(ns)
-                && c.labels()
-                    .get(labels::PARENT_ROLLOUT_NAME)
-                    .map(String::as_str)
-                    == Some(rollout)
-        })
+    let cached: Vec<R::Child> = lookup::cached_children::<R>(ctx, ns, rollout)
         .map(|c| (*c).clone())
         .collect();
     if duplicates(cached).is_empty() {
@@ -637,13 +623,10 @@ async fn garbage_collect<R: Rollout>(
     rollout: &str,
 ) -> Result<Option<Timestamp>, Error> {
     purge_duplicates(obj, ctx, ns, rollout).await?;
-    let store = R::children(&ctx.stores);
     let mut wake: Option<Timestamp> = None;
-    for c in store.state() {
-        let l = c.labels();
-        if c.meta().namespace.as_deref() != Some(ns)
-            || l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) != Some(rollout)
-            || l.get(labels::UPGRADE_STATE).map(String::as_str) != Some(upgrade_state::RECYCLABLE)
+    for c in lookup::cached_children::<R>(ctx, ns, rollout) {
+        if c.labels().get(labels::UPGRADE_STATE).map(String::as_str)
+            != Some(upgrade_state::RECYCLABLE)
             || c.meta().deletion_timestamp.is_some()
         {
             continue;

@@ -5,6 +5,7 @@
 
 use super::desired::{desired_child, desired_riders};
 use super::kind::{Carry, Parts, Rollout};
+use super::lookup::cached_children;
 use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_not_found};
@@ -134,18 +135,12 @@ fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
 
 /// The newest live trial child (legacy `in-progress` too).
 fn find_trial<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
-    R::children(&ctx.stores)
-        .state()
-        .into_iter()
+    cached_children::<R>(ctx, ns, rollout)
         .filter(|c| {
-            let l = c.labels();
-            c.meta().namespace.as_deref() == Some(ns)
-                && l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) == Some(rollout)
-                && matches!(
-                    l.get(labels::UPGRADE_STATE).map(String::as_str),
-                    Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
-                )
-                && c.meta().deletion_timestamp.is_none()
+            matches!(
+                c.labels().get(labels::UPGRADE_STATE).map(String::as_str),
+                Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
+            ) && c.meta().deletion_timestamp.is_none()
         })
         .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))
         .map(|c| (*c).clone())
@@ -153,14 +148,10 @@ fn find_trial<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child
 
 /// Other children still labelled promoted besides `newest` (a promotion cut short).
 fn older_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str, newest: &str) -> Vec<String> {
-    R::children(&ctx.stores)
-        .state()
-        .into_iter()
+    cached_children::<R>(ctx, ns, rollout)
         .filter(|c| {
-            let l = c.labels();
-            c.meta().namespace.as_deref() == Some(ns)
-                && l.get(labels::PARENT_ROLLOUT_NAME).map(String::as_str) == Some(rollout)
-                && l.get(labels::UPGRADE_STATE).map(String::as_str) == Some(upgrade_state::PROMOTED)
+            c.labels().get(labels::UPGRADE_STATE).map(String::as_str)
+                == Some(upgrade_state::PROMOTED)
                 && c.meta().deletion_timestamp.is_none()
                 && c.name_any() != newest
         })
