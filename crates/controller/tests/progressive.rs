@@ -338,13 +338,7 @@ async fn pipeline_success_drains_the_old_promoted() {
     let r = h
         .until::<numaplane_api::PipelineRollout, _, _>("promoted pr-1", "pr", |r| {
             let r = pr_settled(r)?;
-            let up = r
-                .status
-                .as_ref()?
-                .progressive_status
-                .as_ref()?
-                .upgrading_pipeline_status
-                .as_ref()?;
+            let up = support::scenario::upgrading_pipeline(&r)?;
             (up.child.name == "pr-1"
                 && up.child.assessment_result
                     == Some(numaplane_api::progressive::AssessmentResult::Success))
@@ -910,13 +904,7 @@ async fn pipeline_without_data_ingestion_skips_assessment() {
     let strategy = json!({"progressive": {"assessmentSchedule": "0,120,60,1"}});
     let forced = |name: &'static str| {
         move |r: Option<&numaplane_api::PipelineRollout>| {
-            let up = r?
-                .status
-                .as_ref()?
-                .progressive_status
-                .as_ref()?
-                .upgrading_pipeline_status
-                .clone()?;
+            let up = support::scenario::upgrading_pipeline(r?)?.clone();
             (up.child.name == name && up.child.forced_success).then_some(up)
         }
     };

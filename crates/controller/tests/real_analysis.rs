@@ -23,13 +23,7 @@ async fn a_healthy_trial_is_promoted_by_real_analysis() {
         .until::<PipelineRollout, _, _>("pr-1 promoted", "pr", |r| {
             settled(r)?;
             let r = r?.clone();
-            let up = r
-                .status
-                .as_ref()?
-                .progressive_status
-                .as_ref()?
-                .upgrading_pipeline_status
-                .clone()?;
+            let up = support::scenario::upgrading_pipeline(&r)?.clone();
             (up.child.name == "pr-1").then_some((r, up))
         })
         .await;

@@ -394,13 +394,7 @@ async fn failed_back_to_back(h: &Harness, first: &str, second: &str) {
     tokio::time::sleep(Duration::from_secs(5)).await;
     h.apply::<PipelineRollout>(with_cat(BADPATH2)).await;
     h.until::<PipelineRollout, _, _>("second failing trial failed", "pr", |r| {
-        let up = r?
-            .status
-            .as_ref()?
-            .progressive_status
-            .as_ref()?
-            .upgrading_pipeline_status
-            .clone()?;
+        let up = upgrading_pipeline(r?)?;
         (up.child.name == second
             && up.child.assessment_result
                 == Some(numaplane_api::progressive::AssessmentResult::Failure))

@@ -18,6 +18,18 @@ pub const MV_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stab
 pub const MV_JAVA: &str = "quay.io/numaio/numaflow-java/source-simple-source:stable";
 pub const MV_BAD: &str = "quay.io/numaio/numaflow-java/source-simple-source:invalid";
 
+/// `status.progressiveStatus.upgradingPipelineStatus` of a PipelineRollout, if any.
+pub fn upgrading_pipeline(
+    r: &PipelineRollout,
+) -> Option<&numaplane_api::pipeline_rollout::UpgradingPipelineStatus> {
+    r.status
+        .as_ref()?
+        .progressive_status
+        .as_ref()?
+        .upgrading_pipeline_status
+        .as_ref()
+}
+
 /// The common status and generation of the four rollout kinds.
 pub trait Rollout {
     fn common(&self) -> Option<&Status>;
