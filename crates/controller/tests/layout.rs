@@ -327,3 +327,71 @@ fn the_reader_finds_cycles_and_paths() {
     acyclic.insert("c".into(), BTreeSet::new());
     assert_eq!(find_cycle(&acyclic), None);
 }
+
+/// Functions of `text` longer than `max` lines whose doc comment does not say why they are
+/// long (`(Long: …)`), as (line, name, length).
+fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let head = trimmed
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("pub ")
+            .trim_start_matches("async ");
+        let Some(rest) = head.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+        let close = format!("{}}}", " ".repeat(indent));
+        let Some(len) = lines[i..].iter().position(|l| *l == close) else {
+            continue;
+        };
+        let doc = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.trim_start().starts_with("///") || l.trim_start().starts_with("#["))
+            .any(|l| l.contains("(Long:"));
+        if len + 1 > max && !doc {
+            out.push((i + 1, name, len + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn long_functions_in_rollout_say_why() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rollout");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(files.len() >= 5, "rollout/ was read: {files:?}");
+    let mut unexplained = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read source");
+        let text = text
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or_default();
+        for (line, name, len) in long_functions(text, 80) {
+            unexplained.push(format!("{}:{line} {name}: {len} lines", f.display()));
+        }
+    }
+    assert!(
+        unexplained.is_empty(),
+        "functions over 80 lines in rollout/ without a doc line saying why (\"(Long: ...)\"):\n{}",
+        unexplained.join("\n")
+    );
+    let sample = "fn short() {\n}\n\nfn long() {\n".to_string() + &"    x;\n".repeat(90) + "}\n";
+    assert_eq!(
+        long_functions(&sample, 80).len(),
+        1,
+        "a long function is seen"
+    );
+    let explained = sample.replace("fn long()", "/// (Long: a reason.)\nfn long()");
+    assert!(
+        long_functions(&explained, 80).is_empty(),
+        "its reason is read"
+    );
+}

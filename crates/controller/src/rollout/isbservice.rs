@@ -138,7 +138,8 @@ async fn recreate(
 /// progressive.md §8.4) a change of a data-loss or recreate field first requests a pause of the
 /// pipelines on this ISB service (`status.upgradeInProgress`, read by the PipelineRollouts),
 /// waits until each is Paused or won't pause, updates (or recreates) the InterStepBufferService,
-/// waits until Numaflow has rolled it out, then releases the request.
+/// waits until Numaflow has rolled it out, then releases the request. (Long: the strategy's
+/// steps in their order, each short.)
 async fn carry(
     rollout: &ISBServiceRollout,
     ctx: &Ctx,

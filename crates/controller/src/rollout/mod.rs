@@ -98,7 +98,8 @@ pub fn error_policy<R: Rollout>(_obj: Arc<R>, err: &Error, _ctx: Arc<Ctx>) -> Ac
     Action::requeue(Duration::from_secs(5))
 }
 
-/// One pass for a live (not deleting) rollout. Failures are written to status here.
+/// One pass for a live (not deleting) rollout. Failures are written to status here. (Long:
+/// the single place a pass's outcome becomes status, an Event and the next wake-up.)
 async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if !finalizer::has(obj) {
         // Remembered so a pass that starts before the watch shows the finalizer doesn't add

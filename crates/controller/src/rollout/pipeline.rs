@@ -188,7 +188,8 @@ async fn clear_vertex_replicas(ctx: &Ctx, desired: &DesiredChild) -> Result<(), 
 /// field pauses the pipeline, waits until it has drained and paused, applies the change while
 /// paused, then resumes. The strategy in progress is kept in `status.upgradeInProgress`, so a
 /// restarted controller carries on where it stopped; each step is decided by
-/// [`numaplane_core::ppnd::step`] from the live pipeline.
+/// [`numaplane_core::ppnd::step`] from the live pipeline. (Long: one arm per step of that
+/// decision, each a write or two, read best side by side.)
 async fn pause_and_drain(
     rollout: &PipelineRollout,
     ctx: &Ctx,

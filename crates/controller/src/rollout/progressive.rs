@@ -540,24 +540,86 @@ pub async fn pass<R: Rollout>(
     let Some(parts) = obj.progressive_parts() else {
         return Ok(Carry::Apply(Box::new(desired)));
     };
-    let kind = parts.kind;
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let cfg = ctx.settings.controller();
+    let p = Progress {
+        obj,
+        ctx,
+        resolved,
+        live,
+        parts,
+        ns: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+        generation,
+        now,
+    };
     st.common_mut().upgrade_in_progress = UpgradeStrategy::Progressive;
     let record = R::read_record(st);
-    let (metadata, template) = obj.child_template();
-
-    let differs_from_promoted = riders_changed
-        || !json_eq(
-            &scale::comparable_promoted_spec(kind, live.spec()),
-            &scale::comparable_promoted_spec(kind, &desired.spec),
-        );
-    let trial_obj = find_trial::<R>(ctx, &ns, &name);
     let rollout_changed = st.common().observed_generation != generation;
-    let mut trial = None;
-    if let Some(t) = &trial_obj {
-        let want = desired_child(obj, resolved, &t.name_any(), metadata, template)?;
+    let trial = p.observe_trial(&record, rollout_changed).await?;
+    let plan = p
+        .plan(&record, &desired, riders_changed, trial.as_ref())
+        .await?;
+    // Record first, then act.
+    R::write_record(&plan.record, st);
+    if R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record {
+        status::write_name_count(obj, ctx, st).await?;
+    }
+    info!(action = ?std::mem::discriminant(&plan.action), message = %plan.message, "progressive step");
+    let acted = p
+        .act(st, plan, &record, desired, trial.as_ref().map(|t| &t.child))
+        .await?;
+    if let Some(u) = acted.wake {
+        *wake = Some(wake.map_or(u, |w| w.min(u)));
+    }
+    if let Some(after) = &acted.after {
+        R::write_record(after, st);
+    }
+    Ok(acted.carry)
+}
+
+/// What a progressive pass works on: the rollout, its promoted child, where and when.
+struct Progress<'a, R: Rollout> {
+    obj: &'a R,
+    ctx: &'a Ctx,
+    resolved: &'a R::Resolved,
+    live: &'a R::Child,
+    parts: Parts<'a>,
+    ns: String,
+    name: String,
+    generation: i64,
+    now: &'a Time,
+}
+
+/// The trial child as the engine judges it.
+struct ObservedTrial<C> {
+    child: C,
+    /// Its spec (or riders) no longer what the rollout asks for.
+    differs: bool,
+    health: TrialHealth,
+    run: Option<ObservedRun>,
+}
+
+/// What acting on a plan left: the pass's answer, the record to keep after it, and when to
+/// look again.
+struct Acted<C> {
+    carry: Carry<C>,
+    after: Option<numaplane_core::progressive::Record>,
+    wake: Option<Timestamp>,
+}
+
+impl<R: Rollout> Progress<'_, R> {
+    /// Observe: the live trial, whether it still matches the rollout, its health and its
+    /// AnalysisRun.
+    async fn observe_trial(
+        &self,
+        record: &numaplane_core::progressive::Record,
+        rollout_changed: bool,
+    ) -> Result<Option<ObservedTrial<R::Child>>, Error> {
+        let (obj, ctx, kind) = (self.obj, self.ctx, self.parts.kind);
+        let (metadata, template) = obj.child_template();
+        let Some(t) = find_trial::<R>(ctx, &self.ns, &self.name) else {
+            return Ok(None);
+        };
+        let want = desired_child(obj, self.resolved, &t.name_any(), metadata, template)?;
         let mut differs = !json_eq(
             &scale::comparable_trial_spec(kind, t.spec(), &record.trial_scale),
             &scale::comparable_trial_spec(kind, &want.spec, &scale::TrialScaleRecord::None),
@@ -567,306 +629,346 @@ pub async fn pass<R: Rollout>(
             && let Some(u) = record.upgrading_for(&t.name_any())
             && u.initialization_complete
         {
-            differs = trial_riders_differ(obj, ctx, t, &u.riders).await?;
+            differs = trial_riders_differ(obj, ctx, &t, &u.riders).await?;
         }
         let run_name = progressive::analysis_run_name(kind, &t.name_any());
         let run = if record.analysis.is_some() {
-            observed_run(ctx, &ns, &run_name).await?
+            observed_run(ctx, &self.ns, &run_name).await?
         } else {
             None
         };
         let health = if kind == Kind::InterStepBufferService {
-            isbsvc_health_sample(ctx, &name, t).await?
+            isbsvc_health_sample(ctx, &self.name, &t).await?
         } else {
-            health_sample(ctx, kind, t).await?
+            health_sample(ctx, kind, &t).await?
         };
-        trial = Some((t, differs, health, run));
+        Ok(Some(ObservedTrial {
+            child: t,
+            differs,
+            health,
+            run,
+        }))
     }
-    let trial_input = trial.as_ref().map(|(t, differs, health, run)| TrialChild {
-        name: t.meta().name.as_deref().unwrap_or_default(),
-        spec: t.spec(),
-        force_promote_label: t.labels().contains_key(labels::FORCE_PROMOTE),
-        result_label: t
-            .labels()
-            .get(labels::PROGRESSIVE_RESULT_STATE)
-            .map(String::as_str),
-        differs_from_rollout: *differs,
-        health: health.clone(),
-        analysis_run: run.clone(),
-    });
-    let older = older_promoted::<R>(ctx, &ns, &name, &live.name_any());
-    let live_name = live.name_any();
-    let mut pods: Option<PromotedPods> = None;
-    let sched = schedule(ctx, &parts)?;
-    let analysis_enabled = parts
-        .analysis
-        .and_then(|a| a.templates.as_ref())
-        .is_some_and(|t| !t.is_empty())
-        && !(kind == Kind::Pipeline && cfg.disable_analysis_runs_for_pipeline);
-    let force_promote = parts
-        .strategy
-        .and_then(|s| s.force_promote)
-        .unwrap_or(false);
-    let plan = loop {
-        let input = StepInput {
-            kind,
-            now: now.0,
-            rollout_name: &name,
-            schedule: sched,
-            analysis_run_timeout: cfg.analysis_run_timeout,
-            analysis_enabled,
-            force_promote,
-            has_hpa_rider: parts.has_hpa_rider,
-            desired_spec: &desired.spec,
-            differs_from_promoted,
-            promoted: Some(PromotedChild {
-                name: &live_name,
-                spec: live.spec(),
-                pods: pods.as_ref(),
-            }),
-            older_promoted: &older,
-            trial: trial_input.clone(),
-            record: &record,
-        };
-        let plan = progressive::step(&input)
-            .map_err(|e| Error::InvalidSpec(format!("progressive upgrade: {e}")))?;
-        if plan.action == Action::ObservePromotedPods && pods.is_none() {
-            pods = Some(promoted_pods(ctx, kind, live).await?);
-            continue;
-        }
-        break plan;
-    };
 
-    // Record first, then act.
-    R::write_record(&plan.record, st);
-    if R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record {
-        status::write_name_count(obj, ctx, st).await?;
-    }
-    let message = plan.message.clone();
-    info!(action = ?std::mem::discriminant(&plan.action), %message, "progressive step");
-    let pending = |m: &str| Carry::Prepared {
-        child: live.clone(),
-        pending: Some(format!("progressive: {m}")),
-    };
-    let mut after = plan.after.clone();
-    let carry = match plan.action {
-        Action::ObservePromotedPods | Action::Persist => pending(&message),
-        Action::CreateTrial {
-            name: trial_name,
-            promoted_scale_values,
-        } => {
-            let mut want = desired_child(obj, resolved, &trial_name, metadata, template)?;
-            want.labels
-                .insert(labels::UPGRADE_STATE.into(), upgrade_state::TRIAL.into());
-            want.spec = scale::trial_spec(kind, &want.spec, &promoted_scale_values);
-            children::create::<R::Child>(ctx, &want).await?;
-            info!(trial = %trial_name, "created trial child");
-            ctx.metrics
-                .progressive_started(metric_kind(kind), &ns, &name, &trial_name);
-            pending(&message)
-        }
-        Action::InitializeTrial {
-            trial: _,
-            promoted,
-            promoted_patch,
-            delete_promoted_hpa,
-        } => {
-            if let Some(t) = &trial_obj {
-                let recorded = record
-                    .upgrading_for(&t.name_any())
-                    .map(|u| u.riders.clone())
-                    .unwrap_or_default();
-                let riders = trial_riders(obj, ctx, t, &recorded).await?;
-                if let Some(u) = after.as_mut().and_then(|a| a.upgrading.as_mut()) {
-                    u.riders = riders;
-                }
-                // (the ISB service's PDB)
-                obj.ensure_companions(ctx, t).await?;
+    /// Plan: one step of the pure engine, observing the promoted child's pods when it asks.
+    async fn plan(
+        &self,
+        record: &numaplane_core::progressive::Record,
+        desired: &DesiredChild,
+        riders_changed: bool,
+        trial: Option<&ObservedTrial<R::Child>>,
+    ) -> Result<numaplane_core::progressive::Plan, Error> {
+        let (ctx, live, parts, kind) = (self.ctx, self.live, &self.parts, self.parts.kind);
+        let cfg = ctx.settings.controller();
+        let differs_from_promoted = riders_changed
+            || !json_eq(
+                &scale::comparable_promoted_spec(kind, live.spec()),
+                &scale::comparable_promoted_spec(kind, &desired.spec),
+            );
+        let trial_input = trial.map(|t| TrialChild {
+            name: t.child.meta().name.as_deref().unwrap_or_default(),
+            spec: t.child.spec(),
+            force_promote_label: t.child.labels().contains_key(labels::FORCE_PROMOTE),
+            result_label: t
+                .child
+                .labels()
+                .get(labels::PROGRESSIVE_RESULT_STATE)
+                .map(String::as_str),
+            differs_from_rollout: t.differs,
+            health: t.health.clone(),
+            analysis_run: t.run.clone(),
+        });
+        let live_name = live.name_any();
+        let older = older_promoted::<R>(ctx, &self.ns, &self.name, &live_name);
+        let sched = schedule(ctx, parts)?;
+        let analysis_enabled = parts
+            .analysis
+            .and_then(|a| a.templates.as_ref())
+            .is_some_and(|t| !t.is_empty())
+            && !(kind == Kind::Pipeline && cfg.disable_analysis_runs_for_pipeline);
+        let force_promote = parts
+            .strategy
+            .and_then(|s| s.force_promote)
+            .unwrap_or(false);
+        let mut pods: Option<PromotedPods> = None;
+        loop {
+            let input = StepInput {
+                kind,
+                now: self.now.0,
+                rollout_name: &self.name,
+                schedule: sched,
+                analysis_run_timeout: cfg.analysis_run_timeout,
+                analysis_enabled,
+                force_promote,
+                has_hpa_rider: parts.has_hpa_rider,
+                desired_spec: &desired.spec,
+                differs_from_promoted,
+                promoted: Some(PromotedChild {
+                    name: &live_name,
+                    spec: live.spec(),
+                    pods: pods.as_ref(),
+                }),
+                older_promoted: &older,
+                trial: trial_input.clone(),
+                record,
+            };
+            let plan = progressive::step(&input)
+                .map_err(|e| Error::InvalidSpec(format!("progressive upgrade: {e}")))?;
+            if plan.action == Action::ObservePromotedPods && pods.is_none() {
+                pods = Some(promoted_pods(ctx, kind, live).await?);
+                continue;
             }
-            if delete_promoted_hpa {
-                for h in owned_hpas(ctx, live).await? {
-                    ctx.ensure_leader()?;
-                    let api: Api<HorizontalPodAutoscaler> =
-                        Api::namespaced(ctx.client.clone(), &ns);
-                    match api.delete(&h.name_any(), &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(e) if is_not_found(&e) => {}
-                        Err(e) => return Err(e).ctx(|| "deleting the promoted HPA".to_string()),
+            return Ok(plan);
+        }
+    }
+
+    /// Act: carry out the planned step (already recorded in status). (Long: one arm per engine
+    /// [`Action`], each a few API calls, read best side by side.)
+    async fn act(
+        &self,
+        st: &mut R::Status,
+        plan: numaplane_core::progressive::Plan,
+        record: &numaplane_core::progressive::Record,
+        desired: DesiredChild,
+        trial_obj: Option<&R::Child>,
+    ) -> Result<Acted<R::Child>, Error> {
+        let (obj, ctx, live, parts, kind) =
+            (self.obj, self.ctx, self.live, &self.parts, self.parts.kind);
+        let (ns, name) = (self.ns.clone(), self.name.clone());
+        let (generation, now) = (self.generation, self.now);
+        let (metadata, template) = obj.child_template();
+        let live_name = live.name_any();
+        let message = plan.message;
+        let mut wake = None;
+        let pending = |m: &str| Carry::Prepared {
+            child: live.clone(),
+            pending: Some(format!("progressive: {m}")),
+        };
+        let mut after = plan.after;
+        let carry = match plan.action {
+            Action::ObservePromotedPods | Action::Persist => pending(&message),
+            Action::CreateTrial {
+                name: trial_name,
+                promoted_scale_values,
+            } => {
+                let mut want = desired_child(obj, self.resolved, &trial_name, metadata, template)?;
+                want.labels
+                    .insert(labels::UPGRADE_STATE.into(), upgrade_state::TRIAL.into());
+                want.spec = scale::trial_spec(kind, &want.spec, &promoted_scale_values);
+                children::create::<R::Child>(ctx, &want).await?;
+                info!(trial = %trial_name, "created trial child");
+                ctx.metrics
+                    .progressive_started(metric_kind(kind), &ns, &name, &trial_name);
+                pending(&message)
+            }
+            Action::InitializeTrial {
+                trial: _,
+                promoted,
+                promoted_patch,
+                delete_promoted_hpa,
+            } => {
+                if let Some(t) = trial_obj {
+                    let recorded = record
+                        .upgrading_for(&t.name_any())
+                        .map(|u| u.riders.clone())
+                        .unwrap_or_default();
+                    let riders = trial_riders(obj, ctx, t, &recorded).await?;
+                    if let Some(u) = after.as_mut().and_then(|a| a.upgrading.as_mut()) {
+                        u.riders = riders;
+                    }
+                    // (the ISB service's PDB)
+                    obj.ensure_companions(ctx, t).await?;
+                }
+                if delete_promoted_hpa {
+                    for h in owned_hpas(ctx, live).await? {
+                        ctx.ensure_leader()?;
+                        let api: Api<HorizontalPodAutoscaler> =
+                            Api::namespaced(ctx.client.clone(), &ns);
+                        match api.delete(&h.name_any(), &DeleteParams::default()).await {
+                            Ok(_) => {}
+                            Err(e) if is_not_found(&e) => {}
+                            Err(e) => {
+                                return Err(e).ctx(|| "deleting the promoted HPA".to_string());
+                            }
+                        }
                     }
                 }
-            }
-            if let Some(p) = &promoted_patch {
-                merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
-            }
-            pending(&message)
-        }
-        Action::CreateAnalysisRun {
-            name: run_name,
-            trial: trial_name,
-        } => {
-            if let (Some(t), Some(a)) = (&trial_obj, parts.analysis) {
-                let body = analysis_run(ctx, kind, a, &run_name, t, &live_name).await?;
-                let run: AnalysisRun = serde_json::from_value(body)
-                    .map_err(|e| Error::InvalidSpec(format!("AnalysisRun: {e}")))?;
-                ctx.ensure_leader()?;
-                let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &ns);
-                match api.create(&PostParams::default(), &run).await {
-                    Ok(_) => info!(run = %run_name, trial = %trial_name, "created AnalysisRun"),
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(e) => return Err(e).ctx(|| format!("creating AnalysisRun {run_name}")),
+                if let Some(p) = &promoted_patch {
+                    merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
                 }
+                pending(&message)
             }
-            pending(&message)
-        }
-        Action::Wait { until } => {
-            if let Some(u) = until {
-                *wake = Some(wake.map_or(u, |w| w.min(u)));
-            }
-            pending(&message)
-        }
-        Action::Promote {
-            trial: trial_name,
-            previous,
-            result_label,
-        } => {
-            merge_child::<R::Child>(
-                ctx,
-                &ns,
-                &trial_name,
-                &json!({"metadata": {"labels": {
-                    labels::PROGRESSIVE_RESULT_STATE: result_label,
-                    labels::UPGRADE_STATE: upgrade_state::PROMOTED,
-                    labels::UPGRADE_STATE_REASON: upgrade_state_reason::PROGRESSIVE_SUCCESS,
-                }}}),
-            )
-            .await?;
-            for p in &previous {
-                if let Some(c) = R::children(&ctx.stores)
-                    .state()
-                    .into_iter()
-                    .find(|c| c.namespace().as_deref() == Some(&ns) && &c.name_any() == p)
-                {
-                    children::mark_recyclable(ctx, &*c, upgrade_state_reason::PROGRESSIVE_SUCCESS)
-                        .await?;
+            Action::CreateAnalysisRun {
+                name: run_name,
+                trial: trial_name,
+            } => {
+                if let (Some(t), Some(a)) = (trial_obj, parts.analysis) {
+                    let body = analysis_run(ctx, kind, a, &run_name, t, &live_name).await?;
+                    let run: AnalysisRun = serde_json::from_value(body)
+                        .map_err(|e| Error::InvalidSpec(format!("AnalysisRun: {e}")))?;
+                    ctx.ensure_leader()?;
+                    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &ns);
+                    match api.create(&PostParams::default(), &run).await {
+                        Ok(_) => info!(run = %run_name, trial = %trial_name, "created AnalysisRun"),
+                        Err(kube::Error::Api(e)) if e.code == 409 => {}
+                        Err(e) => return Err(e).ctx(|| format!("creating AnalysisRun {run_name}")),
+                    }
                 }
+                pending(&message)
             }
-            info!(trial = %trial_name, ?previous, "trial promoted");
-            set_progress_condition(
-                st,
-                true,
-                "Succeeded",
-                &format!("New Child Object {ns}/{trial_name} Running"),
-                generation,
-                now,
-            );
-            ctx.metrics.progressive_completed(
-                metric_kind(kind),
-                &ns,
-                &name,
-                &trial_name,
-                true,
-                result_label != numaplane_api::keys::progressive_result_state::SUCCEEDED,
-            );
-            pending(&message)
-        }
-        Action::Fail {
-            trial: trial_name,
-            promoted,
-            label_failed,
-            promoted_patch,
-            recreate_hpa: hpa,
-            trial_patch,
-        } => {
-            if label_failed {
+            Action::Wait { until } => {
+                wake = until;
+                pending(&message)
+            }
+            Action::Promote {
+                trial: trial_name,
+                previous,
+                result_label,
+            } => {
                 merge_child::<R::Child>(
                     ctx,
                     &ns,
                     &trial_name,
                     &json!({"metadata": {"labels": {
-                        labels::PROGRESSIVE_RESULT_STATE:
-                            numaplane_api::keys::progressive_result_state::FAILED,
+                        labels::PROGRESSIVE_RESULT_STATE: result_label,
+                        labels::UPGRADE_STATE: upgrade_state::PROMOTED,
+                        labels::UPGRADE_STATE_REASON: upgrade_state_reason::PROGRESSIVE_SUCCESS,
                     }}}),
                 )
                 .await?;
+                for p in &previous {
+                    if let Some(c) = R::children(&ctx.stores)
+                        .state()
+                        .into_iter()
+                        .find(|c| c.namespace().as_deref() == Some(&ns) && &c.name_any() == p)
+                    {
+                        children::mark_recyclable(
+                            ctx,
+                            &*c,
+                            upgrade_state_reason::PROGRESSIVE_SUCCESS,
+                        )
+                        .await?;
+                    }
+                }
+                info!(trial = %trial_name, ?previous, "trial promoted");
+                set_progress_condition(
+                    st,
+                    true,
+                    "Succeeded",
+                    &format!("New Child Object {ns}/{trial_name} Running"),
+                    generation,
+                    now,
+                );
+                ctx.metrics.progressive_completed(
+                    metric_kind(kind),
+                    &ns,
+                    &name,
+                    &trial_name,
+                    true,
+                    result_label != numaplane_api::keys::progressive_result_state::SUCCEEDED,
+                );
+                pending(&message)
             }
-            if let Some(p) = &promoted_patch {
-                merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
-            }
-            if let Some(h) = &hpa {
-                recreate_hpa(ctx, &ns, h).await?;
-            }
-            if let Some(p) = &trial_patch {
-                merge_child::<R::Child>(ctx, &ns, &trial_name, p).await?;
-            }
-            set_progress_condition(
-                st,
-                false,
-                "Failed",
-                &format!("New Child Object {ns}/{trial_name} Failed"),
-                generation,
-                now,
-            );
-            ctx.metrics.progressive_completed(
-                metric_kind(kind),
-                &ns,
-                &name,
-                &trial_name,
-                false,
-                false,
-            );
-            pending(&message)
-        }
-        Action::ReplaceTrial {
-            trial: trial_name,
-            reason,
-        } => {
-            // (the engine names the trial it judged; the live one is the same or newer)
-            if let Some(t) = &trial_obj {
-                children::mark_recyclable(ctx, t, reason).await?;
-            }
-            info!(trial = %trial_name, reason, "trial replaced");
-            pending(&message)
-        }
-        Action::Discontinue {
-            trial: trial_name,
-            promoted_patch,
-            recreate_hpa: hpa,
-        } => {
-            if let Some(t) = &trial_obj {
-                children::mark_recyclable(ctx, t, upgrade_state_reason::DISCONTINUE_PROGRESSIVE)
+            Action::Fail {
+                trial: trial_name,
+                promoted,
+                label_failed,
+                promoted_patch,
+                recreate_hpa: hpa,
+                trial_patch,
+            } => {
+                if label_failed {
+                    merge_child::<R::Child>(
+                        ctx,
+                        &ns,
+                        &trial_name,
+                        &json!({"metadata": {"labels": {
+                            labels::PROGRESSIVE_RESULT_STATE:
+                                numaplane_api::keys::progressive_result_state::FAILED,
+                        }}}),
+                    )
                     .await?;
+                }
+                if let Some(p) = &promoted_patch {
+                    merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
+                }
+                if let Some(h) = &hpa {
+                    recreate_hpa(ctx, &ns, h).await?;
+                }
+                if let Some(p) = &trial_patch {
+                    merge_child::<R::Child>(ctx, &ns, &trial_name, p).await?;
+                }
+                set_progress_condition(
+                    st,
+                    false,
+                    "Failed",
+                    &format!("New Child Object {ns}/{trial_name} Failed"),
+                    generation,
+                    now,
+                );
+                ctx.metrics.progressive_completed(
+                    metric_kind(kind),
+                    &ns,
+                    &name,
+                    &trial_name,
+                    false,
+                    false,
+                );
+                pending(&message)
             }
-            if let Some(p) = &promoted_patch {
-                merge_child::<R::Child>(ctx, &ns, &live_name, p).await?;
+            Action::ReplaceTrial {
+                trial: trial_name,
+                reason,
+            } => {
+                // (the engine names the trial it judged; the live one is the same or newer)
+                if let Some(t) = trial_obj {
+                    children::mark_recyclable(ctx, t, reason).await?;
+                }
+                info!(trial = %trial_name, reason, "trial replaced");
+                pending(&message)
             }
-            if let Some(h) = &hpa {
-                recreate_hpa(ctx, &ns, h).await?;
+            Action::Discontinue {
+                trial: trial_name,
+                promoted_patch,
+                recreate_hpa: hpa,
+            } => {
+                if let Some(t) = trial_obj {
+                    children::mark_recyclable(
+                        ctx,
+                        t,
+                        upgrade_state_reason::DISCONTINUE_PROGRESSIVE,
+                    )
+                    .await?;
+                }
+                if let Some(p) = &promoted_patch {
+                    merge_child::<R::Child>(ctx, &ns, &live_name, p).await?;
+                }
+                if let Some(h) = &hpa {
+                    recreate_hpa(ctx, &ns, h).await?;
+                }
+                info!(trial = %trial_name, "progressive upgrade discontinued");
+                set_progress_condition(st, true, "Discontinued", "Discontinued", generation, now);
+                pending(&message)
             }
-            info!(trial = %trial_name, "progressive upgrade discontinued");
-            set_progress_condition(st, true, "Discontinued", "Discontinued", generation, now);
-            pending(&message)
-        }
-        Action::RestorePromoted {
-            promoted,
-            promoted_patch,
-            recreate_hpa: hpa,
-        } => {
-            if let Some(p) = &promoted_patch {
-                merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
+            Action::RestorePromoted {
+                promoted,
+                promoted_patch,
+                recreate_hpa: hpa,
+            } => {
+                if let Some(p) = &promoted_patch {
+                    merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;
+                }
+                if let Some(h) = &hpa {
+                    recreate_hpa(ctx, &ns, h).await?;
+                }
+                pending(&message)
             }
-            if let Some(h) = &hpa {
-                recreate_hpa(ctx, &ns, h).await?;
+            Action::RecreatePromoted => pending(&message),
+            Action::Done => {
+                st.common_mut().upgrade_in_progress = UpgradeStrategy::NoOp;
+                Carry::Apply(Box::new(desired))
             }
-            pending(&message)
-        }
-        Action::RecreatePromoted => pending(&message),
-        Action::Done => {
-            st.common_mut().upgrade_in_progress = UpgradeStrategy::NoOp;
-            Carry::Apply(Box::new(desired))
-        }
-    };
-    if let Some(after) = &after {
-        R::write_record(after, st);
+        };
+        Ok(Acted { carry, after, wake })
     }
-    Ok(carry)
 }

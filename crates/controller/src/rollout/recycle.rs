@@ -155,7 +155,8 @@ async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: Drai
 }
 
 /// One recycling step for recyclable pipeline `p` of `rollout`; returns when to look again if
-/// nothing else wakes the rollout first.
+/// nothing else wakes the rollout first. (Long: one arm per [`Step`] of the pure decision,
+/// each a write or two, read best side by side.)
 pub async fn recycle(
     rollout: &PipelineRollout,
     ctx: &Ctx,
