@@ -11,7 +11,9 @@
 //!   promotion, expiry, no drain needed) and an Event on it says which;
 //! - while a PipelineRollout's pause-and-drain is in progress, its pipeline's spec changes
 //!   (beyond its lifecycle and vertex scales) only while the pipeline is Paused, or Failed, or
-//!   the rollout allows data loss.
+//!   the rollout allows data loss;
+//! - every rollout converges (its current generation observed, phase Deployed or Failed with
+//!   the failure stated) within [`CONVERGENCE_BOUND`] of being changed.
 
 use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
@@ -26,12 +28,19 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
+
+/// How long any rollout of the suites may take to converge after a change: the slowest
+/// flows (force drains of unhealthy specs, pause grace periods) take a few minutes.
+pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(360);
 
 /// One version of an object as a watch delivered it.
 #[derive(Clone, Debug)]
 struct Seen {
     rv: u64,
+    /// When it arrived.
+    at: Instant,
     kind: &'static str,
     name: String,
     gone: bool,
@@ -109,6 +118,7 @@ where
             if let Ok(mut l) = log.lock() {
                 l.push(Seen {
                     rv,
+                    at: Instant::now(),
                     kind,
                     name,
                     gone,
@@ -154,7 +164,9 @@ impl Recorder {
         log.sort_by_key(|s| s.rv);
         log.dedup_by(|a, b| a.rv == b.rv && a.kind == b.kind && a.name == b.name);
         let by_test = self.by_test.lock().map(|s| s.clone()).unwrap_or_default();
-        check(&log, events, &by_test)
+        let mut v = check(&log, events, &by_test);
+        v.extend(convergence(&log, Instant::now(), CONVERGENCE_BOUND));
+        v
     }
 
     /// Panics with every violation, and the history around each, if any. Waits a moment first
@@ -197,6 +209,53 @@ fn paused_drained(obj: &Value) -> bool {
     obj["spec"]["lifecycle"]["desiredPhase"] == "Paused"
         && obj["status"]["phase"] == "Paused"
         && obj["status"]["drainedOnPause"] == true
+}
+
+fn is_rollout(kind: &str) -> bool {
+    kind.ends_with("Rollout")
+}
+
+/// The rollout has caught up with its spec: its generation observed, Deployed or Failed.
+fn converged(obj: &Value) -> bool {
+    let st = &obj["status"];
+    st["observedGeneration"] == obj["metadata"]["generation"]
+        && matches!(st["phase"].as_str(), Some("Deployed" | "Failed"))
+}
+
+/// Rollouts that took longer than `bound` to converge after a change, or have not converged
+/// `bound` after one.
+fn convergence(log: &[Seen], now: Instant, bound: Duration) -> Vec<String> {
+    let mut out = Vec::new();
+    // (kind, name) -> since when it has been unconverged.
+    let mut since: BTreeMap<(&str, &str), Instant> = BTreeMap::new();
+    for s in log.iter().filter(|s| is_rollout(s.kind)) {
+        let key = (s.kind, s.name.as_str());
+        if s.gone || converged(&s.obj) {
+            if let Some(t) = since.remove(&key)
+                && s.at.duration_since(t) > bound
+                && !s.gone
+            {
+                out.push(format!(
+                    "rv {}: {} {} took {:?} to converge (bound {bound:?})",
+                    s.rv,
+                    s.kind,
+                    s.name,
+                    s.at.duration_since(t)
+                ));
+            }
+        } else {
+            since.entry(key).or_insert(s.at);
+        }
+    }
+    for ((kind, name), t) in since {
+        if now.duration_since(t) > bound {
+            out.push(format!(
+                "{kind} {name} not converged {:?} after a change (bound {bound:?})",
+                now.duration_since(t)
+            ));
+        }
+    }
+    out
 }
 
 /// A pipeline spec without what pausing and draining themselves change.
@@ -339,6 +398,7 @@ pub fn self_test() {
         }
         Seen {
             rv,
+            at: Instant::now(),
             kind: "Pipeline",
             name: name.into(),
             gone: false,
@@ -347,6 +407,7 @@ pub fn self_test() {
     };
     let rollout = Seen {
         rv: 1,
+        at: Instant::now(),
         kind: "PipelineRollout",
         name: "pr".into(),
         gone: false,
@@ -398,6 +459,7 @@ pub fn self_test() {
     // A pipeline that may hold data, deleted undrained; drained first; or with an Event.
     let undrained = Seen {
         rv: 2,
+        at: Instant::now(),
         kind: "Pipeline",
         name: "pr-0".into(),
         gone: false,
