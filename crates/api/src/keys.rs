@@ -177,4 +177,6 @@ pub mod event_reason {
     pub const FORCE_DRAIN: &str = "ForceDrain";
     pub const DRAIN_NOT_REQUIRED: &str = "DrainNotRequired";
     pub const DRAIN_INCOMPLETE: &str = "DrainIncomplete";
+    /// Ours: a rider's definition named another namespace; riders live in the rollout's.
+    pub const RIDER_NAMESPACE_IGNORED: &str = "RiderNamespaceIgnored";
 }

@@ -110,6 +110,50 @@ async fn invalid_input_is_reported_and_isolated() {
     )
     .await;
 
+    // A rider naming another namespace: created in the rollout's namespace only, and a
+    // Warning Event names the field (the reference moves it silently).
+    let elsewhere = json!([{"definition": {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "kube-system"}, "data": {"a": "b"}
+    }}]);
+    h.apply::<PipelineRollout>(pr("elsewhere", good_spec(), elsewhere))
+        .await;
+    let cms = |ns: &str| {
+        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(h.client.clone(), ns)
+    };
+    eventually("the rider in the rollout's namespace", || async {
+        cms(&h.ns).get_opt("cm-elsewhere-0").await.ok().flatten()
+    })
+    .await;
+    assert!(
+        cms("kube-system")
+            .get_opt("cm-elsewhere-0")
+            .await
+            .expect("get")
+            .is_none(),
+        "nothing created in the namespace the rider named"
+    );
+    let note = eventually("a Warning Event naming the field", || async {
+        kube::Api::<Event>::namespaced(h.client.clone(), &h.ns)
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("RiderNamespaceIgnored")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("elsewhere")
+            })
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(
+        note.contains("spec.riders[0].definition.metadata.namespace")
+            && note.contains("kube-system"),
+        "{note}"
+    );
+
     // A child name taken by someone else's Pipeline: never taken over; the next name is used.
     let foreign = json!({
         "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",

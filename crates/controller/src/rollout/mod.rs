@@ -459,6 +459,27 @@ async fn sync_riders<R: Rollout>(
         changed = riders::sync(ctx, &ns, child, st.riders(), &desired_riders).await?;
         ctx.riders_checked(&uid);
     }
+    // Said once per write of the riders, not on every pass.
+    if changed {
+        for r in &desired_riders {
+            if let Some((field, asked)) = &r.namespace_ignored {
+                let note = format!(
+                    "{field}: namespace {asked:?} ignored: rider {} {} is created in the \
+                     rollout's namespace {ns:?}",
+                    r.gvk.kind, r.name
+                );
+                warn!(%note, "rider namespace ignored");
+                publish(
+                    &ctx.events,
+                    obj,
+                    EventType::Warning,
+                    keys::event_reason::RIDER_NAMESPACE_IGNORED,
+                    note,
+                )
+                .await;
+            }
+        }
+    }
     *st.riders_mut() = numaplane_core::riders::rider_status(&desired_riders);
     Ok(changed)
 }

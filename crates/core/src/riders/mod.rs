@@ -56,6 +56,9 @@ pub struct DesiredRider {
     pub progressive: bool,
     /// The vertex of a per-vertex rider.
     pub vertex: Option<String>,
+    /// The other namespace its definition named (`metadata.namespace`), as (field, namespace):
+    /// riders are created in the rollout's namespace only.
+    pub namespace_ignored: Option<(String, String)>,
 }
 
 /// A rider that exists in the cluster.
@@ -241,6 +244,11 @@ fn render_one(
             path: format!("{path}.metadata"),
             problem: "expected object".into(),
         })?;
+    let namespace_ignored = metadata
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty() && *n != namespace)
+        .map(|n| (format!("{path}.metadata.namespace"), n.to_string()));
     metadata.insert("name".into(), Value::String(name.clone()));
     metadata.insert("namespace".into(), Value::String(namespace.to_string()));
     for key in SERVER_METADATA {
@@ -262,6 +270,7 @@ fn render_one(
         hash,
         progressive: spec.progressive,
         vertex: vertex.map(String::from),
+        namespace_ignored,
     })
 }
 

@@ -133,6 +133,24 @@ fn namespace_is_forced_and_server_fields_and_owners_dropped() {
     let r = &render(&[spec(def, false, false)]).unwrap()[0];
     let md = r.object["metadata"].as_object().unwrap();
     assert_eq!(md["namespace"], "ns");
+    assert_eq!(
+        r.namespace_ignored,
+        Some((
+            "spec.riders[0].definition.metadata.namespace".to_string(),
+            "elsewhere".to_string()
+        )),
+        "the namespace it asked for is reported"
+    );
+    let mut own = cm_def();
+    own["metadata"]["namespace"] = json!("ns");
+    assert_eq!(
+        render(&[spec(own, false, false)]).unwrap()[0].namespace_ignored,
+        None
+    );
+    assert_eq!(
+        render(&[spec(cm_def(), false, false)]).unwrap()[0].namespace_ignored,
+        None
+    );
     for k in ["resourceVersion", "uid", "ownerReferences"] {
         assert!(!md.contains_key(k), "{k}");
     }

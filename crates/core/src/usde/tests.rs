@@ -849,6 +849,7 @@ fn rider_changes_come_from_a_rider_diff() {
         hash: hash.into(),
         progressive,
         vertex: None,
+        namespace_ignored: None,
     };
     let existing = |name: &str, hash: &str| ExistingRider {
         gvk: gvk.clone(),
