@@ -134,18 +134,11 @@ async fn invalid_input_is_reported_and_isolated() {
         "nothing created in the namespace the rider named"
     );
     let note = eventually("a Warning Event naming the field", || async {
-        kube::Api::<Event>::namespaced(h.client.clone(), &h.ns)
-            .list(&ListParams::default())
+        warnings(&h, "elsewhere")
             .await
-            .ok()?
-            .items
             .into_iter()
-            .find(|e| {
-                e.reason.as_deref() == Some("RiderNamespaceIgnored")
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("elsewhere")
-            })
-            .and_then(|e| e.note)
+            .find(|(reason, _)| reason == "RiderNamespaceIgnored")
+            .map(|(_, note)| note)
     })
     .await;
     assert!(
