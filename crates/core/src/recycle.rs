@@ -463,9 +463,10 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
     let applied_at = p
         .annotation(annotations::FORCE_DRAIN_SPEC_TIME)
         .and_then(parse_time);
+    // A Failed phase waits too: Numaflow reports Failed for a pass right after the spec change
+    // (a stale Vertex update), and pausing then skips the wait this gate exists for.
     if let Some(at) = applied_at
         && !spec.wants_paused()
-        && p.phase() != "Failed"
     {
         let until = plus(at, input.config.force_drain_failure_wait);
         if input.now < until {

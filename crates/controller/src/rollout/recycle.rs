@@ -311,6 +311,9 @@ pub async fn recycle(
                         annotations::FORCE_DRAIN_SPECS_STARTED: started,
                         annotations::DRAIN_FAILURE_START_TIME: null,
                         annotations::FORCE_DRAIN_SPEC_TIME: now_rfc3339(),
+                        // The pause of the drain before is over: a stale start would give
+                        // the force drain's pause no grace period at all.
+                        "numaflow.numaproj.io/pause-timestamp": null,
                     }},
                     "spec": spec,
                 }),
