@@ -310,16 +310,10 @@ async fn until_policy(h: &Harness, name: &str, status: bool, patch: Value, refus
 
 /// Warning Events regarding `name`: (reason, note).
 async fn warnings(h: &Harness, name: &str) -> Vec<(String, String)> {
-    kube::Api::<Event>::namespaced(h.client.clone(), &h.ns)
-        .list(&ListParams::default())
+    h.events_about(name)
         .await
-        .expect("events")
-        .items
         .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }

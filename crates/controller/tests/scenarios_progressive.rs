@@ -430,17 +430,10 @@ async fn force_promote(h: &Harness, name: &str) {
 
 /// How many Events of `type_` and `reason` regard `name`.
 async fn events(h: &Harness, name: &str, type_: &str, reason: &str) -> usize {
-    kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(h.client.clone(), &h.ns)
-        .list(&ListParams::default())
+    h.events_about(name)
         .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.type_.as_deref() == Some(type_)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.reason.as_deref() == Some(reason)
-        })
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some(type_) && e.reason.as_deref() == Some(reason))
         .count()
 }
 

@@ -227,6 +227,18 @@ impl Harness {
         self.operator = Some(operator);
     }
 
+    /// The namespace's Events regarding object `name`.
+    pub async fn events_about(&self, name: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), &self.ns)
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect()
+    }
+
     /// Asserts that no upgrade invariant was broken in the namespace so far (see
     /// [`invariants`]).
     pub async fn assert_invariants(&self) {
