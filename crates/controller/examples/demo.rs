@@ -864,6 +864,7 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
             watch_namespace: None,
             metrics: Default::default(),
             leadership: None,
+            fence: None,
         },
     )
     .await?;

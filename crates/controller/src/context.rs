@@ -32,6 +32,8 @@ pub struct Ctx {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Whether this replica may write (holds the lease, or runs without election).
     pub leader: Arc<std::sync::atomic::AtomicBool>,
+    /// Bounds the lease holder's writes in time (`lease_fence`); open without election.
+    pub fence: Arc<crate::lease_fence::Fence>,
     pub settings: Arc<Settings>,
     pub events: EventSink,
     pub stores: Stores,
@@ -65,6 +67,7 @@ impl Ctx {
             client,
             metrics: Arc::default(),
             leader: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            fence: Arc::new(crate::lease_fence::Fence::open()),
             settings,
             events,
             stores,
@@ -77,8 +80,9 @@ impl Ctx {
         }
     }
 
+    /// Holds the lease, and its last renewal is fresh enough that no one else can hold it.
     pub fn is_leader(&self) -> bool {
-        self.leader.load(std::sync::atomic::Ordering::Acquire)
+        self.leader.load(std::sync::atomic::Ordering::Acquire) && self.fence.allows()
     }
 
     /// Every write goes through here: a replica that lost the lease stops writing at once.

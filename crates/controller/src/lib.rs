@@ -10,6 +10,7 @@ pub mod context;
 pub mod error;
 pub mod events;
 pub mod finalizer;
+pub mod lease_fence;
 pub mod logging;
 pub mod metrics;
 pub mod numaflow_controller;

@@ -4,6 +4,7 @@ use clap::Parser;
 use kube_lease_manager::LeaseManagerBuilder;
 use numaplane::api_metrics::RequestMetricsLayer;
 use numaplane::cli::Options;
+use numaplane::lease_fence::{self, Fence, FenceLayer};
 use numaplane::metrics::Metrics;
 use numaplane::{Operator, OperatorOptions, admin};
 use std::process::ExitCode;
@@ -17,8 +18,12 @@ use tracing::{info, warn};
 const LEASE_NAME: &str = "numaplane-controller-lock";
 /// Seconds a lease stays valid after its last renewal (a standby takes over within this).
 const LEASE_DURATION: u64 = 15;
-/// Seconds before expiry at which the holder renews.
-const LEASE_GRACE: u64 = 5;
+/// Seconds before expiry at which the holder renews (every 8 s).
+const LEASE_GRACE: u64 = 7;
+/// The leader stops writing this long before its lease could expire (at 11 s without a new
+/// renewal): the gap between its last write and a successor's first, and the room left for
+/// clock differences and requests in flight. The renewal due at 8 s has 3 s to be seen.
+const FENCE_MARGIN: Duration = Duration::from_secs(4);
 
 /// jemalloc returns the memory of the initial lists to the system; glibc malloc keeps most of
 /// that spike resident (measured in `make bench`, README "Benchmarks"). Its purge settings are
@@ -40,7 +45,11 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn client(opts: &Options, metrics: &Arc<Metrics>) -> anyhow::Result<kube::Client> {
+async fn client(
+    opts: &Options,
+    metrics: &Arc<Metrics>,
+    fence: FenceLayer,
+) -> anyhow::Result<kube::Client> {
     let config = match &opts.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -54,6 +63,7 @@ async fn client(opts: &Options, metrics: &Arc<Metrics>) -> anyhow::Result<kube::
     let url = config.cluster_url.clone();
     let client = kube::client::ClientBuilder::try_from(config)?
         .with_layer(&RequestMetricsLayer::new(metrics.clone()))
+        .with_layer(&fence)
         .build();
     client
         .apiserver_version()
@@ -75,7 +85,15 @@ fn identity() -> String {
 
 async fn run(opts: Options) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
-    let client = client(&opts, &metrics).await?;
+    let identity = identity();
+    let fence = Arc::new(if opts.leader_elect {
+        Fence::closed()
+    } else {
+        Fence::open()
+    });
+    let user_agent = format!("numaplane/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let layer = FenceLayer::new(fence.clone(), &user_agent, metrics.fenced_writes.clone());
+    let client = client(&opts, &metrics, layer).await?;
     let namespace = opts.operator_namespace();
     let shutdown = CancellationToken::new();
     let ready = Arc::new(AtomicBool::new(false));
@@ -97,12 +115,22 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     let lease = if opts.leader_elect {
         let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
             .with_namespace(namespace.clone())
-            .with_identity(identity())
+            .with_identity(identity.clone())
             .with_duration(LEASE_DURATION)
             .with_grace(LEASE_GRACE)
             .build()
             .await
             .map_err(|e| anyhow::anyhow!("setting up the lease {namespace}/{LEASE_NAME}: {e}"))?;
+        // Each renewal of ours, seen by watch, moves the fence on.
+        let (c, n, i, f) = (
+            client.clone(),
+            namespace.clone(),
+            identity.clone(),
+            fence.clone(),
+        );
+        tokio::spawn(
+            async move { lease_fence::follow(c, &n, LEASE_NAME, &i, FENCE_MARGIN, f).await },
+        );
         Some(manager.watch().await)
     } else {
         None
@@ -117,6 +145,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
             watch_namespace: opts.watch_namespace.clone(),
             metrics,
             leadership: lease.as_ref().map(|(rx, _)| rx.clone()),
+            fence: Some(fence),
         },
     )
     .await?;

@@ -80,6 +80,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<Labels, Counter>,
     pub kube_requests: Family<Labels, Counter>,
     pub leader: Gauge,
+    /// Writes refused because this replica's lease renewal was overdue.
+    pub fenced_writes: Counter,
     /// Counter families the reference exposes without the `_total` suffix.
     unsuffixed: Vec<String>,
     /// controller-runtime's own families, as its registry exposes them (no constant label).
@@ -298,6 +300,11 @@ impl Metrics {
             "1 while this replica holds the leader lease (or runs without election)",
             Gauge::default()
         );
+        let fenced_writes = reg!(
+            "numaplane_fenced_writes",
+            "Writes refused before leaving because this replica's lease renewal was overdue",
+            Counter::default()
+        );
         let mut runtime = Registry::default();
         let runtime_reconcile = Family::<Labels, Counter>::default();
         runtime.register(
@@ -363,6 +370,7 @@ impl Metrics {
             reconcile_errors,
             kube_requests,
             leader,
+            fenced_writes,
             unsuffixed: std::iter::once("progressive_pipeline_drains".to_string())
                 .chain(["pipeline", "isbsvc", "monovertex"].iter().flat_map(|k| {
                     [

@@ -48,6 +48,8 @@ pub struct OperatorOptions {
     pub metrics: Arc<Metrics>,
     /// Leadership from the lease manager; `None` means always leader (no election).
     pub leadership: Option<watch::Receiver<bool>>,
+    /// The time bound on the leader's writes, shared with the client's request stack.
+    pub fence: Option<Arc<crate::lease_fence::Fence>>,
 }
 
 impl OperatorOptions {
@@ -61,6 +63,7 @@ impl OperatorOptions {
             watch_namespace: None,
             metrics: Arc::default(),
             leadership: None,
+            fence: None,
         }
     }
 }
@@ -157,6 +160,9 @@ impl Operator {
             opts.operator_namespace.clone(),
         );
         ctx.metrics = opts.metrics.clone();
+        if let Some(fence) = &opts.fence {
+            ctx.fence = fence.clone();
+        }
         let (gained_tx, _) = broadcast::channel::<()>(4);
         if let Some(rx) = &opts.leadership {
             ctx.leader.store(*rx.borrow(), Ordering::Release);
@@ -166,15 +172,30 @@ impl Operator {
         if let Some(mut rx) = opts.leadership.clone() {
             let (ctx, token, gained) = (ctx.clone(), cancel.clone(), gained_tx.clone());
             tasks.spawn(async move {
+                // Set when a change arrived while waiting for the fence: taken without waiting.
+                let mut pending = false;
                 loop {
-                    tokio::select! {
-                        _ = token.cancelled() => return,
-                        changed = rx.changed() => if changed.is_err() { return },
+                    if !std::mem::take(&mut pending) {
+                        tokio::select! {
+                            _ = token.cancelled() => return,
+                            changed = rx.changed() => if changed.is_err() { return },
+                        }
                     }
                     let is_leader = *rx.borrow_and_update();
                     ctx.leader.store(is_leader, Ordering::Release);
                     ctx.metrics.leader.set(i64::from(is_leader));
                     if is_leader {
+                        // Writes start once the renewal that opens the fence arrives by watch
+                        // (right after the lease is won), unless leadership changes first.
+                        tokio::select! {
+                            _ = token.cancelled() => return,
+                            _ = ctx.fence.opened() => {}
+                            changed = rx.changed() => {
+                                if changed.is_err() { return }
+                                pending = true;
+                                continue;
+                            }
+                        }
                         info!("became leader: reconciling everything");
                         let _ = gained.send(());
                     } else {

@@ -306,4 +306,5 @@ const METRIC_FAMILIES: &[(&str, &str)] = &[
     ("numaplane_reconcile_errors_total", "counter"),
     ("numaplane_kube_requests_total", "counter"),
     ("numaplane_leader", "gauge"),
+    ("numaplane_fenced_writes_total", "counter"),
 ];

@@ -220,6 +220,7 @@ impl Harness {
                 watch_namespace: Some(self.ns.clone()),
                 metrics: self.metrics.clone(),
                 leadership: None,
+                fence: None,
             },
         )
         .await

@@ -1,0 +1,258 @@
+//! Leader failover in the middle of a pause-and-drain, proven from the API server's audit log:
+//! the leader is stopped (SIGSTOP) once it has asked the pipeline to pause, the standby takes the
+//! lease and finishes the upgrade, the old leader is let run again, and the audit log shows that
+//! no two replicas wrote in the same interval: every write of the old leader completed before the
+//! new one's first. Prints the takeover time against the lease duration.
+
+mod support;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use numaplane_api::numaflow::Pipeline;
+use numaplane_api::{ISBServiceRollout, PipelineRollout};
+use numaplane_testenv::{TestEnv, TestEnvOptions};
+use serde_json::{Value, json};
+use std::time::{Duration, SystemTime};
+use support::scenario::{CAT, isb, settled, three_vertices, two_vertices};
+use support::{Process, eventually, install_numaflow, install_rbac, samples};
+
+const LEASE: &str = "numaplane-controller-lock";
+/// The controller's lease duration (`main.rs`).
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// Only writes are audited: reads would bury them.
+const WRITES_ONLY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    verbs: [get, list, watch]
+  - level: Metadata
+";
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt(LEASE)
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// One audited write of a replica: when the API server received it and when it answered.
+#[derive(Debug)]
+struct Write {
+    replica: char,
+    received: SystemTime,
+    completed: SystemTime,
+    what: String,
+}
+
+fn time(v: &Value) -> SystemTime {
+    let t: k8s_openapi::jiff::Timestamp = v
+        .as_str()
+        .expect("audit timestamp")
+        .parse()
+        .expect("RFC 3339 timestamp");
+    SystemTime::from(t)
+}
+
+/// The writes of replicas `a` and `b` (named in their User-Agent) to anything but the lease.
+fn audited_writes(log: &str) -> Vec<Write> {
+    let mut writes: Vec<Write> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| {
+            let agent = e["userAgent"].as_str()?;
+            let replica = ['a', 'b']
+                .into_iter()
+                .find(|r| agent.starts_with("numaplane/") && agent.contains(&format!("({r}_")))?;
+            let verb = e["verb"].as_str()?;
+            let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
+            if !matches!(verb, "create" | "update" | "patch" | "delete") || resource == "leases" {
+                return None;
+            }
+            Some(Write {
+                replica,
+                received: time(&e["requestReceivedTimestamp"]),
+                completed: time(&e["stageTimestamp"]),
+                what: format!(
+                    "{verb} {resource}/{} -> {}",
+                    e["objectRef"]["name"].as_str().unwrap_or_default(),
+                    e["responseStatus"]["code"]
+                ),
+            })
+        })
+        .collect();
+    writes.sort_by_key(|w| w.received);
+    writes
+}
+
+fn secs(d: &Result<Duration, std::time::SystemTimeError>) -> f64 {
+    d.as_ref().map_or(f64::NAN, |d| d.as_secs_f64())
+}
+
+#[tokio::test]
+async fn a_stopped_leader_never_writes_beside_its_successor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.log");
+    let env = TestEnv::start_with(TestEnvOptions {
+        real_stack: true,
+        audit_log: Some(audit.clone()),
+        audit_policy: Some(WRITES_ONLY.into()),
+        ..Default::default()
+    })
+    .await
+    .expect("control plane with an audit log");
+    let client = env.client();
+    install_rbac(&client).await;
+    let ns = env.create_namespace("failover").await;
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "defaultUpgradeStrategy: pause-and-drain\n").expect("config");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "numaplane-system");
+
+    let a = Process::start(&env, &ns, &config, dir.path(), "a", &["--leader-elect"]);
+    eventually("a holds the lease", || async {
+        holder(&leases).await.filter(|h| h.starts_with("a_"))
+    })
+    .await;
+    install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
+    let b = Process::start(&env, &ns, &config, dir.path(), "b", &["--leader-elect"]);
+    eventually("b ready as a warm standby", || async {
+        (b.probe("/readyz").await == Some(200)).then_some(())
+    })
+    .await;
+
+    let isbrs: Api<ISBServiceRollout> = Api::namespaced(client.clone(), &ns);
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);
+    let pipelines: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
+    let pr = |spec: Value| -> PipelineRollout {
+        serde_json::from_value(json!({
+            "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout",
+            "metadata": {"name": "pr"}, "spec": {"pipeline": {"spec": spec}}
+        }))
+        .expect("PipelineRollout")
+    };
+    isbrs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(isb("2.10.17", "10Mi", None)).expect("isbr"),
+        )
+        .await
+        .expect("create isbr");
+    prs.create(&PostParams::default(), &pr(two_vertices(30)))
+        .await
+        .expect("create pr");
+    eventually("pr settled by the leader", || async {
+        settled(prs.get("pr").await.ok().as_ref())
+    })
+    .await;
+
+    // A topology change: the leader asks the pipeline to pause and drain, and is stopped there.
+    let mut live = prs.get("pr").await.expect("pr");
+    live.spec = pr(three_vertices(CAT, 30)).spec;
+    live.metadata.managed_fields = None;
+    prs.replace("pr", &PostParams::default(), &live)
+        .await
+        .expect("update pr");
+    eventually("the leader asked pr-0 to pause", || async {
+        let p = pipelines.get("pr-0").await.ok()?;
+        (p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))).then_some(())
+    })
+    .await;
+    a.signal("-STOP");
+    let stopped = SystemTime::now();
+
+    eventually("b takes the lease", || async {
+        holder(&leases).await.filter(|h| h.starts_with("b_"))
+    })
+    .await;
+    eventually("b finishes the pause-and-drain a started", || async {
+        let p = pipelines.get("pr-0").await.ok()?;
+        let r = prs.get("pr").await.ok()?;
+        (p.spec["vertices"].as_array()?.len() == 3
+            && p.spec.pointer("/lifecycle/desiredPhase").is_none()
+            && settled(Some(&r)).is_some())
+        .then_some(())
+    })
+    .await;
+
+    // The old leader runs again: it must find it lost the lease before writing anything, and
+    // leave a later change to b.
+    a.signal("-CONT");
+    let resumed = SystemTime::now();
+    eventually("a sees it is no longer leader", || async {
+        let m = a.metrics_text().await;
+        (samples(&m, "numaplane_leader").first().map(|s| s.1) == Some(0.0)).then_some(())
+    })
+    .await;
+    let mut live = prs.get("pr").await.expect("pr");
+    live.spec.pipeline.metadata =
+        Some(serde_json::from_value(json!({"labels": {"after": "failover"}})).expect("meta"));
+    live.metadata.managed_fields = None;
+    prs.replace("pr", &PostParams::default(), &live)
+        .await
+        .expect("label pr");
+    eventually("b applies a change made after a resumed", || async {
+        let p = pipelines.get("pr-0").await.ok()?;
+        (p.labels().get("after").map(String::as_str) == Some("failover")).then_some(())
+    })
+    .await;
+    assert!(holder(&leases).await.is_some_and(|h| h.starts_with("b_")));
+    assert_eq!(
+        a.probe("/readyz").await,
+        Some(200),
+        "a stays up as a standby"
+    );
+
+    // The audit log: a's writes all completed before b's first one was received.
+    let writes = audited_writes(&std::fs::read_to_string(&audit).expect("audit log"));
+    let first_b = writes
+        .iter()
+        .find(|w| w.replica == 'b')
+        .expect("b wrote after taking over");
+    let last_a = writes
+        .iter()
+        .filter(|w| w.replica == 'a')
+        .max_by_key(|w| w.completed)
+        .expect("a wrote while leading");
+    let overlapping: Vec<&Write> = writes
+        .iter()
+        .filter(|w| w.replica == 'a' && w.completed >= first_b.received)
+        .collect();
+    assert!(
+        overlapping.is_empty(),
+        "the old leader wrote after its successor's first write ({first_b:?}): {overlapping:#?}"
+    );
+    let takeover = first_b.received.duration_since(stopped);
+    let quiet = first_b.received.duration_since(last_a.completed);
+    let fenced = samples(&a.metrics_text().await, "numaplane_fenced_writes_total")
+        .first()
+        .map_or(0.0, |s| s.1);
+    println!(
+        "FIGURE leader failover: stop -> standby's first write {:.1} s (lease {} s); \
+         no writes for {:.1} s between leaders; {} writes of the old leader refused after \
+         SIGCONT at +{:.1} s; {} audited writes (a {}, b {}); a's last: {}; b's first: {}",
+        secs(&takeover),
+        LEASE_DURATION.as_secs(),
+        secs(&quiet),
+        fenced,
+        secs(&resumed.duration_since(stopped)),
+        writes.len(),
+        writes.iter().filter(|w| w.replica == 'a').count(),
+        writes.iter().filter(|w| w.replica == 'b').count(),
+        last_a.what,
+        first_b.what,
+    );
+    // The standby waits out the lease, then takes it at its next look (within a second or two).
+    let takeover = takeover.expect("b wrote after the stop");
+    assert!(
+        takeover <= LEASE_DURATION + Duration::from_secs(10),
+        "took over in {takeover:?}"
+    );
+    drop(b);
+    drop(a);
+}
