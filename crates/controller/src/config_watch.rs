@@ -79,6 +79,8 @@ pub async fn watch_file(
 }
 
 /// Watches every ConfigMap labelled `numaplane.numaproj.io/config` and dispatches on the label.
+/// Scoped to one namespace (`--watch-namespace`), the operator's own namespace is watched too:
+/// the USDE config lives there whichever namespace the rollouts are in.
 pub async fn watch_configmaps(
     client: Client,
     watch_namespace: Option<String>,
@@ -86,12 +88,20 @@ pub async fn watch_configmaps(
     events: EventSink,
     operator_namespace: String,
 ) {
-    let api: Api<ConfigMap> = match &watch_namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
+    let scopes: Vec<Api<ConfigMap>> = match &watch_namespace {
+        None => vec![Api::all(client)],
+        Some(ns) if *ns == operator_namespace => vec![Api::namespaced(client, ns)],
+        Some(ns) => vec![
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client, &operator_namespace),
+        ],
     };
     let cfg = watcher::Config::default().labels(labels::CONFIG);
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut stream = futures::stream::select_all(
+        scopes
+            .into_iter()
+            .map(|api| watcher(api, cfg.clone()).default_backoff().boxed()),
+    );
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {

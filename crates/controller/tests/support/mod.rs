@@ -55,7 +55,8 @@ progressive:
       schedule: "0,0,0,1"
 "#;
 
-fn repo(rel: &str) -> PathBuf {
+/// A path in the repository.
+pub fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(rel)
