@@ -278,15 +278,27 @@ async fn ensure_controller(
         None => {
             // A live read before creating: never take over a NumaflowController we don't own.
             let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
-            if let Some(existing) = api
+            match api
                 .get_opt(&name)
                 .await
                 .ctx(|| format!("reading NumaflowController {name}"))?
             {
-                check_owned(&existing, &uid, &ns)?;
+                // Created a moment ago, not in the cache yet: adopted, not applied again.
+                Some(existing)
+                    if check_owned(&existing, &uid, &ns).is_ok() && existing.spec == desired =>
+                {
+                    (existing, None)
+                }
+                Some(existing) => {
+                    check_owned(&existing, &uid, &ns)?;
+                    info!(version = %desired.version, "updating NumaflowController");
+                    (apply_controller(r, nctx, &desired).await?, Some("update"))
+                }
+                None => {
+                    info!(version = %desired.version, "creating NumaflowController");
+                    (apply_controller(r, nctx, &desired).await?, Some("create"))
+                }
             }
-            info!(version = %desired.version, "creating NumaflowController");
-            (apply_controller(r, nctx, &desired).await?, Some("create"))
         }
     };
     match &pending {
