@@ -199,12 +199,30 @@ pub async fn list_live<K: ChildObject>(
     ns: &str,
     rollout: &str,
 ) -> Result<Vec<K>, Error> {
+    // A name that is no valid label value (object names may be 253 characters, label values
+    // 63) can label no child: none exists, and the selector would be refused, which would
+    // leave such a rollout undeletable.
+    if !valid_label_value(rollout) {
+        return Ok(Vec::new());
+    }
     let lp = ListParams::default().labels(&format!("{}={rollout}", labels::PARENT_ROLLOUT_NAME));
     Ok(api::<K>(ctx, ns)
         .list(&lp)
         .await
         .ctx(|| format!("listing {} of {rollout}", K::plural(&())))?
         .items)
+}
+
+/// Kubernetes' rule for label values: at most 63 characters of `[A-Za-z0-9._-]`, starting and
+/// ending with an alphanumeric (or empty).
+fn valid_label_value(v: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    v.is_empty()
+        || (v.len() <= 63
+            && alnum(v.chars().next())
+            && alnum(v.chars().last())
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
 }
 
 /// Deletes a child by name, guarded by its UID; a child already gone is fine.
@@ -307,4 +325,16 @@ pub async fn mark_recyclable<K: ChildObject>(
         )
         .await
         .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn label_values() {
+        assert!(super::valid_label_value("my-pipeline"));
+        assert!(super::valid_label_value(&"a".repeat(63)));
+        assert!(!super::valid_label_value(&"a".repeat(64)));
+        assert!(!super::valid_label_value("a.b-"));
+        assert!(!super::valid_label_value("a/b"));
+    }
 }

@@ -25,6 +25,8 @@ use tracing::{debug, warn};
 #[derive(Debug)]
 pub struct Fence {
     until: watch::Sender<i64>,
+    /// Counts the renewals that opened a closed fence (the first one, or one after a lapse).
+    reopened: watch::Sender<u64>,
 }
 
 fn now_ms() -> i64 {
@@ -38,6 +40,7 @@ impl Fence {
     pub fn open() -> Self {
         Self {
             until: watch::Sender::new(i64::MAX),
+            reopened: watch::Sender::new(0),
         }
     }
 
@@ -45,11 +48,18 @@ impl Fence {
     pub fn closed() -> Self {
         Self {
             until: watch::Sender::new(0),
+            reopened: watch::Sender::new(0),
         }
     }
 
     pub fn allows(&self) -> bool {
         now_ms() < *self.until.borrow()
+    }
+
+    /// Changes whenever a renewal opens the fence after it was closed: reconciles skipped while
+    /// it was closed (a renewal seen late) are due again.
+    pub fn reopenings(&self) -> watch::Receiver<u64> {
+        self.reopened.subscribe()
     }
 
     /// Waits until writes are allowed (right after the lease was won, its renewal is on its way).
@@ -74,11 +84,17 @@ impl Fence {
                     .saturating_add(i64::from(secs) * 1000)
                     .saturating_sub(margin)
             });
+        let now = now_ms();
+        let mut reopened = false;
         self.until.send_if_modified(|u| {
+            reopened = *u <= now && now < until;
             let changed = *u != until;
             *u = until;
             changed
         });
+        if reopened {
+            self.reopened.send_modify(|n| *n += 1);
+        }
     }
 
     fn close(&self) {
@@ -236,6 +252,20 @@ mod tests {
         assert!(!f.allows());
         f.observe(&lease(Some("me"), Duration::from_secs(10)), "me", MARGIN);
         assert!(f.allows());
+    }
+
+    #[test]
+    fn a_renewal_after_a_lapse_is_announced() {
+        let f = Fence::closed();
+        let rx = f.reopenings();
+        f.observe(&lease(Some("me"), Duration::from_secs(1)), "me", MARGIN);
+        assert_eq!(*rx.borrow(), 1, "the first renewal opens it");
+        f.observe(&lease(Some("me"), Duration::ZERO), "me", MARGIN);
+        assert_eq!(*rx.borrow(), 1, "a renewal while open is no reopening");
+        f.observe(&lease(Some("me"), Duration::from_secs(12)), "me", MARGIN);
+        assert!(!f.allows(), "a late view of an old renewal: lapsed");
+        f.observe(&lease(Some("me"), Duration::ZERO), "me", MARGIN);
+        assert_eq!(*rx.borrow(), 2);
     }
 
     #[test]

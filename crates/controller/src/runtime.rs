@@ -174,11 +174,23 @@ impl Operator {
             tasks.spawn(async move {
                 // Set when a change arrived while waiting for the fence: taken without waiting.
                 let mut pending = false;
+                let mut reopened = ctx.fence.reopenings();
                 loop {
                     if !std::mem::take(&mut pending) {
                         tokio::select! {
                             _ = token.cancelled() => return,
                             changed = rx.changed() => if changed.is_err() { return },
+                            r = reopened.changed() => {
+                                // A renewal seen late closed the fence for a moment: what was
+                                // skipped meanwhile (reconciles return early) is due now.
+                                // (The fence lives in `ctx`, held here: it never closes.)
+                                if r.is_err() { return }
+                                if ctx.leader.load(Ordering::Acquire) {
+                                    info!("lease renewal seen again: reconciling everything");
+                                    let _ = gained.send(());
+                                }
+                                continue;
+                            }
                         }
                     }
                     let is_leader = *rx.borrow_and_update();
@@ -196,6 +208,8 @@ impl Operator {
                                 continue;
                             }
                         }
+                        // The renewal that opened it needs no second reconcile of everything.
+                        let _ = reopened.borrow_and_update();
                         info!("became leader: reconciling everything");
                         let _ = gained.send(());
                     } else {
