@@ -112,9 +112,10 @@ pub async fn follow(
     fence: Arc<Fence>,
 ) {
     use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
     let api: Api<Lease> = Api::namespaced(client, namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = std::pin::pin!(watcher::watcher(api, config));
+    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
     while let Some(event) = events.next().await {
         match event {
             Ok(Event::Apply(lease) | Event::InitApply(lease)) => {
@@ -123,11 +124,8 @@ pub async fn follow(
             }
             Ok(Event::Delete(_)) => fence.close(),
             Ok(Event::Init | Event::InitDone) => {}
-            Err(e) => {
-                // The watcher retries on its own; until it does, the fence closes by time.
-                warn!(error = %e, "watching the lease failed");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+            // The backoff restarts the watch; until then the fence closes by time.
+            Err(e) => warn!(error = %e, "watching the lease failed"),
         }
     }
 }

@@ -6,25 +6,15 @@ mod support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use kube::ResourceExt;
 use numaplane_api::common::Phase;
-use numaplane_api::numaflow::Pipeline;
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
 use numaplane_testenv::TestEnv;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::{Process, eventually, install_numaflow, install_rbac, samples};
-
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases
-        .get_opt("numaplane-controller-lock")
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
+use support::{
+    Process, eventually, install_numaflow, install_rbac, label_after_failover, lease_holder,
+    samples,
+};
 
 /// Writes a process made to anything but its lease and Events.
 fn writes(metrics: &str) -> f64 {
@@ -58,7 +48,7 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
     })
     .await;
     eventually("a holds the lease", || async {
-        holder(&leases).await.filter(|h| h.starts_with("a_"))
+        lease_holder(&leases).await.filter(|h| h.starts_with("a_"))
     })
     .await;
     install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
@@ -115,26 +105,18 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
     // The leader dies without releasing: the standby takes over within the lease duration and
     // carries a new change through.
     a.signal("-KILL");
-    let mut pr = prs.get("pr").await.expect("pr");
-    pr.spec.pipeline.metadata =
-        Some(serde_json::from_value(json!({"labels": {"after": "failover"}})).expect("meta"));
-    pr.metadata.managed_fields = None;
-    prs.replace("pr", &Default::default(), &pr)
-        .await
-        .expect("update pr");
-    let pipelines: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
     let started = Instant::now();
-    eventually("the standby applies the change", || async {
-        let p = pipelines.get("pr-0").await.ok()?;
-        (p.labels().get("after").map(String::as_str) == Some("failover")).then_some(())
-    })
-    .await;
+    label_after_failover(&client, &ns, "the standby applies the change").await;
     assert!(
         started.elapsed() < Duration::from_secs(45),
         "took over in {:?}",
         started.elapsed()
     );
-    assert!(holder(&leases).await.is_some_and(|h| h.starts_with("b_")));
+    assert!(
+        lease_holder(&leases)
+            .await
+            .is_some_and(|h| h.starts_with("b_"))
+    );
     assert!(writes(&b.metrics_text().await) > 0.0);
 
     // SIGTERM: in-flight work finishes, the lease is released at once, exit 0.
@@ -144,5 +126,9 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
         .await
         .expect("join");
     assert!(exit.0.expect("wait").success(), "clean exit");
-    assert_eq!(holder(&leases).await, None, "lease released on shutdown");
+    assert_eq!(
+        lease_holder(&leases).await,
+        None,
+        "lease released on shutdown"
+    );
 }

@@ -8,7 +8,6 @@ mod support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use numaplane_api::numaflow::Pipeline;
 use numaplane_api::{ISBServiceRollout, PipelineRollout};
@@ -16,9 +15,11 @@ use numaplane_testenv::{TestEnv, TestEnvOptions};
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
 use support::scenario::{CAT, isb, settled, three_vertices, two_vertices};
-use support::{Process, eventually, install_numaflow, install_rbac, repo, samples};
+use support::{
+    Process, eventually, install_numaflow, install_rbac, label_after_failover, lease_holder, repo,
+    samples,
+};
 
-const LEASE: &str = "numaplane-controller-lock";
 /// The controller's lease duration (`main.rs`).
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 
@@ -31,17 +32,6 @@ rules:
     verbs: [get, list, watch]
   - level: Metadata
 ";
-
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases
-        .get_opt(LEASE)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
 
 /// One audited write of a replica: when the API server received it and when it answered.
 #[derive(Debug)]
@@ -129,7 +119,7 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
 
     let a = Process::start(&env, &ns, &config, dir.path(), "a", &["--leader-elect"]);
     eventually("a holds the lease", || async {
-        holder(&leases).await.filter(|h| h.starts_with("a_"))
+        lease_holder(&leases).await.filter(|h| h.starts_with("a_"))
     })
     .await;
     install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
@@ -206,7 +196,7 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
     let stopped = SystemTime::now();
 
     eventually("b takes the lease", || async {
-        holder(&leases).await.filter(|h| h.starts_with("b_"))
+        lease_holder(&leases).await.filter(|h| h.starts_with("b_"))
     })
     .await;
     eventually("b finishes the pause-and-drain a started", || async {
@@ -232,19 +222,12 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
         (samples(&m, "numaplane_leader").first().map(|s| s.1) == Some(0.0)).then_some(())
     })
     .await;
-    let mut live = prs.get("pr").await.expect("pr");
-    live.spec.pipeline.metadata =
-        Some(serde_json::from_value(json!({"labels": {"after": "failover"}})).expect("meta"));
-    live.metadata.managed_fields = None;
-    prs.replace("pr", &PostParams::default(), &live)
-        .await
-        .expect("label pr");
-    eventually("b applies a change made after a resumed", || async {
-        let p = pipelines.get("pr-0").await.ok()?;
-        (p.labels().get("after").map(String::as_str) == Some("failover")).then_some(())
-    })
-    .await;
-    assert!(holder(&leases).await.is_some_and(|h| h.starts_with("b_")));
+    label_after_failover(&client, &ns, "b applies a change made after a resumed").await;
+    assert!(
+        lease_holder(&leases)
+            .await
+            .is_some_and(|h| h.starts_with("b_"))
+    );
     assert_eq!(
         a.probe("/readyz").await,
         Some(200),

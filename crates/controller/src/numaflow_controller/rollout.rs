@@ -283,16 +283,15 @@ async fn ensure_controller(
                 .await
                 .ctx(|| format!("reading NumaflowController {name}"))?
             {
-                // Created a moment ago, not in the cache yet: adopted, not applied again.
-                Some(existing)
-                    if check_owned(&existing, &uid, &ns).is_ok() && existing.spec == desired =>
-                {
-                    (existing, None)
-                }
                 Some(existing) => {
                     check_owned(&existing, &uid, &ns)?;
-                    info!(version = %desired.version, "updating NumaflowController");
-                    (apply_controller(r, nctx, &desired).await?, Some("update"))
+                    if existing.spec == desired {
+                        // Created a moment ago, not in the cache yet: adopted, not applied again.
+                        (existing, None)
+                    } else {
+                        info!(version = %desired.version, "updating NumaflowController");
+                        (apply_controller(r, nctx, &desired).await?, Some("update"))
+                    }
                 }
                 None => {
                     info!(version = %desired.version, "creating NumaflowController");

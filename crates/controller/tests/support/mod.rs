@@ -393,6 +393,43 @@ pub async fn install_numaflow(client: &Client, operator_ns: &str, ns: &str, vers
     .await;
 }
 
+/// The holder of the operator's lease `numaplane-controller-lock`, if anyone holds it.
+pub async fn lease_holder(
+    leases: &Api<k8s_openapi::api::coordination::v1::Lease>,
+) -> Option<String> {
+    leases
+        .get_opt("numaplane-controller-lock")
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// Labels the pipeline of PipelineRollout `pr` `after: failover` and waits until its child
+/// `pr-0` carries it (whoever leads by then must apply it).
+pub async fn label_after_failover(client: &Client, ns: &str, what: &str) {
+    use numaplane_api::PipelineRollout;
+    use numaplane_api::numaflow::Pipeline;
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), ns);
+    let pipelines: Api<Pipeline> = Api::namespaced(client.clone(), ns);
+    let mut pr = prs.get("pr").await.expect("pr");
+    pr.spec.pipeline.metadata = Some(
+        serde_json::from_value(serde_json::json!({"labels": {"after": "failover"}})).expect("meta"),
+    );
+    pr.metadata.managed_fields = None;
+    prs.replace("pr", &Default::default(), &pr)
+        .await
+        .expect("label pr");
+    eventually(what, || async {
+        let p = pipelines.get("pr-0").await.ok()?;
+        let labels = p.metadata.labels?;
+        (labels.get("after").map(String::as_str) == Some("failover")).then_some(())
+    })
+    .await;
+}
+
 /// A controller binary running as a child process (killed when dropped).
 pub struct Process {
     pub child: std::process::Child,
