@@ -13,7 +13,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench
+.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench fuzz
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state)
@@ -73,3 +73,15 @@ bench: testenv-binaries
 	$${CARGO_TARGET_DIR:-target}/release/numaplane-bench \
 		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
 		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)
+
+## fuzz: the hostile-input suite at full size: FUZZ_CASES (10,000) generated rollout specs sent
+## through the real API server to the operator (figures in bench/fuzz-results.json; `make test`
+## runs a 60-case slice of the same seed; FUZZ_SEED explores another), then coverage-guided
+## fuzzing of the pure parsers, FUZZ_SECONDS each (cargo-fuzz, nightly; bench/fuzz-parsers.json)
+FUZZ_CASES ?= 10000
+FUZZ_SEED ?= 20261202
+FUZZ_SECONDS ?= 300
+fuzz: testenv-binaries
+	HOSTILE_CASES=$(FUZZ_CASES) HOSTILE_SEED=$(FUZZ_SEED) HOSTILE_RESULTS=$(CURDIR)/bench/fuzz-results.json \
+		$(CARGO) test -p numaplane --test hostile_input -- --nocapture
+	FUZZ_SECONDS=$(FUZZ_SECONDS) ./hack/fuzz-parsers.sh bench/fuzz-parsers.json

@@ -40,6 +40,7 @@ pub struct ISBServiceTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ChildMetadata>,
     #[schemars(schema_with = "preserve_unknown_object")]
+    #[serde(deserialize_with = "crate::free_form::value")]
     pub spec: serde_json::Value,
 }
 
@@ -59,6 +60,7 @@ pub struct ISBServiceRolloutStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_request_status: Option<PauseStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::optional_int32")]
     pub name_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub riders: Vec<RiderStatus>,

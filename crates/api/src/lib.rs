@@ -7,6 +7,7 @@
 
 pub mod common;
 pub mod crds;
+pub mod free_form;
 pub mod isbservice_rollout;
 pub mod keys;
 pub mod manifests;

@@ -19,9 +19,9 @@ macro_rules! raw_object {
         pub struct $name {
             #[serde(default)]
             pub metadata: ObjectMeta,
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::free_form::value")]
             pub spec: serde_json::Value,
-            #[serde(default)]
+            #[serde(default, deserialize_with = "crate::free_form::optional")]
             pub status: Option<serde_json::Value>,
         }
 

@@ -49,6 +49,7 @@ pub struct PipelineTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<ChildMetadata>,
     #[schemars(schema_with = "preserve_unknown_object")]
+    #[serde(deserialize_with = "crate::free_form::value")]
     pub spec: serde_json::Value,
 }
 
@@ -74,6 +75,7 @@ pub struct PipelineStrategy {
 pub struct RecycleStrategy {
     /// Percent of the historical pod count used while draining a replaced pipeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::optional_int32")]
     pub scale_factor: Option<i32>,
 }
 
@@ -87,6 +89,7 @@ pub struct PipelineRolloutStatus {
     pub pause_status: Option<PauseStatus>,
     /// Index of the next child (`<rollout>-<index>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::optional_int32")]
     pub name_count: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub riders: Vec<RiderStatus>,

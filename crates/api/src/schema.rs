@@ -19,3 +19,16 @@ pub fn optional_preserve_unknown_object(_: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-preserve-unknown-fields": true
     })
 }
+
+/// An optional 32-bit integer, bounded in the schema: the API server does not enforce
+/// `format: int32` in a CRD (kubernetes/kubernetes#136091), and one stored value out of range
+/// would fail every list of the kind in the operator (the whole kind would stop reconciling).
+pub fn optional_int32(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "integer",
+        "format": "int32",
+        "nullable": true,
+        "minimum": i32::MIN,
+        "maximum": i32::MAX
+    })
+}

@@ -80,6 +80,7 @@ pub struct PauseResumeStrategy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct Rider {
     #[schemars(schema_with = "preserve_unknown_object")]
+    #[serde(deserialize_with = "crate::free_form::value")]
     pub definition: serde_json::Value,
     /// A change to this rider triggers a progressive upgrade under the progressive strategy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,6 +92,7 @@ pub struct Rider {
 #[serde(rename_all = "camelCase")]
 pub struct PipelineRider {
     #[schemars(schema_with = "preserve_unknown_object")]
+    #[serde(deserialize_with = "crate::free_form::value")]
     pub definition: serde_json::Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progressive: Option<bool>,

@@ -106,7 +106,7 @@ async fn invalid_input_is_reported_and_isolated() {
     h.until(
         "unpermitted rider reported",
         "bad-rider",
-        failed_with("unpermitted"),
+        failed_with("spec.riders[0].definition.kind: rider definitions contained unpermitted Kind core/Secret"),
     )
     .await;
 
@@ -168,6 +168,31 @@ async fn invalid_input_is_reported_and_isolated() {
     assert!(untouched.labels().is_empty(), "{:?}", untouched.labels());
     assert!(untouched.owner_references().is_empty());
     assert_eq!(untouched.spec, json!({"vertices": []}));
+
+    // A 32-bit field past its range is refused by the API server, naming the field: stored, it
+    // would fail every list of PipelineRollouts in the operator (found by hostile_input.rs).
+    let mut out_of_range = pr("too-big", good_spec(), json!([]));
+    out_of_range["metadata"]["namespace"] = h.ns.clone().into();
+    out_of_range["spec"]["strategy"] = json!({"recycleStrategy": {"scaleFactor": 2147483648i64}});
+    let refused = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        h.client.clone(),
+        &h.ns,
+        &kube::api::ApiResource::erase::<PipelineRollout>(&()),
+    )
+    .create(
+        &PostParams::default(),
+        &serde_json::from_value(out_of_range).expect("object"),
+    )
+    .await;
+    match refused {
+        Err(kube::Error::Api(e)) => assert!(
+            e.code == 422
+                && e.message
+                    .contains("spec.strategy.recycleStrategy.scaleFactor"),
+            "{e:?}"
+        ),
+        other => panic!("an out-of-range scaleFactor was accepted: {other:?}"),
+    }
 
     // Meanwhile a valid rollout next to the broken ones deploys normally.
     h.apply::<PipelineRollout>(pr("good", good_spec(), json!([])))
@@ -396,6 +421,71 @@ async fn refused_writes_of_our_own_objects_are_reported() {
     assert!(found.1.contains("refused by the test"), "{found:?}");
     unrefuse(&h, &policy).await;
     h.until::<PipelineRollout, _, _>("deleted once accepted", "pr", |pr| {
+        pr.is_none().then_some(())
+    })
+    .await;
+    h.assert_invariants().await;
+}
+
+/// A child spec nested deeper than serde_json reads (128 levels; the API server stores up to
+/// 10,000) is Failed naming the field, and does not stop the kind: after a restart, whose list
+/// of PipelineRollouts includes it, another rollout still deploys. Before, that list failed as a
+/// whole and no PipelineRollout was reconciled again (found by hostile_input.rs).
+#[tokio::test]
+async fn a_spec_nested_too_deep_is_reported_and_does_not_stop_the_kind() {
+    let mut h = Harness::start_real_with_config("deep", support::TEST_CONFIG).await;
+    h.apply::<ISBServiceRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "isb"},
+        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
+    }))
+    .await;
+    let mut deep = good_spec();
+    deep["vertices"][0]["source"]["generator"]["extra"] =
+        (0..200).fold(json!("bottom"), |v, _| json!({"a": v}));
+    // Sent as text: the typed client would have to read the answer.
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": "deep", "namespace": h.ns},
+        "spec": {"pipeline": {"spec": deep}}
+    }))
+    .expect("json");
+    let url = format!(
+        "/apis/numaplane.numaproj.io/v1alpha1/namespaces/{}/pipelinerollouts",
+        h.ns
+    );
+    let req = kube::core::Request::new(&url)
+        .create(&PostParams::default(), body)
+        .expect("request");
+    h.client
+        .request_text(req)
+        .await
+        .expect("the API server stores it");
+    h.until(
+        "the deep spec reported",
+        "deep",
+        failed_with("spec.pipeline.spec: cannot be read: nested deeper than 128 levels"),
+    )
+    .await;
+    h.restart_operator().await;
+    h.apply::<PipelineRollout>(pr("after", good_spec(), json!([])))
+        .await;
+    h.until::<PipelineRollout, _, _>("a rollout deployed after the restart", "after", |pr| {
+        let st = pr?.status.as_ref()?;
+        (st.status.phase == Phase::Deployed).then_some(())
+    })
+    .await;
+    // Raw too: kube reads a delete's answer as a plain JSON value first.
+    let req = kube::core::Request::new(url)
+        .delete("deep", &Default::default())
+        .expect("request");
+    h.client
+        .request_text(req)
+        .await
+        .expect("delete the deep rollout");
+    h.until::<PipelineRollout, _, _>("the deep rollout gone", "deep", |pr| {
         pr.is_none().then_some(())
     })
     .await;

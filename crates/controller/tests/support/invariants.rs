@@ -86,6 +86,8 @@ where
         + Sync
         + 'static,
 {
+    // Typed, as the operator reads them: their free-form fields are read at any depth (a
+    // `DynamicObject` fails on a document nested deeper than 128 levels, and so does a list).
     let api = Api::<K>::namespaced(client.clone(), ns);
     let log = log.clone();
     let (listed_tx, listed) = tokio::sync::oneshot::channel();

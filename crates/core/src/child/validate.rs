@@ -150,6 +150,9 @@ fn validate_lifecycle(parent: &Map<String, Value>, prefix: &str) -> Result {
 }
 
 fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
+    if let Some(why) = numaplane_api::free_form::unreadable(v) {
+        return Err(SpecError::new(path, format!("cannot be read: {why}")));
+    }
     v.as_object()
         .ok_or_else(|| SpecError::expected(path, "object", v))
 }
@@ -231,6 +234,22 @@ mod tests {
         });
         assert_eq!(validate_pipeline_spec(&spec, P), Ok(()));
         assert_eq!(validate_pipeline_spec(&json!({}), P), Ok(()));
+    }
+
+    #[test]
+    fn a_spec_that_could_not_be_read_is_reported_at_its_path() {
+        // As the API server may store it: nested deeper than serde_json reads.
+        let deep = (0..200).fold(json!(0), |v, _| json!([v]));
+        let text = json!({"pipeline": {"spec": {"edges": deep}}}).to_string();
+        let read: numaplane_api::pipeline_rollout::PipelineRolloutSpec =
+            serde_json::from_str(&text).expect("read, not refused");
+        assert_eq!(
+            err(read.pipeline.spec),
+            "spec.pipeline.spec: cannot be read: nested deeper than 128 levels"
+        );
+        let unreadable = json!({numaplane_api::free_form::UNREADABLE: "x"});
+        assert!(validate_monovertex_spec(&unreadable, "spec.monoVertex.spec").is_err());
+        assert!(validate_isbsvc_spec(&unreadable, "spec.interStepBufferService.spec").is_err());
     }
 
     #[test]

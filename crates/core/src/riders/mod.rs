@@ -87,8 +87,13 @@ impl ExistingRider {
 /// Why riders could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RiderError {
-    #[error("rider definitions contained unpermitted Kind {}/{kind}", if group.is_empty() { "core" } else { group })]
-    Unpermitted { group: String, kind: String },
+    /// The reference's words, after the field (`spec.riders[i].definition.kind`).
+    #[error("{path}: rider definitions contained unpermitted Kind {}/{kind} (not in permittedRiders)", if group.is_empty() { "core" } else { group })]
+    Unpermitted {
+        path: String,
+        group: String,
+        kind: String,
+    },
     #[error("{path}: {problem}")]
     InvalidDefinition { path: String, problem: String },
     /// `source` names the field under `path`.
@@ -182,6 +187,9 @@ fn check_definition<'a>(
         },
         problem,
     };
+    if let Some(why) = numaplane_api::free_form::unreadable(def) {
+        return Err(invalid("", format!("cannot be read: {why}")));
+    }
     if !def.is_object() {
         return Err(invalid(
             "",
@@ -228,6 +236,7 @@ fn render_one(
     let gvk = gvk_of(api_version, kind);
     if !rules.permits(&gvk.group, &gvk.kind) {
         return Err(RiderError::Unpermitted {
+            path: format!("{path}.kind"),
             group: gvk.group,
             kind: gvk.kind,
         });

@@ -209,7 +209,7 @@ fn unpermitted_kind_is_refused() {
     let err = render(&[spec(cm_def(), false, false), spec(pdb, false, false)]).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "rider definitions contained unpermitted Kind policy/PodDisruptionBudget"
+        "spec.riders[1].definition.kind: rider definitions contained unpermitted Kind policy/PodDisruptionBudget (not in permittedRiders)"
     );
     assert_eq!(err.reason(), "UnpermittedRider");
     let err = desired_riders(
@@ -223,7 +223,7 @@ fn unpermitted_kind_is_refused() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "rider definitions contained unpermitted Kind core/ConfigMap"
+        "spec.riders[0].definition.kind: rider definitions contained unpermitted Kind core/ConfigMap (not in permittedRiders)"
     );
 }
 
