@@ -215,7 +215,7 @@ pub async fn list_live<K: ChildObject>(
 
 /// Kubernetes' rule for label values: at most 63 characters of `[A-Za-z0-9._-]`, starting and
 /// ending with an alphanumeric (or empty).
-fn valid_label_value(v: &str) -> bool {
+pub(crate) fn valid_label_value(v: &str) -> bool {
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     v.is_empty()
         || (v.len() <= 63

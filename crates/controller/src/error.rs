@@ -19,7 +19,8 @@ pub enum Error {
         namespace: String,
         owner_kind: &'static str,
     },
-    #[error("unable to find ISBServiceRollout {0}")]
+    /// The reference's words, after the field that names it.
+    #[error("spec.pipeline.spec.interStepBufferServiceName: unable to find ISBServiceRollout {0}")]
     MissingIsbServiceRollout(String),
     #[error("{context}: {source}")]
     Kube {

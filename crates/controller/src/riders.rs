@@ -104,7 +104,7 @@ pub async fn sync<K: ChildObject>(
             &Patch::Apply(body),
         )
         .await
-        .ctx(|| format!("applying rider {} {}", r.gvk.kind, r.name))?;
+        .ctx(|| format!("spec.riders: applying rider {} {}", r.gvk.kind, r.name))?;
     }
     for r in &diff.delete {
         let ar = resource(ctx, &r.gvk).await?;

@@ -32,6 +32,17 @@ fn good_spec() -> Value {
     })
 }
 
+/// The ISB service `isb` the pipelines of these tests use.
+async fn install_isb(h: &Harness) {
+    h.apply::<ISBServiceRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "isb"},
+        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
+    }))
+    .await;
+}
+
 fn failed_with(msg: &'static str) -> impl FnMut(Option<&PipelineRollout>) -> Option<String> {
     move |pr| {
         let st = pr?.status.as_ref()?;
@@ -43,13 +54,7 @@ fn failed_with(msg: &'static str) -> impl FnMut(Option<&PipelineRollout>) -> Opt
 #[tokio::test]
 async fn invalid_input_is_reported_and_isolated() {
     let h = Harness::start_real_with_config("invalid", support::TEST_CONFIG).await;
-    h.apply::<ISBServiceRollout>(json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "ISBServiceRollout",
-        "metadata": {"name": "isb"},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
-    }))
-    .await;
+    install_isb(&h).await;
 
     // A wrong type in scale: Failed, naming the field; no child is created.
     let mut bad_scale = good_spec();
@@ -350,13 +355,7 @@ async fn warnings(h: &Harness, name: &str) -> Vec<(String, String)> {
 async fn refused_writes_of_our_own_objects_are_reported() {
     const F: &str = "numaplane.numaproj.io/numaplane-controller";
     let h = Harness::start_real_with_config("refused", support::TEST_CONFIG).await;
-    h.apply::<ISBServiceRollout>(json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "ISBServiceRollout",
-        "metadata": {"name": "isb"},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
-    }))
-    .await;
+    install_isb(&h).await;
     h.apply::<PipelineRollout>(pr("pr", good_spec(), json!([])))
         .await;
     let deployed = |pr: Option<&PipelineRollout>| {
@@ -434,13 +433,7 @@ async fn refused_writes_of_our_own_objects_are_reported() {
 #[tokio::test]
 async fn a_spec_nested_too_deep_is_reported_and_does_not_stop_the_kind() {
     let mut h = Harness::start_real_with_config("deep", support::TEST_CONFIG).await;
-    h.apply::<ISBServiceRollout>(json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "ISBServiceRollout",
-        "metadata": {"name": "isb"},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
-    }))
-    .await;
+    install_isb(&h).await;
     let mut deep = good_spec();
     deep["vertices"][0]["source"]["generator"]["extra"] =
         (0..200).fold(json!("bottom"), |v, _| json!({"a": v}));

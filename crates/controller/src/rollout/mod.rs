@@ -259,8 +259,23 @@ async fn drive<R: Rollout>(
 ) -> Result<Pass, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    let (_, spec) = obj.child_template();
+    // Every child is labelled with its rollout's name: one that is no label value (object names
+    // may be 253 characters) could never create a child, and each attempt took a new name.
+    if !crate::children::valid_label_value(&name) {
+        return Err(Error::InvalidSpec(format!(
+            "metadata.name: {} characters, at most 63 can label its children ({})",
+            name.chars().count(),
+            numaplane_api::keys::labels::PARENT_ROLLOUT_NAME
+        )));
+    }
+    let (meta, spec) = obj.child_template();
     R::validate(spec)?;
+    if let Some(meta) = meta {
+        let at = R::SPEC_PATH.strip_suffix(".spec").unwrap_or(R::SPEC_PATH);
+        let meta = serde_json::to_value(meta).unwrap_or_default();
+        numaplane_core::child::validate_applyable(&meta, &format!("{at}.metadata"))
+            .map_err(|e| Error::InvalidSpec(e.to_string()))?;
+    }
     if let Some(retired) = obj.retire_children(ctx).await? {
         return Ok(Pass::Waiting(retired));
     }

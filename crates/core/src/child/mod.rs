@@ -13,7 +13,8 @@ pub use desired::{
 };
 
 pub use validate::{
-    SpecError, validate_isbsvc_spec, validate_monovertex_spec, validate_pipeline_spec,
+    SpecError, validate_applyable, validate_isbsvc_spec, validate_monovertex_spec,
+    validate_pipeline_spec,
 };
 
 use crate::json::{get_path, i64_at, str_at};

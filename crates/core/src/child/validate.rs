@@ -71,7 +71,8 @@ pub fn validate_pipeline_spec(spec: &Value, prefix: &str) -> Result {
         }
     }
     validate_lifecycle(obj, prefix)?;
-    optional_string(obj, "interStepBufferServiceName", prefix)
+    optional_string(obj, "interStepBufferServiceName", prefix)?;
+    validate_applyable(spec, prefix)
 }
 
 /// Checks a MonoVertex spec; `prefix` is where the spec sits (e.g. `spec.monoVertex.spec`).
@@ -82,7 +83,8 @@ pub fn validate_monovertex_spec(spec: &Value, prefix: &str) -> Result {
     for key in ["source", "sink"] {
         optional_object(obj, key, prefix)?;
     }
-    validate_lifecycle(obj, prefix)
+    validate_lifecycle(obj, prefix)?;
+    validate_applyable(spec, prefix)
 }
 
 /// Checks an InterStepBufferService spec; `prefix` is where the spec sits
@@ -95,7 +97,7 @@ pub fn validate_isbsvc_spec(spec: &Value, prefix: &str) -> Result {
         optional_string(js, "version", &path)?;
     }
     optional_object(obj, "redis", prefix)?;
-    Ok(())
+    validate_applyable(spec, prefix)
 }
 
 /// Returns the vertex name.
@@ -147,6 +149,57 @@ fn validate_lifecycle(parent: &Map<String, Value>, prefix: &str) -> Result {
     // Drain and recycle arithmetic reads these.
     optional_count(lifecycle, "pauseGracePeriodSeconds", &path)?;
     optional_count(lifecycle, "deletionGracePeriodSeconds", &path)
+}
+
+/// Checks that every key and string of `v` can travel in a server-side apply patch: the API
+/// server reads those as YAML, which refuses control characters other than tab, line feed and
+/// carriage return (the JSON the user stored carried them). Names the first offending field.
+pub fn validate_applyable(v: &Value, path: &str) -> Result {
+    if applyable(v) {
+        return Ok(());
+    }
+    let refuse = |s: &str, at: &str| match s.chars().find(|c| !yaml_printable(*c)) {
+        Some(c) => Err(SpecError::new(
+            at,
+            format!(
+                "contains the character U+{:04X}, which server-side apply (read as YAML) refuses",
+                c as u32
+            ),
+        )),
+        None => Ok(()),
+    };
+    match v {
+        Value::String(s) => refuse(s, path),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, x)| validate_applyable(x, &format!("{path}[{i}]"))),
+        Value::Object(m) => m.iter().try_for_each(|(k, x)| {
+            let at = format!("{path}.{k}");
+            refuse(k, &at)?;
+            validate_applyable(x, &at)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The fast check behind [`validate_applyable`], without building paths.
+fn applyable(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.chars().all(yaml_printable),
+        Value::Array(items) => items.iter().all(applyable),
+        Value::Object(m) => m
+            .iter()
+            .all(|(k, x)| k.chars().all(yaml_printable) && applyable(x)),
+        _ => true,
+    }
+}
+
+/// YAML 1.2's printable characters.
+fn yaml_printable(c: char) -> bool {
+    matches!(c,
+        '\t' | '\n' | '\r' | '\u{20}'..='\u{7E}' | '\u{85}' | '\u{A0}'..='\u{D7FF}'
+        | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..='\u{10FFFF}')
 }
 
 fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
@@ -250,6 +303,19 @@ mod tests {
         let unreadable = json!({numaplane_api::free_form::UNREADABLE: "x"});
         assert!(validate_monovertex_spec(&unreadable, "spec.monoVertex.spec").is_err());
         assert!(validate_isbsvc_spec(&unreadable, "spec.interStepBufferService.spec").is_err());
+    }
+
+    #[test]
+    fn strings_server_side_apply_refuses_are_named() {
+        let spec = json!({"vertices": [{"name": "in", "source": {"generator": {"note": "nul\u{0}byte"}}}]});
+        assert_eq!(
+            err(spec),
+            "spec.pipeline.spec.vertices[0].source.generator.note: contains the character U+0000, which server-side apply (read as YAML) refuses"
+        );
+        let key = json!({"vertices": [], "x\u{7f}": 1});
+        assert!(err(key).starts_with("spec.pipeline.spec.x"));
+        let fine = json!({"vertices": [], "edges": [], "a": "tab\tline\nünïcödé 🚀 \u{202e}"});
+        assert_eq!(validate_pipeline_spec(&fine, P), Ok(()));
     }
 
     #[test]

@@ -190,6 +190,12 @@ fn check_definition<'a>(
     if let Some(why) = numaplane_api::free_form::unreadable(def) {
         return Err(invalid("", format!("cannot be read: {why}")));
     }
+    if let Err(e) = crate::child::validate_applyable(def, path) {
+        return Err(RiderError::InvalidDefinition {
+            path: e.path,
+            problem: e.problem,
+        });
+    }
     if !def.is_object() {
         return Err(invalid(
             "",
