@@ -106,7 +106,10 @@ fn health_of_real_objects() {
     );
     assert_eq!(
         health(&fixture("pipelinerollout-failed")),
-        h("Degraded", "unable to find ISBServiceRollout missing")
+        h(
+            "Degraded",
+            "spec.pipeline.spec.interStepBufferServiceName: unable to find ISBServiceRollout missing"
+        )
     );
 }
 
