@@ -536,20 +536,19 @@ struct Figures {
     slowest: Duration,
 }
 
+/// A number from the environment, or `default`.
+fn setting<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[tokio::test]
 async fn hostile_specs_are_answered_and_never_crash_the_operator() {
-    let cases: usize = std::env::var("HOSTILE_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
-    let seed: u64 = std::env::var("HOSTILE_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_SEED);
-    let first: usize = std::env::var("HOSTILE_FROM")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let cases = setting("HOSTILE_CASES", DEFAULT_CASES);
+    let seed = setting("HOSTILE_SEED", DEFAULT_SEED);
+    let first = setting("HOSTILE_FROM", 0);
     let env = TestEnv::shared_real().await;
     let client = env.client();
     install_rbac(&client).await;

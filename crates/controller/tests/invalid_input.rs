@@ -34,12 +34,10 @@ fn good_spec() -> Value {
 
 /// The ISB service `isb` the pipelines of these tests use.
 async fn install_isb(h: &Harness) {
-    h.apply::<ISBServiceRollout>(json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "ISBServiceRollout",
-        "metadata": {"name": "isb"},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
-    }))
+    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
+        "isb",
+        json!({"version": "2.10.17"}),
+    ))
     .await;
 }
 
