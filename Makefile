@@ -13,7 +13,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench fuzz
+.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench fuzz chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state)
@@ -85,3 +85,13 @@ fuzz: testenv-binaries
 	HOSTILE_CASES=$(FUZZ_CASES) HOSTILE_SEED=$(FUZZ_SEED) HOSTILE_RESULTS=$(CURDIR)/bench/fuzz-results.json \
 		$(CARGO) test -p numaplane --test hostile_input -- --nocapture
 	FUZZ_SECONDS=$(FUZZ_SECONDS) ./hack/fuzz-parsers.sh bench/fuzz-parsers.json
+
+## chaos: the chaos suite at full size: CHAOS_FLOWS (200) random upgrade flows over four rollouts
+## at once on the real stack, with the operator SIGKILLed, kube-apiserver and etcd restarted and
+## API requests rejected, timed out, cut and watches dropped at random (figures in
+## bench/chaos-results.json; `make test` runs an 8-flow slice of the same seed)
+CHAOS_FLOWS ?= 200
+CHAOS_SEED ?= 20261204
+chaos: testenv-binaries
+	CHAOS_FLOWS=$(CHAOS_FLOWS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_RESULTS=$(CURDIR)/bench/chaos-results.json \
+		$(CARGO) test -p numaplane --test chaos -- --nocapture

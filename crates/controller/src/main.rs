@@ -65,11 +65,40 @@ async fn client(
         .with_layer(&RequestMetricsLayer::new(metrics.clone()))
         .with_layer(&fence)
         .build();
-    client
-        .apiserver_version()
+    reachable(&client)
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach the Kubernetes API server at {url}: {e}"))?;
     Ok(client)
+}
+
+/// How long start-up waits for an API server that refuses connections or answers 5xx/429 (a
+/// restart, an overloaded control plane) before giving up; a refusal that retrying cannot fix
+/// (401, 403, a bad certificate) ends start-up at once.
+const STARTUP_PATIENCE: Duration = Duration::from_secs(30);
+
+async fn reachable(client: &kube::Client) -> Result<(), kube::Error> {
+    let deadline = tokio::time::Instant::now() + STARTUP_PATIENCE;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match client.apiserver_version().await {
+            Ok(_) => return Ok(()),
+            Err(e) if transient(&e) && tokio::time::Instant::now() + pause < deadline => {
+                tracing::warn!("the API server is not answering yet ({e}); retrying in {pause:?}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(4));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// An error a later attempt may not meet.
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
 }
 
 fn identity() -> String {

@@ -83,6 +83,9 @@ struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// How it was started, for [`TestEnv::restart`].
+    bin: PathBuf,
+    args: Vec<String>,
 }
 
 /// A running control plane. See the module documentation for identities and clean-up.
@@ -96,7 +99,8 @@ pub struct TestEnv {
     admin_token: String,
     operator_token: String,
     audit_log: Option<PathBuf>,
-    processes: Vec<Process>,
+    /// Behind a lock so that [`TestEnv::restart`] works on the shared environment too.
+    processes: std::sync::Mutex<Vec<Process>>,
     watchdog: Option<Child>,
     real: Option<crate::realstack::RealStack>,
 }
@@ -247,7 +251,7 @@ impl TestEnv {
     /// The pid of one of the environment's processes (`"prometheus"`, `"kwok"`, ...), for tests
     /// that take a part away (a provider outage).
     pub fn pid_of(&self, name: &str) -> Option<u32> {
-        self.processes
+        self.procs()
             .iter()
             .find(|p| p.name == name)
             .map(|p| p.child.id())
@@ -343,7 +347,7 @@ impl TestEnv {
             admin_token: random_token()?,
             operator_token: random_token()?,
             audit_log: opts.audit_log.clone(),
-            processes: Vec::new(),
+            processes: Default::default(),
             watchdog: Some(watchdog),
             real: None,
         };
@@ -583,8 +587,28 @@ impl TestEnv {
     }
 
     fn spawn(&mut self, name: &'static str, bin: &Path, args: &[String]) -> Result<()> {
+        let p = self.launch(name, bin, args, false)?;
+        self.procs().push(p);
+        Ok(())
+    }
+
+    /// Starts one process in its own process group and records its pid for the watchdog; a
+    /// restart appends to the log instead of truncating it.
+    fn launch(
+        &self,
+        name: &'static str,
+        bin: &Path,
+        args: &[String],
+        append: bool,
+    ) -> Result<Process> {
         let log = self.dir.join(format!("{name}.log"));
-        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let out = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&log)
+            .with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
         let child = Command::new(bin)
             .args(args)
@@ -602,15 +626,93 @@ impl TestEnv {
             .append(true)
             .open(&pids)
             .and_then(|mut f| writeln!(f, "{pid}"));
-        self.processes.push(Process { name, child, log });
+        let p = Process {
+            name,
+            child,
+            log,
+            bin: bin.to_path_buf(),
+            args: args.to_vec(),
+        };
         recorded.with_context(|| format!("recording pid {pid} in {}", pids.display()))?;
         debug!(name, pid, "started");
-        Ok(())
+        Ok(p)
+    }
+
+    fn procs(&self) -> std::sync::MutexGuard<'_, Vec<Process>> {
+        // A panic while holding the lock leaves the list itself intact.
+        self.processes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills process `name` (`"etcd"`, `"kube-apiserver"`, ...) with SIGKILL, leaves it down for
+    /// `down`, starts it again with the same arguments and state (etcd keeps its data) and waits
+    /// until it serves again: a crash and restart of one part of the control plane, for fault
+    /// injection. Clients see refused connections, then the same server on the same port.
+    pub async fn restart(&self, name: &str, down: Duration) -> Result<()> {
+        let (pname, bin, args) = {
+            let mut procs = self.procs();
+            let p = procs
+                .iter_mut()
+                .find(|p| p.name == name)
+                .ok_or_else(|| anyhow!("no process {name} in this environment"))?;
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            (p.name, p.bin.clone(), p.args.clone())
+        };
+        tokio::time::sleep(down).await;
+        let fresh = self.launch(pname, &bin, &args, true)?;
+        if let Some(p) = self.procs().iter_mut().find(|p| p.name == name) {
+            *p = fresh;
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if self.serving(name, &args).await {
+                return Ok(());
+            }
+            if let Some(p) = self.procs().iter_mut().find(|p| p.name == name)
+                && let Ok(Some(status)) = p.child.try_wait()
+            {
+                bail!(
+                    "{name} exited ({status}) after a restart; last lines of {}:\n{}",
+                    p.log.display(),
+                    tail(&p.log, LOG_TAIL_LINES)
+                );
+            }
+            if Instant::now() > deadline {
+                bail!("{name} not serving within {READY_TIMEOUT:?} of a restart");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Whether a restarted process answers: the API server's `/readyz`, etcd's client port,
+    /// anything else by being alive.
+    async fn serving(&self, name: &str, args: &[String]) -> bool {
+        match name {
+            "kube-apiserver" => {
+                let Ok(client) = kube::Client::try_from(self.config()) else {
+                    return false;
+                };
+                let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
+                    return false;
+                };
+                client.request_text(request).await.is_ok()
+            }
+            "etcd" => args
+                .iter()
+                .find_map(|a| a.strip_prefix("--listen-client-urls=http://"))
+                .and_then(|addr| addr.parse::<SocketAddr>().ok())
+                .is_some_and(|addr| {
+                    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                }),
+            _ => true,
+        }
     }
 
     /// Fails, with the process's log tail, if any process has exited.
     fn check_alive(&mut self) -> Result<()> {
-        for p in &mut self.processes {
+        for p in self.procs().iter_mut() {
             if let Some(status) = p.child.try_wait()? {
                 bail!(
                     "{} exited ({status}) during start-up; last lines of {}:\n{}",
@@ -628,7 +730,8 @@ impl TestEnv {
         if let Err(dead) = self.check_alive() {
             return anyhow!("{e:#}\n{dead:#}");
         }
-        match self.processes.iter().find(|p| p.name == "kube-apiserver") {
+        let procs = self.procs();
+        match procs.iter().find(|p| p.name == "kube-apiserver") {
             Some(p) => anyhow!(
                 "{e:#}\nlast lines of {}:\n{}",
                 p.log.display(),
@@ -679,7 +782,7 @@ impl Drop for TestEnv {
         // The real stack's pods first: they talk to the apiserver.
         self.real = None;
         // Reverse start order: the controller manager and apiserver go before etcd.
-        for p in self.processes.iter_mut().rev() {
+        for p in self.procs().iter_mut().rev() {
             let _ = p.child.kill();
             let _ = p.child.wait();
         }

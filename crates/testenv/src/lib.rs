@@ -9,6 +9,7 @@ pub mod binaries;
 pub mod certs;
 pub mod controlplane;
 pub mod crds;
+pub mod faults;
 pub mod netns;
 pub mod realstack;
 pub mod simulator;

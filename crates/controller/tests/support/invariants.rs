@@ -171,16 +171,21 @@ impl Recorder {
         v
     }
 
-    /// Panics with every violation, and the history around each, if any. Waits a moment first
-    /// so the watches catch up with the last writes.
-    pub async fn assert_held(&self, client: &Client, ns: &str) {
+    /// Every violation so far, given the namespace's Events as they are now. Waits a moment
+    /// first so the watches catch up with the last writes.
+    pub async fn violations_now(&self, client: &Client, ns: &str) -> Vec<String> {
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let events = Api::<Event>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
             .unwrap_or_default();
-        let v = self.violations(&events);
+        self.violations(&events)
+    }
+
+    /// Panics with every violation, and the history around each, if any.
+    pub async fn assert_held(&self, client: &Client, ns: &str) {
+        let v = self.violations_now(client, ns).await;
         assert!(
             v.is_empty(),
             "{} invariant violation(s) in {ns}:\n{}",
@@ -274,6 +279,24 @@ fn substance(spec: &Value) -> Value {
     spec
 }
 
+/// The top-level fields that differ between two specs, each as `field: before -> after`.
+fn changed(before: &Value, after: &Value) -> String {
+    let empty = serde_json::Map::new();
+    let (b, a) = (
+        before.as_object().unwrap_or(&empty),
+        after.as_object().unwrap_or(&empty),
+    );
+    let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+    keys.into_iter()
+        .filter(|k| b.get(*k) != a.get(*k))
+        .map(|k| {
+            let show = |v: Option<&Value>| v.map_or("(none)".to_string(), Value::to_string);
+            format!("{k}: {} -> {}", show(b.get(k)), show(a.get(k)))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Event reasons that say a pipeline was deleted without draining, and why it was allowed.
 const UNDRAINED_REASONS: [&str; 2] = ["DrainNotRequired", "DrainIncomplete"];
 
@@ -346,8 +369,11 @@ fn check(
             if in_ppnd && !allowed && !matches!(phase, "Paused" | "Failed") {
                 out.push(format!(
                     "rv {}: Pipeline {} changed under pause-and-drain while {phase:?}, data loss not \
-                     allowed",
-                    s.rv, s.name
+                     allowed: {}; rollout status {}",
+                    s.rv,
+                    s.name,
+                    changed(&substance(&prev["spec"]), &substance(&s.obj["spec"])),
+                    rollout.map_or(Value::Null, |r| r["status"].clone())
                 ));
             }
         }

@@ -455,16 +455,29 @@ impl Process {
         name: &str,
         extra: &[&str],
     ) -> Process {
+        let mut args = vec!["--watch-namespace", ns];
+        args.extend_from_slice(extra);
+        Self::start_with(&env.operator_kubeconfig_path(), config, dir, name, &args)
+    }
+
+    /// Starts `numaplane` with `kubeconfig` (the log in `dir/name.log`), in `numaplane-system`.
+    pub fn start_with(
+        kubeconfig: &Path,
+        config: &Path,
+        dir: &Path,
+        name: &str,
+        extra: &[&str],
+    ) -> Process {
         let (health, metrics) = (free_port(), free_port());
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_numaplane"))
             .arg("--kubeconfig")
-            .arg(env.operator_kubeconfig_path())
+            .arg(kubeconfig)
             .arg("--config-file")
             .arg(config)
-            .args(["--watch-namespace", ns, "--namespace", "numaplane-system"])
+            .args(["--namespace", "numaplane-system"])
             .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
             .args(extra)

@@ -1,0 +1,1067 @@
+//! Chaos (issue "Reliability…", item 2): random upgrade flows over several rollouts at once, on
+//! the real stack, while faults are injected at random moments: SIGKILL of the operator, a
+//! restart of kube-apiserver, a restart of etcd, and, through a proxy between the operator and
+//! the API server, rejected requests (409/500/429), timeouts, answers lost after the write was
+//! applied and dropped watches ([`numaplane_testenv::faults`]).
+//!
+//! Lanes run concurrently, each on its own rollout, each taking flows from a shared budget:
+//! - two PipelineRollouts and a MonoVertexRollout under `progressive`: successful upgrades,
+//!   failed upgrades then reverted, replacement of a failing trial, force promotion of a failing
+//!   trial, user pause and resume, rider edits (with the recycling and force drains they cause);
+//! - a PipelineRollout, its ISBServiceRollout and the NumaflowControllerRollout of a namespace
+//!   under `pause-and-drain`: pipeline, ISB service and Numaflow controller changes, user pause.
+//!
+//! Every flow ends in a state the test checks (which child is promoted, with which spec), within
+//! [`FLOW_BOUND`]. At the end, with faults off, every rollout must settle, the invariant checker
+//! ([`support::invariants`]) must find nothing in the whole history of both namespaces, and no
+//! operator incarnation may have panicked or exited on its own.
+//!
+//! `CHAOS_FLOWS` (default 8: the slice `make test` runs), `CHAOS_SEED` (default 20261204),
+//! `CHAOS_RESULTS` (write the figures there as JSON; `make chaos` writes
+//! `bench/chaos-results.json`). A failure prints the seed, the flow log, the fault log and the
+//! violations with the history around them.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+use numaplane_api::keys::{labels, upgrade_state};
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::progressive::AssessmentResult;
+use numaplane_api::{
+    ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
+};
+use numaplane_testenv::TestEnv;
+use numaplane_testenv::faults::{FaultProxy, Rates};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::invariants::Recorder;
+use support::scenario::{
+    BAD_CAT, CAT, ISB, MV_BAD, MV_IMAGE, MV_JAVA, Rollout, settled, three_vertices, two_vertices,
+    upgrading_pipeline,
+};
+use support::{Process, fixtures, install_numaflow, install_rbac, repo};
+
+const CONFIG: &str = r#"
+defaultUpgradeStrategy: "progressive"
+permittedRiders: "group=,kind=ConfigMap"
+progressive:
+  defaultAssessmentSchedule:
+    - kind: Pipeline
+      schedule: "0,20,2,1"
+    - kind: MonoVertex
+      schedule: "0,20,2,1"
+    - kind: InterstepBufferService
+      schedule: "0,0,0,1"
+"#;
+
+/// How long one step of a flow may take to reach its expected state, faults included: the
+/// invariant checker's convergence bound.
+const FLOW_BOUND: Duration = support::invariants::CONVERGENCE_BOUND;
+/// Pause between process faults (uniform).
+const FAULT_GAP: (u64, u64) = (6, 20);
+const POLL: Duration = Duration::from_millis(500);
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// splitmix64, one stream per lane and one for the injector.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64, stream: u64) -> Rng {
+        Rng(seed ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+}
+
+/// What the lanes share: the user's client, the namespaces, the flow budget and the logs.
+struct World {
+    client: Client,
+    prog: String,
+    ppnd: String,
+    budget: AtomicUsize,
+    /// Set when a lane fails: the others stop taking flows.
+    failed: AtomicBool,
+    /// (lane, flow, seconds the slowest step took to converge), in completion order.
+    flows: Mutex<Vec<(String, &'static str, f64)>>,
+    /// (seconds since start, what) for every process fault and each flow step.
+    log: Mutex<Vec<(f64, String)>>,
+    t0: Instant,
+}
+
+impl World {
+    fn note(&self, what: String) {
+        if std::env::var_os("CHAOS_VERBOSE").is_some() {
+            eprintln!("[chaos {:7.1}s] {what}", self.t0.elapsed().as_secs_f64());
+        }
+        if let Ok(mut l) = self.log.lock() {
+            l.push((self.t0.elapsed().as_secs_f64(), what));
+        }
+    }
+
+    fn take_flow(&self) -> bool {
+        !self.failed.load(Ordering::Relaxed)
+            && self
+                .budget
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+                .is_ok()
+    }
+}
+
+/// Retries a user's API call through an API server or etcd restart (as kubectl's user would).
+async fn retry<T, F, Fut>(what: &str, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!("{what}: {e}; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("{what}: the API server did not come back within 120 s: {e}"),
+        }
+    }
+}
+
+fn api<K>(w: &World, ns: &str) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
+{
+    Api::namespaced(w.client.clone(), ns)
+}
+
+/// Server-side applies `manifest` as the user.
+async fn apply<K>(w: &World, ns: &str, manifest: &Value)
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let name = manifest["metadata"]["name"].as_str().unwrap_or_default();
+    let a = api::<K>(w, ns);
+    let pp = PatchParams::apply("chaos-user").force();
+    let patch = Patch::Apply(manifest);
+    retry(&format!("apply {name}"), || a.patch(name, &pp, &patch)).await;
+}
+
+/// Polls `check` until it gives a value, for at most [`FLOW_BOUND`]; `Err` says what was last
+/// seen.
+async fn until<T, F, Fut>(what: &str, mut check: F) -> Result<(T, Duration), String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let t0 = Instant::now();
+    let mut last = String::new();
+    while t0.elapsed() < FLOW_BOUND {
+        match check().await {
+            Ok(v) => return Ok((v, t0.elapsed())),
+            Err(why) => last = why,
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Err(format!(
+        "{what}: not reached within {FLOW_BOUND:?}; last seen: {last}"
+    ))
+}
+
+/// The live children of `rollout` (not being deleted), by name, with their upgrade state.
+async fn children<K>(w: &World, ns: &str, rollout: &str) -> Result<Vec<K>, String>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let lp = ListParams::default().labels(&format!("{}={rollout}", labels::PARENT_ROLLOUT_NAME));
+    let items = api::<K>(w, ns)
+        .list(&lp)
+        .await
+        .map_err(|e| format!("listing children: {e}"))?
+        .items;
+    Ok(items
+        .into_iter()
+        .filter(|c| c.meta().deletion_timestamp.is_none())
+        .collect())
+}
+
+fn names<K: Resource>(children: &[K]) -> std::collections::BTreeSet<String> {
+    children
+        .iter()
+        .filter_map(|c| c.meta().name.clone())
+        .collect()
+}
+
+/// Waits for a trial child of `rollout` that did not exist before (`existing`) and has the spec
+/// the test just asked for (`asked`); returns its name.
+async fn new_trial<K>(
+    w: &World,
+    ns: &str,
+    rollout: &str,
+    existing: &std::collections::BTreeSet<String>,
+    asked: impl Fn(&K) -> bool,
+) -> Result<String, String>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let (trial, _) = until(&format!("{rollout}: a trial of the new spec"), || async {
+        let all = children::<K>(w, ns, rollout).await?;
+        all.iter()
+            .find(|c| {
+                !existing.contains(&c.name_any())
+                    && matches!(state(*c), upgrade_state::TRIAL | upgrade_state::IN_PROGRESS)
+                    && asked(c)
+            })
+            .map(ResourceExt::name_any)
+            .ok_or_else(|| format!("children {:?}", names(&all)))
+    })
+    .await?;
+    Ok(trial)
+}
+
+fn state<K: Resource>(c: &K) -> &str {
+    c.meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::UPGRADE_STATE))
+        .map_or("", String::as_str)
+}
+
+/// The one promoted child of `rollout`.
+async fn promoted<K>(w: &World, ns: &str, rollout: &str) -> Result<K, String>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let all = children::<K>(w, ns, rollout).await?;
+    let mut promoted: Vec<K> = all
+        .iter()
+        .filter(|c| state(*c) == upgrade_state::PROMOTED)
+        .cloned()
+        .collect();
+    match promoted.len() {
+        1 => Ok(promoted.remove(0)),
+        n => Err(format!(
+            "{n} promoted children; children: {:?}",
+            all.iter()
+                .map(|c| format!("{}={}", c.name_any(), state(c)))
+                .collect::<Vec<_>>()
+        )),
+    }
+}
+
+/// The rollout settled (Deployed, current generation observed, nothing in progress, child
+/// healthy).
+async fn rollout_settled<R>(w: &World, ns: &str, name: &str) -> Result<(), String>
+where
+    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Rollout
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + serde::Serialize,
+{
+    let r = api::<R>(w, ns)
+        .get(name)
+        .await
+        .map_err(|e| format!("reading {name}: {e}"))?;
+    settled(Some(&r)).ok_or_else(|| {
+        format!(
+            "{name} not settled: generation {} status {}",
+            r.generation(),
+            serde_json::to_value(r.common()).unwrap_or_default()
+        )
+    })
+}
+
+fn vertices(p: &Pipeline) -> usize {
+    p.spec["vertices"].as_array().map_or(0, Vec::len)
+}
+
+fn cat_image(p: &Pipeline) -> &str {
+    p.spec
+        .pointer("/vertices/1/udf/container/image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn phase_of(status: &Option<Value>) -> &str {
+    status
+        .as_ref()
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// A pipeline lane's good specs: two vertices, or three with a working cat.
+fn good_pipeline(three: bool) -> Value {
+    if three {
+        three_vertices(CAT, 10)
+    } else {
+        two_vertices(10)
+    }
+}
+
+fn pipeline_rollout(name: &str, spec: Value, rider: Option<u64>) -> Value {
+    let mut r = json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": name},
+        "spec": {"pipeline": {"spec": spec}}
+    });
+    if let Some(n) = rider {
+        r["spec"]["riders"] = cm_rider(n);
+    }
+    r
+}
+
+fn monovertex_rollout(name: &str, image: &str, rider: Option<u64>) -> Value {
+    let mut r = json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": name},
+        "spec": {"monoVertex": {"spec": {
+            "scale": {"min": 1, "max": 2},
+            "source": {"udsource": {"container": {"image": image}}},
+            "sink": {"blackhole": {}}
+        }}}
+    });
+    if let Some(n) = rider {
+        r["spec"]["riders"] = cm_rider(n);
+    }
+    r
+}
+
+/// A ConfigMap rider named `cm` (its copy per child: `cm-<child>`) holding `n`.
+fn cm_rider(n: u64) -> Value {
+    json!([{"definition": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"},
+        "data": {"value": n.to_string()}
+    }}])
+}
+
+/// The rider copy of child `child` holds `n`.
+async fn rider_holds(w: &World, ns: &str, child: &str, n: u64) -> Result<(), String> {
+    let name = format!("cm-{child}");
+    let cm = api::<ConfigMap>(w, ns)
+        .get_opt(&name)
+        .await
+        .map_err(|e| format!("reading {name}: {e}"))?
+        .ok_or_else(|| format!("no ConfigMap {name}"))?;
+    let have = cm.data.as_ref().and_then(|d| d.get("value")).cloned();
+    (have.as_deref() == Some(n.to_string().as_str()))
+        .then_some(())
+        .ok_or_else(|| format!("{name} holds {have:?}, want {n}"))
+}
+
+/// One lane: a rollout, what the test last asked of it and its random stream.
+struct Lane {
+    name: String,
+    rng: Rng,
+    /// Pipelines: three vertices (else two). MonoVertices: the Java image (else Go).
+    alt: bool,
+    rider: Option<u64>,
+    /// pause-and-drain lane: ISB service on 2.10.11 (else 2.10.17), controller 1.7.5 (else 1.8.1).
+    isb_old: bool,
+    nc_old: bool,
+}
+
+type Step = Result<Duration, String>;
+
+impl Lane {
+    fn pipeline_manifest(&self, spec: Value) -> Value {
+        pipeline_rollout(&self.name, spec, self.rider)
+    }
+
+    /// Applies the lane's good pipeline spec and waits until its rollout is settled on it.
+    async fn pipeline_good(&self, w: &World, ns: &str) -> Step {
+        apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(good_pipeline(self.alt))).await;
+        self.pipeline_settled(w, ns).await
+    }
+
+    async fn pipeline_settled(&self, w: &World, ns: &str) -> Step {
+        let want = if self.alt { 3 } else { 2 };
+        let (_, took) = until(
+            &format!("{} settled with {want} vertices", self.name),
+            || async {
+                rollout_settled::<PipelineRollout>(w, ns, &self.name).await?;
+                let p = promoted::<Pipeline>(w, ns, &self.name).await?;
+                if vertices(&p) != want || (want == 3 && cat_image(&p) != CAT) {
+                    return Err(format!("{} has spec {}", p.name_any(), p.spec));
+                }
+                if let Some(n) = self.rider {
+                    rider_holds(w, ns, &p.name_any(), n).await?;
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(took)
+    }
+
+    /// Applies a pipeline spec whose cat never runs and waits for its trial child.
+    async fn pipeline_bad_trial(&self, w: &World, ns: &str) -> Result<String, String> {
+        let existing = names(&children::<Pipeline>(w, ns, &self.name).await?);
+        apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(three_vertices(BAD_CAT, 10))).await;
+        new_trial::<Pipeline>(w, ns, &self.name, &existing, |p| cat_image(p) == BAD_CAT).await
+    }
+
+    async fn pipeline_flow(&mut self, w: &World) -> Result<(&'static str, Duration), String> {
+        let ns = w.prog.clone();
+        let ns = ns.as_str();
+        match self.rng.below(6) {
+            0 => {
+                let before = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
+                self.alt = !self.alt;
+                let took = self.pipeline_good(w, ns).await?;
+                let now = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
+                if now == before {
+                    return Err(format!("{}: a topology change kept {now}", self.name));
+                }
+                Ok(("progressive-success", took))
+            }
+            1 => {
+                let before = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
+                let trial = self.pipeline_bad_trial(w, ns).await?;
+                let (_, failed) = until(&format!("{} trial {trial} failed", self.name), || async {
+                    let r = api::<PipelineRollout>(w, ns)
+                        .get(&self.name)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let up = upgrading_pipeline(&r).ok_or("no upgrading status")?;
+                    (up.child.name == trial
+                        && up.child.assessment_result == Some(AssessmentResult::Failure))
+                    .then_some(())
+                    .ok_or_else(|| {
+                        format!(
+                            "upgrading {} result {:?}",
+                            up.child.name, up.child.assessment_result
+                        )
+                    })
+                })
+                .await?;
+                let back = self.pipeline_good(w, ns).await?;
+                let now = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
+                if now != before {
+                    return Err(format!(
+                        "{}: reverting a failed upgrade promoted {now}, not {before}",
+                        self.name
+                    ));
+                }
+                Ok(("failure-revert", failed.max(back)))
+            }
+            2 => {
+                let trial = self.pipeline_bad_trial(w, ns).await?;
+                self.alt = !self.alt;
+                let took = self.pipeline_good(w, ns).await?;
+                let now = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
+                if now == trial {
+                    return Err(format!(
+                        "{}: the replaced trial {trial} was promoted",
+                        self.name
+                    ));
+                }
+                Ok(("replacement", took))
+            }
+            3 => {
+                let trial = self.pipeline_bad_trial(w, ns).await?;
+                let force = json!({"metadata": {"labels": {labels::FORCE_PROMOTE: "true"}}});
+                let pipelines = api::<Pipeline>(w, ns);
+                let (pp, patch) = (PatchParams::default(), Patch::Merge(&force));
+                retry("force-promote label", || {
+                    pipelines.patch(&trial, &pp, &patch)
+                })
+                .await;
+                let (_, forced) =
+                    until(&format!("{} force-promoted {trial}", self.name), || async {
+                        let p = promoted::<Pipeline>(w, ns, &self.name).await?;
+                        (p.name_any() == trial)
+                            .then_some(())
+                            .ok_or_else(|| format!("promoted is {}", p.name_any()))
+                    })
+                    .await?;
+                // Then a working spec again (the user's fix after forcing a broken one).
+                let fixed = self.pipeline_good(w, ns).await?;
+                Ok(("force-promote", forced.max(fixed)))
+            }
+            4 => {
+                let mut paused = good_pipeline(self.alt);
+                paused["lifecycle"]["desiredPhase"] = "Paused".into();
+                apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(paused)).await;
+                let (_, took) = until(&format!("{} paused", self.name), || async {
+                    let p = promoted::<Pipeline>(w, ns, &self.name).await?;
+                    (phase_of(&p.status) == "Paused")
+                        .then_some(())
+                        .ok_or_else(|| format!("{} phase {}", p.name_any(), phase_of(&p.status)))
+                })
+                .await?;
+                let resumed = self.pipeline_good(w, ns).await?;
+                Ok(("pause-resume", took.max(resumed)))
+            }
+            _ => {
+                self.rider = Some(self.rider.map_or(1, |n| n + 1));
+                Ok(("rider-edit", self.pipeline_good(w, ns).await?))
+            }
+        }
+    }
+
+    async fn monovertex_good(&self, w: &World, ns: &str) -> Step {
+        let image = if self.alt { MV_JAVA } else { MV_IMAGE };
+        apply::<MonoVertexRollout>(w, ns, &monovertex_rollout(&self.name, image, self.rider)).await;
+        let (_, took) = until(&format!("{} settled on {image}", self.name), || async {
+            rollout_settled::<MonoVertexRollout>(w, ns, &self.name).await?;
+            let mv = promoted::<MonoVertex>(w, ns, &self.name).await?;
+            let have = support::scenario::mv_image(&mv);
+            if have != image {
+                return Err(format!("{} runs {have}", mv.name_any()));
+            }
+            if let Some(n) = self.rider {
+                rider_holds(w, ns, &mv.name_any(), n).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(took)
+    }
+
+    async fn monovertex_flow(&mut self, w: &World) -> Result<(&'static str, Duration), String> {
+        let ns = w.prog.clone();
+        let ns = ns.as_str();
+        match self.rng.below(3) {
+            0 => {
+                let before = promoted::<MonoVertex>(w, ns, &self.name).await?.name_any();
+                self.alt = !self.alt;
+                let took = self.monovertex_good(w, ns).await?;
+                let now = promoted::<MonoVertex>(w, ns, &self.name).await?.name_any();
+                if now == before {
+                    return Err(format!("{}: an image change kept {now}", self.name));
+                }
+                Ok(("progressive-success", took))
+            }
+            1 => {
+                let before = promoted::<MonoVertex>(w, ns, &self.name).await?.name_any();
+                let existing = names(&children::<MonoVertex>(w, ns, &self.name).await?);
+                apply::<MonoVertexRollout>(
+                    w,
+                    ns,
+                    &monovertex_rollout(&self.name, MV_BAD, self.rider),
+                )
+                .await;
+                let trial = new_trial::<MonoVertex>(w, ns, &self.name, &existing, |m| {
+                    support::scenario::mv_image(m) == MV_BAD
+                })
+                .await?;
+                let (_, failed) = until(&format!("{} trial {trial} failed", self.name), || async {
+                    let r = api::<MonoVertexRollout>(w, ns)
+                        .get(&self.name)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let up = r
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.progressive_status.as_ref())
+                        .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
+                        .ok_or("no upgrading status")?;
+                    (up.child.name == trial
+                        && up.child.assessment_result == Some(AssessmentResult::Failure))
+                    .then_some(())
+                    .ok_or_else(|| {
+                        format!(
+                            "upgrading {} result {:?}",
+                            up.child.name, up.child.assessment_result
+                        )
+                    })
+                })
+                .await?;
+                let back = self.monovertex_good(w, ns).await?;
+                let now = promoted::<MonoVertex>(w, ns, &self.name).await?.name_any();
+                if now != before {
+                    return Err(format!(
+                        "{}: reverting a failed upgrade promoted {now}, not {before}",
+                        self.name
+                    ));
+                }
+                Ok(("failure-revert", failed.max(back)))
+            }
+            _ => {
+                self.rider = Some(self.rider.map_or(1, |n| n + 1));
+                Ok(("rider-edit", self.monovertex_good(w, ns).await?))
+            }
+        }
+    }
+
+    fn isb_manifest(&self) -> Value {
+        let version = if self.isb_old { "2.10.11" } else { "2.10.17" };
+        support::scenario::isb(version, "10Mi", None)
+    }
+
+    /// The pause-and-drain lane settled: the pipeline on its spec and Running, on the current
+    /// ISB service, which runs the asked version; the controller on its version.
+    async fn ppnd_settled(&self, w: &World, ns: &str) -> Step {
+        let want = if self.alt { 3 } else { 2 };
+        let version = if self.isb_old { "2.10.11" } else { "2.10.17" };
+        let controller = if self.nc_old { "v1.7.5" } else { "v1.8.1" };
+        let (_, took) = until(&format!("{} settled", self.name), || async {
+            rollout_settled::<ISBServiceRollout>(w, ns, ISB).await?;
+            rollout_settled::<PipelineRollout>(w, ns, &self.name).await?;
+            rollout_settled::<NumaflowControllerRollout>(w, ns, "numaflow-controller").await?;
+            let isbsvc = promoted::<InterStepBufferService>(w, ns, ISB).await?;
+            let have = isbsvc
+                .spec
+                .pointer("/jetstream/version")
+                .and_then(Value::as_str);
+            if have != Some(version) {
+                return Err(format!("{} on {have:?}", isbsvc.name_any()));
+            }
+            let p = promoted::<Pipeline>(w, ns, &self.name).await?;
+            if vertices(&p) != want || phase_of(&p.status) != "Running" {
+                return Err(format!(
+                    "{}: phase {} spec {}",
+                    p.name_any(),
+                    phase_of(&p.status),
+                    p.spec
+                ));
+            }
+            if p.spec["interStepBufferServiceName"] != json!(isbsvc.name_any()) {
+                return Err(format!("{} not on {}", p.name_any(), isbsvc.name_any()));
+            }
+            let d = api::<Deployment>(w, ns)
+                .get("numaflow-controller")
+                .await
+                .map_err(|e| e.to_string())?;
+            let image = fixtures::image(&d);
+            (image.ends_with(controller) && d.status.and_then(|s| s.available_replicas) == Some(1))
+                .then_some(())
+                .ok_or_else(|| format!("controller image {image}"))
+        })
+        .await?;
+        Ok(took)
+    }
+
+    async fn ppnd_flow(&mut self, w: &World) -> Result<(&'static str, Duration), String> {
+        let ns = w.ppnd.clone();
+        let ns = ns.as_str();
+        match self.rng.below(4) {
+            0 => {
+                self.alt = !self.alt;
+                apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(good_pipeline(self.alt)))
+                    .await;
+                Ok(("pause-and-drain-pipeline", self.ppnd_settled(w, ns).await?))
+            }
+            1 => {
+                self.isb_old = !self.isb_old;
+                apply::<ISBServiceRollout>(w, ns, &self.isb_manifest()).await;
+                Ok(("pause-and-drain-isbsvc", self.ppnd_settled(w, ns).await?))
+            }
+            2 => {
+                self.nc_old = !self.nc_old;
+                let version = if self.nc_old { "1.7.5" } else { "1.8.1" };
+                apply::<NumaflowControllerRollout>(w, ns, &fixtures::nc_rollout(version)).await;
+                Ok((
+                    "pause-and-drain-controller",
+                    self.ppnd_settled(w, ns).await?,
+                ))
+            }
+            _ => {
+                let mut paused = good_pipeline(self.alt);
+                paused["lifecycle"]["desiredPhase"] = "Paused".into();
+                apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(paused)).await;
+                let (_, took) = until(&format!("{} paused", self.name), || async {
+                    let p = promoted::<Pipeline>(w, ns, &self.name).await?;
+                    (phase_of(&p.status) == "Paused")
+                        .then_some(())
+                        .ok_or_else(|| format!("{} phase {}", p.name_any(), phase_of(&p.status)))
+                })
+                .await?;
+                apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(good_pipeline(self.alt)))
+                    .await;
+                Ok(("pause-resume", took.max(self.ppnd_settled(w, ns).await?)))
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LaneKind {
+    Pipeline,
+    MonoVertex,
+    PauseAndDrain,
+}
+
+async fn run_lane(w: Arc<World>, kind: LaneKind, mut lane: Lane) -> Result<(), String> {
+    while w.take_flow() {
+        w.note(format!("{} ({kind:?}): flow starts", lane.name));
+        let done = match kind {
+            LaneKind::Pipeline => lane.pipeline_flow(&w).await,
+            LaneKind::MonoVertex => lane.monovertex_flow(&w).await,
+            LaneKind::PauseAndDrain => lane.ppnd_flow(&w).await,
+        };
+        match done {
+            Ok((flow, took)) => {
+                w.note(format!(
+                    "{}: {flow} done, slowest step {:.1}s",
+                    lane.name,
+                    took.as_secs_f64()
+                ));
+                if let Ok(mut f) = w.flows.lock() {
+                    f.push((lane.name.clone(), flow, took.as_secs_f64()));
+                }
+            }
+            Err(e) => {
+                w.failed.store(true, Ordering::Relaxed);
+                return Err(format!("lane {}: {e}", lane.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The operator, restarted after each kill; every incarnation's log is kept.
+struct Operator {
+    current: Option<Process>,
+    incarnation: usize,
+    kubeconfig: PathBuf,
+    config: PathBuf,
+    dir: PathBuf,
+    logs: Vec<PathBuf>,
+}
+
+impl Operator {
+    fn start(&mut self) {
+        self.incarnation += 1;
+        let name = format!("operator-{}", self.incarnation);
+        let p = Process::start_with(&self.kubeconfig, &self.config, &self.dir, &name, &[]);
+        self.logs.push(p.log.clone());
+        self.current = Some(p);
+    }
+
+    /// An error if the current incarnation has exited on its own.
+    fn alive(&mut self) -> Result<(), String> {
+        match self.current.as_mut().map(|p| p.child.try_wait()) {
+            Some(Ok(Some(status))) => Err(format!(
+                "operator incarnation {} exited on its own ({status}); last lines of {}:\n{}",
+                self.incarnation,
+                self.logs
+                    .last()
+                    .map(|l| l.display().to_string())
+                    .unwrap_or_default(),
+                self.logs
+                    .last()
+                    .map(|l| numaplane_testenv::controlplane::tail(l, 5))
+                    .unwrap_or_default()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// SIGKILL; returns an error if it had already exited on its own.
+    fn kill(&mut self) -> Result<(), String> {
+        self.alive()?;
+        if let Some(mut p) = self.current.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+        Ok(())
+    }
+
+    fn panics(&self) -> Vec<String> {
+        self.logs
+            .iter()
+            .filter_map(|l| {
+                let text = std::fs::read_to_string(l).unwrap_or_default();
+                text.lines()
+                    .find(|line| line.contains("panicked at"))
+                    .map(|line| format!("{}: {line}", l.display()))
+            })
+            .collect()
+    }
+}
+
+/// Injects process faults until `stop`; returns the count of each.
+async fn inject(
+    env: &'static TestEnv,
+    w: Arc<World>,
+    op: Arc<tokio::sync::Mutex<Operator>>,
+    stop: Arc<AtomicBool>,
+    seed: u64,
+) -> Result<BTreeMap<&'static str, u64>, String> {
+    let mut rng = Rng::new(seed, 0xfa17);
+    let mut counts = BTreeMap::new();
+    loop {
+        let gap = Duration::from_secs(rng.between(FAULT_GAP.0, FAULT_GAP.1));
+        let t = Instant::now();
+        while t.elapsed() < gap {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(counts);
+            }
+            if let Err(e) = op.lock().await.alive() {
+                w.failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let down = Duration::from_millis(rng.below(2000));
+        let what = match rng.below(5) {
+            0..=2 => {
+                let mut op = op.lock().await;
+                op.kill()?;
+                tokio::time::sleep(down).await;
+                op.start();
+                "operator-sigkill"
+            }
+            3 => {
+                env.restart("kube-apiserver", down)
+                    .await
+                    .map_err(|e| format!("{e:#}"))?;
+                "apiserver-restart"
+            }
+            _ => {
+                env.restart("etcd", down)
+                    .await
+                    .map_err(|e| format!("{e:#}"))?;
+                "etcd-restart"
+            }
+        };
+        w.note(format!("fault: {what} (down {down:?})"));
+        *counts.entry(what).or_insert(0) += 1;
+    }
+}
+
+/// Sets up a namespace: strategy, Numaflow controller, an ISB service, the lanes' rollouts.
+async fn namespace(client: &Client, env: &TestEnv, prefix: &str, strategy: &str) -> String {
+    let ns = env.create_namespace(prefix).await;
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "strategy", "labels": {labels::CONFIG: "namespace-level-config"}},
+        "data": {"upgradeStrategy": strategy}
+    }))
+    .expect("namespace config");
+    Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .create(&Default::default(), &cm)
+        .await
+        .expect("create the namespace-level config");
+    install_numaflow(client, "numaplane-system", &ns, "1.8.1").await;
+    ns
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_survive_crashes_restarts_and_api_faults() {
+    let seed = setting("CHAOS_SEED", 20_261_204);
+    let flows = setting("CHAOS_FLOWS", 8) as usize;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = TestEnv::shared_real().await;
+    let client = env.client();
+    install_rbac(&client).await;
+    let usde: ConfigMap = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo("config/manager/usde-config.yaml")).expect("usde"),
+    )
+    .expect("parse usde-config.yaml");
+    Api::<ConfigMap>::namespaced(client.clone(), "numaplane-system")
+        .patch(
+            "numaplane-controller-usde-config",
+            &PatchParams::apply("chaos-setup").force(),
+            &Patch::Apply(&usde),
+        )
+        .await
+        .expect("the USDE ConfigMap");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, CONFIG).expect("config");
+
+    let proxy = FaultProxy::start(env.operator_config(), Rates::default(), seed)
+        .await
+        .expect("fault proxy");
+    let kubeconfig = dir.path().join("proxy.kubeconfig");
+    proxy
+        .write_kubeconfig(&kubeconfig)
+        .expect("proxy kubeconfig");
+    let op = Arc::new(tokio::sync::Mutex::new(Operator {
+        current: None,
+        incarnation: 0,
+        kubeconfig,
+        config,
+        dir: dir.path().to_path_buf(),
+        logs: Vec::new(),
+    }));
+    op.lock().await.start();
+
+    let prog = namespace(&client, env, "chaos-prog", "progressive").await;
+    let ppnd = namespace(&client, env, "chaos-ppnd", "pause-and-drain").await;
+    let recorders = [
+        Recorder::start(&client, &prog).await,
+        Recorder::start(&client, &ppnd).await,
+    ];
+    let w = Arc::new(World {
+        client: client.clone(),
+        prog: prog.clone(),
+        ppnd: ppnd.clone(),
+        budget: AtomicUsize::new(flows),
+        failed: AtomicBool::new(false),
+        flows: Mutex::default(),
+        log: Mutex::default(),
+        t0: Instant::now(),
+    });
+    let lane = |name: &str, stream: u64| Lane {
+        name: name.into(),
+        rng: Rng::new(seed, stream),
+        alt: false,
+        rider: None,
+        isb_old: false,
+        nc_old: false,
+    };
+    let lanes = [
+        (LaneKind::Pipeline, lane("pa", 1)),
+        (LaneKind::Pipeline, lane("pb", 2)),
+        (LaneKind::MonoVertex, lane("mv", 3)),
+        (LaneKind::PauseAndDrain, lane("pd", 4)),
+    ];
+
+    // The starting point, without faults.
+    for ns in [&prog, &ppnd] {
+        apply::<ISBServiceRollout>(&w, ns, &support::scenario::isb("2.10.17", "10Mi", None)).await;
+    }
+    for (kind, l) in &lanes {
+        match kind {
+            LaneKind::Pipeline => l.pipeline_good(&w, &prog).await,
+            LaneKind::MonoVertex => l.monovertex_good(&w, &prog).await,
+            LaneKind::PauseAndDrain => {
+                apply::<PipelineRollout>(&w, &ppnd, &l.pipeline_manifest(good_pipeline(false)))
+                    .await;
+                l.ppnd_settled(&w, &ppnd).await
+            }
+        }
+        .unwrap_or_else(|e| panic!("set-up: {e}"));
+    }
+
+    // Flows under faults.
+    let started = Instant::now();
+    proxy.set_enabled(true);
+    let stop = Arc::new(AtomicBool::new(false));
+    let injector = tokio::spawn(inject(env, w.clone(), op.clone(), stop.clone(), seed));
+    let running: Vec<_> = lanes
+        .into_iter()
+        .map(|(kind, l)| tokio::spawn(run_lane(w.clone(), kind, l)))
+        .collect();
+    let mut failures = Vec::new();
+    for r in running {
+        match r.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(e),
+            Err(e) => failures.push(format!("lane task: {e}")),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let process_faults = match injector.await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            failures.push(format!("fault injector: {e}"));
+            BTreeMap::new()
+        }
+        Err(e) => {
+            failures.push(format!("fault injector task: {e}"));
+            BTreeMap::new()
+        }
+    };
+    proxy.set_enabled(false);
+    let wall = started.elapsed();
+
+    // Everything settles once the faults stop, and the whole history held the invariants.
+    let mut violations = Vec::new();
+    for (ns, r) in [(&prog, &recorders[0]), (&ppnd, &recorders[1])] {
+        violations.extend(r.violations_now(&client, ns).await);
+    }
+    let panics = op.lock().await.panics();
+    if op.lock().await.kill().is_err() {
+        failures.push("the last operator incarnation exited on its own".into());
+    }
+
+    let mut faults: BTreeMap<String, u64> = process_faults
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    for (k, v) in proxy.counts() {
+        if k != "forwarded" {
+            faults.insert(k.to_string(), v);
+        }
+    }
+    let done = w.flows.lock().map(|f| f.clone()).unwrap_or_default();
+    let mut by_flow: BTreeMap<&str, u64> = BTreeMap::new();
+    for (_, f, _) in &done {
+        *by_flow.entry(f).or_default() += 1;
+    }
+    let slowest = done.iter().map(|(_, _, s)| *s).fold(0.0, f64::max);
+    let results = json!({
+        "command": format!("CHAOS_FLOWS={flows} CHAOS_SEED={seed} make chaos"),
+        "seed": seed,
+        "flows": done.len(),
+        "flows_by_kind": by_flow,
+        "faults": faults.values().sum::<u64>(),
+        "faults_by_kind": faults,
+        "requests_forwarded": proxy.counts().get("forwarded").copied().unwrap_or(0),
+        "invariant_violations": violations.len(),
+        "operator_panics": panics.len(),
+        "slowest_convergence_seconds": (slowest * 10.0).round() / 10.0,
+        "convergence_bound_seconds": FLOW_BOUND.as_secs(),
+        "wall_seconds": wall.as_secs(),
+    });
+    eprintln!("chaos: {results:#}");
+    if let Ok(path) = std::env::var("CHAOS_RESULTS") {
+        std::fs::write(&path, format!("{results:#}\n")).expect("write CHAOS_RESULTS");
+    }
+    if !(failures.is_empty() && violations.is_empty() && panics.is_empty()) {
+        let log = w
+            .log
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .map(|(t, s)| format!("  {t:7.1}s {s}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        panic!(
+            "chaos run failed (replay with CHAOS_SEED={seed} CHAOS_FLOWS={flows}; operator logs in {}):\n\
+             failures:\n{}\npanics:\n{}\nviolations:\n{}\nflow and fault log:\n{log}",
+            dir.keep().display(),
+            failures.join("\n"),
+            panics.join("\n"),
+            violations.join("\n"),
+        );
+    }
+    assert_eq!(done.len(), flows, "every flow of the budget completed");
+}
