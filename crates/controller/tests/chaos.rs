@@ -310,6 +310,16 @@ where
     })
 }
 
+/// The upgrading child is `trial` and failed its assessment.
+fn failed_trial(
+    up: &numaplane_api::progressive::UpgradingChildStatus,
+    trial: &str,
+) -> Result<(), String> {
+    (up.name == trial && up.assessment_result == Some(AssessmentResult::Failure))
+        .then_some(())
+        .ok_or_else(|| format!("upgrading {} result {:?}", up.name, up.assessment_result))
+}
+
 fn vertices(p: &Pipeline) -> usize {
     p.spec["vertices"].as_array().map_or(0, Vec::len)
 }
@@ -465,15 +475,7 @@ impl Lane {
                         .await
                         .map_err(|e| e.to_string())?;
                     let up = upgrading_pipeline(&r).ok_or("no upgrading status")?;
-                    (up.child.name == trial
-                        && up.child.assessment_result == Some(AssessmentResult::Failure))
-                    .then_some(())
-                    .ok_or_else(|| {
-                        format!(
-                            "upgrading {} result {:?}",
-                            up.child.name, up.child.assessment_result
-                        )
-                    })
+                    failed_trial(&up.child, &trial)
                 })
                 .await?;
                 let back = self.pipeline_good(w, ns).await?;
@@ -598,15 +600,7 @@ impl Lane {
                         .and_then(|s| s.progressive_status.as_ref())
                         .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
                         .ok_or("no upgrading status")?;
-                    (up.child.name == trial
-                        && up.child.assessment_result == Some(AssessmentResult::Failure))
-                    .then_some(())
-                    .ok_or_else(|| {
-                        format!(
-                            "upgrading {} result {:?}",
-                            up.child.name, up.child.assessment_result
-                        )
-                    })
+                    failed_trial(&up.child, &trial)
                 })
                 .await?;
                 let back = self.monovertex_good(w, ns).await?;
