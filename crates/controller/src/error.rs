@@ -87,6 +87,16 @@ impl<T> KubeContext<T> for Result<T, kube::Error> {
     }
 }
 
+/// Whether a later attempt of the same request may succeed: the API server answered 5xx or 429,
+/// or could not be reached (a restart, an overloaded control plane).
+pub fn is_transient_api(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
 /// Whether a kube error is a 404.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

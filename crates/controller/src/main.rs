@@ -82,22 +82,16 @@ async fn reachable(client: &kube::Client) -> Result<(), kube::Error> {
     loop {
         match client.apiserver_version().await {
             Ok(_) => return Ok(()),
-            Err(e) if transient(&e) && tokio::time::Instant::now() + pause < deadline => {
+            Err(e)
+                if numaplane::error::is_transient_api(&e)
+                    && tokio::time::Instant::now() + pause < deadline =>
+            {
                 tracing::warn!("the API server is not answering yet ({e}); retrying in {pause:?}");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(4));
             }
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// An error a later attempt may not meet.
-fn transient(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
-        _ => false,
     }
 }
 
