@@ -996,9 +996,13 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
 
     // Everything settles once the faults stop, and the whole history held the invariants.
     let mut violations = Vec::new();
+    let mut traces = Vec::new();
     for (ns, r) in [(&prog, &recorders[0]), (&ppnd, &recorders[1])] {
-        violations.extend(r.violations_now(&client, ns).await);
+        let found = r.violations_now(&client, ns).await;
+        traces.extend(found.iter().map(|v| format!("{v}\n{}", r.trace(v, 60))));
+        violations.extend(found);
     }
+    let vanished: usize = recorders.iter().map(Recorder::vanished).sum();
     let panics = op.lock().await.panics();
     if op.lock().await.kill().is_err() {
         failures.push("the last operator incarnation exited on its own".into());
@@ -1028,6 +1032,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         "faults_by_kind": faults,
         "requests_forwarded": proxy.counts().get("forwarded").copied().unwrap_or(0),
         "invariant_violations": violations.len(),
+        "deletions_unseen_by_the_checker": vanished,
         "operator_panics": panics.len(),
         "slowest_convergence_seconds": (slowest * 10.0).round() / 10.0,
         "convergence_bound_seconds": FLOW_BOUND.as_secs(),
@@ -1050,11 +1055,11 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
             .unwrap_or_default();
         panic!(
             "chaos run failed (replay with CHAOS_SEED={seed} CHAOS_FLOWS={flows}; operator logs in {}):\n\
-             failures:\n{}\npanics:\n{}\nviolations:\n{}\nflow and fault log:\n{log}",
+             failures:\n{}\npanics:\n{}\nviolations, each with its history:\n{}\nflow and fault log:\n{log}",
             dir.keep().display(),
             failures.join("\n"),
             panics.join("\n"),
-            violations.join("\n"),
+            traces.join("\n"),
         );
     }
     assert_eq!(done.len(), flows, "every flow of the budget completed");

@@ -14,6 +14,13 @@
 //!   the rollout allows data loss;
 //! - every rollout converges (its current generation observed, phase Deployed or Failed with
 //!   the failure stated) within [`CONVERGENCE_BOUND`] of being changed.
+//!
+//! A watch can miss history: after an API server restart, a watch resumed from an old
+//! resourceVersion is told it is too old and lists again, and an object deleted in between
+//! is simply absent from the new list. Such an object *vanished*: it is dropped from the live
+//! set right after the last version seen (it cannot count as a second trial after that), and
+//! its deletion, whose last state is unknown, is not judged; [`Recorder::vanished`] counts them
+//! so a suite can say how much history it could not see.
 
 use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
@@ -44,6 +51,8 @@ struct Seen {
     kind: &'static str,
     name: String,
     gone: bool,
+    /// Deleted while the watch was not looking (see the module's comment).
+    vanished: bool,
     obj: Value,
 }
 
@@ -93,18 +102,53 @@ where
     let (listed_tx, listed) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut listed_tx = Some(listed_tx);
+        // The last version of every object the watch shows as live, and the names a relist
+        // in progress has shown.
+        let mut known: BTreeMap<String, (u64, Value)> = BTreeMap::new();
+        let mut relisted: Option<BTreeSet<String>> = None;
         let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
         while let Some(ev) = stream.next().await {
             let (obj, gone) = match ev {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (o, false),
+                Ok(watcher::Event::Apply(o)) => (o, false),
+                Ok(watcher::Event::InitApply(o)) => {
+                    if let Some(names) = relisted.as_mut() {
+                        names.insert(o.meta().name.clone().unwrap_or_default());
+                    }
+                    (o, false)
+                }
                 Ok(watcher::Event::Delete(o)) => (o, true),
+                Ok(watcher::Event::Init) => {
+                    relisted = Some(BTreeSet::new());
+                    continue;
+                }
                 Ok(watcher::Event::InitDone) => {
                     if let Some(tx) = listed_tx.take() {
                         let _ = tx.send(());
                     }
+                    let names = relisted.take().unwrap_or_default();
+                    let missing: Vec<String> = known
+                        .keys()
+                        .filter(|n| !names.contains(*n))
+                        .cloned()
+                        .collect();
+                    for name in missing {
+                        if let Some((rv, obj)) = known.remove(&name)
+                            && let Ok(mut l) = log.lock()
+                        {
+                            l.push(Seen {
+                                rv,
+                                at: Instant::now(),
+                                kind,
+                                name,
+                                gone: true,
+                                vanished: true,
+                                obj,
+                            });
+                        }
+                    }
                     continue;
                 }
-                _ => continue,
+                Err(_) => continue,
             };
             let rv = obj
                 .meta()
@@ -117,6 +161,11 @@ where
             if let Some(m) = obj["metadata"].as_object_mut() {
                 m.remove("managedFields");
             }
+            if gone {
+                known.remove(&name);
+            } else {
+                known.insert(name.clone(), (rv, obj.clone()));
+            }
             if let Ok(mut l) = log.lock() {
                 l.push(Seen {
                     rv,
@@ -124,6 +173,7 @@ where
                     kind,
                     name,
                     gone,
+                    vanished: false,
                     obj,
                 });
             }
@@ -163,12 +213,59 @@ impl Recorder {
     /// Every violation in the history so far, given the namespace's Events.
     fn violations(&self, events: &[Event]) -> Vec<String> {
         let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        log.sort_by_key(|s| s.rv);
-        log.dedup_by(|a, b| a.rv == b.rv && a.kind == b.kind && a.name == b.name);
+        // A vanished object's drop sorts right after its last version (same rv).
+        log.sort_by_key(|s| (s.rv, s.vanished));
+        log.dedup_by(|a, b| {
+            a.rv == b.rv && a.kind == b.kind && a.name == b.name && a.vanished == b.vanished
+        });
         let by_test = self.by_test.lock().map(|s| s.clone()).unwrap_or_default();
         let mut v = check(&log, events, &by_test);
         v.extend(convergence(&log, Instant::now(), CONVERGENCE_BOUND));
         v
+    }
+
+    /// How many objects were deleted while a watch was relisting (their deletion not judged).
+    pub fn vanished(&self) -> usize {
+        self.log
+            .lock()
+            .map(|l| l.iter().filter(|s| s.vanished).count())
+            .unwrap_or(0)
+    }
+
+    /// The recorded history of the rollout or child a violation names ("rv N: Kind name …"),
+    /// with its children: one line per version (rv, kind, name, upgrade state, phase), the
+    /// last `max` of them.
+    pub fn trace(&self, violation: &str, max: usize) -> String {
+        let words: Vec<&str> = violation.split_whitespace().collect();
+        let Some(name) = words.get(3).or(words.get(1)) else {
+            return String::new();
+        };
+        let name = name.trim_end_matches(':');
+        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+        log.sort_by_key(|s| (s.rv, s.vanished));
+        let lines: Vec<String> = log
+            .iter()
+            .filter(|s| s.name == name || label(&s.obj, labels::PARENT_ROLLOUT_NAME) == Some(name))
+            .map(|s| {
+                format!(
+                    "    rv {} {} {} state={} phase={}{}{}",
+                    s.rv,
+                    s.kind,
+                    s.name,
+                    state_of(&s.obj).unwrap_or("-"),
+                    s.obj["status"]["phase"].as_str().unwrap_or("-"),
+                    if deleting(&s.obj) { " deleting" } else { "" },
+                    if s.vanished {
+                        " VANISHED (deleted during a relist)"
+                    } else if s.gone {
+                        " DELETED"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        lines[lines.len().saturating_sub(max)..].join("\n")
     }
 
     /// Every violation so far, given the namespace's Events as they are now. Waits a moment
@@ -188,9 +285,12 @@ impl Recorder {
         let v = self.violations_now(client, ns).await;
         assert!(
             v.is_empty(),
-            "{} invariant violation(s) in {ns}:\n{}",
+            "{} invariant violation(s) in {ns}, each with its history:\n{}",
             v.len(),
-            v.join("\n")
+            v.iter()
+                .map(|v| format!("{v}\n{}", self.trace(v, 40)))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
 }
@@ -322,7 +422,9 @@ fn check(
     for s in log {
         let key = (s.kind, s.name.as_str());
         let before = live.get(&key).copied();
-        let newly_going = (s.gone || deleting(&s.obj)) && !before.is_some_and(deleting);
+        // A vanished object's last state is unknown: its deletion is not judged.
+        let newly_going =
+            (s.gone || deleting(&s.obj)) && !before.is_some_and(deleting) && !s.vanished;
         if s.kind == "Pipeline" && paused_drained(&s.obj) {
             drained.insert(&s.name);
         }
@@ -430,6 +532,7 @@ pub fn self_test() {
             kind: "Pipeline",
             name: name.into(),
             gone: false,
+            vanished: false,
             obj,
         }
     };
@@ -439,6 +542,7 @@ pub fn self_test() {
         kind: "PipelineRollout",
         name: "pr".into(),
         gone: false,
+        vanished: false,
         obj: json!({"metadata": {"name": "pr"}}),
     };
     let gone = |mut s: Seen| {
@@ -468,6 +572,27 @@ pub fn self_test() {
         gone(child(3, "pr-0", "promoted", json!({}))),
     ];
     assert_eq!(check(&log, &[], &none).len(), 1, "promoted deleted");
+    // Vanished in a relist: gone after its last version, its deletion not judged.
+    let vanished = |mut s: Seen| {
+        s.gone = true;
+        s.vanished = true;
+        s
+    };
+    let log = vec![
+        rollout.clone(),
+        child(2, "pr-0", "promoted", json!({})),
+        child(3, "pr-1", "trial", json!({})),
+        vanished(child(3, "pr-1", "trial", json!({}))),
+        vanished(child(2, "pr-0", "promoted", json!({}))),
+        child(5, "pr-2", "trial", json!({})),
+    ];
+    let mut sorted = log.clone();
+    sorted.sort_by_key(|s| (s.rv, s.vanished));
+    assert!(
+        check(&sorted, &[], &none).is_empty(),
+        "{:?}",
+        check(&sorted, &[], &none)
+    );
     let by_test = BTreeSet::from([("Pipeline", "pr-0".to_string())]);
     assert!(check(&log, &[], &by_test).is_empty(), "deleted by the test");
     let mut going = rollout.clone();
@@ -491,6 +616,7 @@ pub fn self_test() {
         kind: "Pipeline",
         name: "pr-0".into(),
         gone: false,
+        vanished: false,
         obj: requires.clone(),
     };
     let log = vec![rollout.clone(), undrained.clone(), gone(undrained.clone())];
