@@ -80,9 +80,10 @@ bench: testenv-binaries
 ## fuzzing of the pure parsers, FUZZ_SECONDS each (cargo-fuzz, nightly; bench/fuzz-parsers.json)
 FUZZ_CASES ?= 10000
 FUZZ_SEED ?= 20261202
+FUZZ_FROM ?= 0
 FUZZ_SECONDS ?= 300
 fuzz: testenv-binaries
-	HOSTILE_CASES=$(FUZZ_CASES) HOSTILE_SEED=$(FUZZ_SEED) HOSTILE_RESULTS=$(CURDIR)/bench/fuzz-results.json \
+	HOSTILE_CASES=$(FUZZ_CASES) HOSTILE_SEED=$(FUZZ_SEED) HOSTILE_FROM=$(FUZZ_FROM) HOSTILE_RESULTS=$(CURDIR)/bench/fuzz-results.json \
 		$(CARGO) test -p numaplane --test hostile_input -- --nocapture
 	FUZZ_SECONDS=$(FUZZ_SECONDS) ./hack/fuzz-parsers.sh bench/fuzz-parsers.json
 

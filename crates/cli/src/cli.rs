@@ -78,9 +78,12 @@ Strategies:
   progressive       a trial child is created and assessed before it is promoted
   (+ recreate)      a recreate field changed: the child is deleted and created anew
 
+Every rollout in the files is planned; other objects are listed as not planned.
+
 Exit codes:
-  0  the plan was printed
-  1  error: file unreadable, rollout or child not found, API error
+  0  every rollout was planned
+  1  error: a document unreadable or not planned (rollout or child not found, API error),
+     or no rollout in the files
   2  invalid command line";
 
 #[derive(Args, Debug)]
@@ -176,9 +179,14 @@ pub struct PromoteArgs {
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
-    /// The edited rollout manifest (YAML or JSON, one document); `-` reads standard input.
-    #[arg(short = 'f', long = "filename", value_name = "FILE")]
-    pub file: PathBuf,
+    /// The edited rollout manifests, as `kubectl apply -f` takes them: YAML or JSON files with
+    /// one or more documents, directories (their .yaml, .yml and .json files), or `-` for
+    /// standard input; repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    pub file: Vec<PathBuf>,
+    /// Also read the directories under a directory given with -f.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
     /// Output format: text (default) or json for scripts.
     #[arg(short = 'o', long, value_enum, default_value_t = PlanOutput::Text)]
     pub output: PlanOutput,

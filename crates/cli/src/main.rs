@@ -4,6 +4,7 @@ mod cli;
 mod cluster;
 mod commands;
 mod kinds;
+mod manifests;
 mod render;
 mod tree;
 

@@ -1107,6 +1107,90 @@ async fn plan_reports_the_strategy() {
         "{}",
         out.stderr
     );
+
+    // What `kubectl apply -f` takes: the README's sample (a rollout and its AnalysisTemplate).
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml"
+    );
+    let out = run(
+        env,
+        &ns,
+        &["plan", "-f", sample, "--controller-namespace", &ctl],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("PipelineRollout/my-pipeline in namespace example-namespace\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.ends_with(&format!(
+            "not planned: AnalysisTemplate/pipeline-template ({sample} document 2 (line 66)): not a Numaplane rollout\n"
+        )),
+        "{}",
+        out.stdout
+    );
+    // A directory with a file of several documents, one of them broken, and a JSON file.
+    let many = dir.path().join("many");
+    std::fs::create_dir(&many).expect("mkdir");
+    let first = serde_saphyr::to_string(&applied).expect("yaml");
+    std::fs::write(
+        many.join("a.yaml"),
+        format!("{first}---\nkind: PipelineRollout\nmetadata: [unclosed\n"),
+    )
+    .expect("write");
+    std::fs::write(
+        many.join("b.json"),
+        serde_json::to_string(&other).expect("json"),
+    )
+    .expect("write");
+    let broken_line = first.lines().count() + 3;
+    let out = run(
+        env,
+        &ns,
+        &[
+            "plan",
+            "-f",
+            &many.display().to_string(),
+            "--controller-namespace",
+            &ctl,
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let all: Value = serde_json::from_str(&out.stdout).expect("json");
+    let names: Vec<&Value> = all["plans"]
+        .as_array()
+        .expect("plans")
+        .iter()
+        .map(|p| &p["name"])
+        .collect();
+    assert_eq!(names, ["my-pipeline", "new-pipeline"], "{all}");
+    assert_eq!(all["plans"][0]["strategy"], "no-op", "{all}");
+    assert_eq!(all["plans"][1]["strategy"], "create", "{all}");
+    let a = many.join("a.yaml").display().to_string();
+    assert_eq!(
+        all["errors"][0]["origin"],
+        format!("{a} document 2 (line {})", first.lines().count() + 2)
+    );
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: {a} document 2 (line {}): ",
+            first.lines().count() + 2
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!("a.yaml:{broken_line}")),
+        "the parse error names its line in the file: {}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -51,15 +51,20 @@ use support::scenario::{
 };
 use support::{Process, fixtures, install_numaflow, install_rbac, repo};
 
+/// A good trial must show healthy within `end` (40 s) of its start: under the faults a fresh
+/// vertex pod can take over 20 s to be ready (a pipeline trial once missed a 20 s window right
+/// after an etcd restart, its vertices read live), and a trial failed for the stack's slowness
+/// is no verdict on Numaplane. A bad trial then takes the full 40 s to fail (unhealthy waits
+/// for `end`), well inside [`FLOW_BOUND`].
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "progressive"
 permittedRiders: "group=,kind=ConfigMap"
 progressive:
   defaultAssessmentSchedule:
     - kind: Pipeline
-      schedule: "0,20,2,1"
+      schedule: "0,40,2,1"
     - kind: MonoVertex
-      schedule: "0,20,2,1"
+      schedule: "0,40,2,1"
     - kind: InterstepBufferService
       schedule: "0,0,0,1"
 "#;
@@ -100,14 +105,16 @@ impl Rng {
     }
 }
 
+/// Set when a lane or the fault injector fails: the other lanes stop taking flows and give up
+/// the step they wait for, so a failed run ends now, not a convergence bound later.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
 /// What the lanes share: the user's client, the namespaces, the flow budget and the logs.
 struct World {
     client: Client,
     prog: String,
     ppnd: String,
     budget: AtomicUsize,
-    /// Set when a lane fails: the others stop taking flows.
-    failed: AtomicBool,
     /// (lane, flow, seconds the slowest step took to converge), in completion order.
     flows: Mutex<Vec<(String, &'static str, f64)>>,
     /// (seconds since start, what) for every process fault and each flow step.
@@ -126,7 +133,7 @@ impl World {
     }
 
     fn take_flow(&self) -> bool {
-        !self.failed.load(Ordering::Relaxed)
+        !FAILED.load(Ordering::Relaxed)
             && self
                 .budget
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
@@ -185,6 +192,11 @@ where
     let t0 = Instant::now();
     let mut last = String::new();
     while t0.elapsed() < FLOW_BOUND {
+        if FAILED.load(Ordering::Relaxed) {
+            return Err(format!(
+                "{what}: given up, another lane failed; last seen: {last}"
+            ));
+        }
         match check().await {
             Ok(v) => return Ok((v, t0.elapsed())),
             Err(why) => last = why,
@@ -445,6 +457,21 @@ impl Lane {
         Ok(took)
     }
 
+    /// Asks for the lane's pipeline to pause and waits until its promoted child is Paused.
+    async fn pipeline_paused(&self, w: &World, ns: &str) -> Step {
+        let mut paused = good_pipeline(self.alt);
+        paused["lifecycle"]["desiredPhase"] = "Paused".into();
+        apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(paused)).await;
+        let (_, took) = until(&format!("{} paused", self.name), || async {
+            let p = promoted::<Pipeline>(w, ns, &self.name).await?;
+            (phase_of(&p.status) == "Paused")
+                .then_some(())
+                .ok_or_else(|| format!("{} phase {}", p.name_any(), phase_of(&p.status)))
+        })
+        .await?;
+        Ok(took)
+    }
+
     /// Applies a pipeline spec whose cat never runs and waits for its trial child.
     async fn pipeline_bad_trial(&self, w: &World, ns: &str) -> Result<String, String> {
         let existing = names(&children::<Pipeline>(w, ns, &self.name).await?);
@@ -523,16 +550,7 @@ impl Lane {
                 Ok(("force-promote", forced.max(fixed)))
             }
             4 => {
-                let mut paused = good_pipeline(self.alt);
-                paused["lifecycle"]["desiredPhase"] = "Paused".into();
-                apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(paused)).await;
-                let (_, took) = until(&format!("{} paused", self.name), || async {
-                    let p = promoted::<Pipeline>(w, ns, &self.name).await?;
-                    (phase_of(&p.status) == "Paused")
-                        .then_some(())
-                        .ok_or_else(|| format!("{} phase {}", p.name_any(), phase_of(&p.status)))
-                })
-                .await?;
+                let took = self.pipeline_paused(w, ns).await?;
                 let resumed = self.pipeline_good(w, ns).await?;
                 Ok(("pause-resume", took.max(resumed)))
             }
@@ -693,16 +711,7 @@ impl Lane {
                 ))
             }
             _ => {
-                let mut paused = good_pipeline(self.alt);
-                paused["lifecycle"]["desiredPhase"] = "Paused".into();
-                apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(paused)).await;
-                let (_, took) = until(&format!("{} paused", self.name), || async {
-                    let p = promoted::<Pipeline>(w, ns, &self.name).await?;
-                    (phase_of(&p.status) == "Paused")
-                        .then_some(())
-                        .ok_or_else(|| format!("{} phase {}", p.name_any(), phase_of(&p.status)))
-                })
-                .await?;
+                let took = self.pipeline_paused(w, ns).await?;
                 apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(good_pipeline(self.alt)))
                     .await;
                 Ok(("pause-resume", took.max(self.ppnd_settled(w, ns).await?)))
@@ -738,7 +747,7 @@ async fn run_lane(w: Arc<World>, kind: LaneKind, mut lane: Lane) -> Result<(), S
                 }
             }
             Err(e) => {
-                w.failed.store(true, Ordering::Relaxed);
+                FAILED.store(true, Ordering::Relaxed);
                 return Err(format!("lane {}: {e}", lane.name));
             }
         }
@@ -825,7 +834,7 @@ async fn inject(
                 return Ok(counts);
             }
             if let Err(e) = op.lock().await.alive() {
-                w.failed.store(true, Ordering::Relaxed);
+                FAILED.store(true, Ordering::Relaxed);
                 return Err(e);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -925,7 +934,6 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         prog: prog.clone(),
         ppnd: ppnd.clone(),
         budget: AtomicUsize::new(flows),
-        failed: AtomicBool::new(false),
         flows: Mutex::default(),
         log: Mutex::default(),
         t0: Instant::now(),

@@ -6,30 +6,34 @@
 //!
 //! Every case the API server accepts must be answered: its generation observed, and phase
 //! Deployed, or Failed with a message naming the field, or Pending saying what it waits for. The
-//! operator must never panic nor exit, a sentinel rollout changed every batch must keep
+//! operator must never panic nor exit, a sentinel rollout changed every ten cases must keep
 //! converging, every case must go away when deleted, and the namespace's upgrade invariants
 //! must hold throughout.
 //!
 //! `HOSTILE_CASES` (default 60, the slice `make test` runs) and `HOSTILE_SEED` choose the run;
 //! `make fuzz` runs 10,000. Every case draws from its own seeded stream, so a failure names the
 //! case and `HOSTILE_FROM=<case> HOSTILE_CASES=1` replays it (`HOSTILE_VERBOSE=1` prints every
-//! case's mutations). `HOSTILE_RESULTS=<file>` writes the figures as JSON.
+//! case's mutations). `HOSTILE_RESULTS=<file>` writes the figures as JSON. Cases run in a
+//! sliding window (`HOSTILE_WINDOW`, default 20, wait for their answer at once): an answered
+//! case is deleted and watched until it is gone while the next ones are sent.
 
 mod support;
 
 use futures::future::join_all;
+use futures::{StreamExt, stream};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use numaplane_api::numaflow::Pipeline;
 use numaplane_testenv::TestEnv;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use support::{Process, eventually, install_numaflow, install_rbac, repo};
+use support::{Process, WAIT, eventually, install_numaflow, install_rbac, repo};
 
 const DEFAULT_CASES: usize = 60;
 const DEFAULT_SEED: u64 = 20261202;
-const BATCH: usize = 10;
-/// How long the operator has to answer a batch (every case created at once).
+/// How many cases wait for their answer at once.
+const DEFAULT_WINDOW: usize = 20;
+/// How long the operator has to answer a case (with up to the window's number beside it).
 const ANSWER_BOUND: Duration = Duration::from_secs(90);
 
 const CONFIG: &str = r#"
@@ -527,13 +531,28 @@ fn names_a_field(msg: &str) -> bool {
     ["spec.", "metadata."].iter().any(|f| msg.contains(f))
 }
 
+#[derive(Default)]
 struct Figures {
     generated: usize,
     refused: usize,
     deployed: usize,
     failed: usize,
     pending: usize,
-    slowest: Duration,
+    /// Seconds from create to answer, per answered case.
+    answers: Vec<f64>,
+    /// Seconds from delete to gone, per case.
+    deletions: Vec<f64>,
+    /// Seconds from a sentinel change to its child following it.
+    sentinel: Vec<f64>,
+}
+
+/// The `q` quantile of `xs` (0 when empty).
+fn quantile(xs: &[f64], q: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+        .copied()
+        .unwrap_or(0.0)
 }
 
 /// A number from the environment, or `default`.
@@ -544,11 +563,86 @@ fn setting<T: std::str::FromStr>(var: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// (generation, status) of a case as last read.
+type Seen = (Option<i64>, Value);
+
+/// An accepted case the suite waits on: first for its answer, then for it to go once deleted.
+struct Tracked {
+    i: usize,
+    ar: ApiResource,
+    name: String,
+    what: Vec<String>,
+    since: Instant,
+    /// The last read, for the report if it is never answered.
+    last_seen: Option<Result<Option<Seen>, String>>,
+    pending: Option<String>,
+}
+
+impl Tracked {
+    fn url(&self, client: &kube::Client, ns: &str) -> String {
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &self.ar)
+            .resource_url()
+            .to_string()
+    }
+}
+
+/// Case `i` generated and sent as raw JSON: `Ok` if the API server stored it, else its refusal.
+async fn send(
+    client: &kube::Client,
+    ns: &str,
+    seed: u64,
+    i: usize,
+) -> (usize, Result<(ApiResource, String), String>, Vec<String>) {
+    // Each case has its own stream: `HOSTILE_FROM=i HOSTILE_CASES=1` replays it.
+    let mut rng = Rng(seed ^ (i as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    let (doc, what) = case(&mut rng, i);
+    if std::env::var_os("HOSTILE_VERBOSE").is_some() {
+        let what: Vec<String> = what.iter().map(|w| w.chars().take(160).collect()).collect();
+        println!("case {i}: {} {what:?}", doc["kind"]);
+    }
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    let ar = resource(kind).expect("a rollout kind");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    // Sent as the raw JSON: a typed client could not even express most cases.
+    let body = serde_json::to_vec(&doc).expect("JSON");
+    let req = kube::core::Request::new(api.resource_url())
+        .create(&PostParams::default(), body)
+        .expect("request");
+    let sent = client.request_text(req).await;
+    let name = doc["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let res = match sent {
+        Err(kube::Error::Api(s)) => Err(format!("{} {}", s.code, s.reason)),
+        // Whether or not the client could read the answer (hyper refuses a head that is too
+        // large, as one answer here had), the API server says whether it was created.
+        sent => match read(client, api.resource_url(), &name).await {
+            Ok(Some(_)) => Ok((ar, name)),
+            Ok(None) => Err(format!(
+                "not created: {:?}",
+                sent.err().map(|e| e.to_string())
+            )),
+            Err(e) => panic!("case {i} ({name}) cannot be read back: {e}"),
+        },
+    };
+    (i, res, what)
+}
+
+/// Reads at most this many cases at once, so the suite's polling stays a small share of the
+/// API server's work.
+const READS_AT_ONCE: usize = 8;
+/// How often the suite looks at the cases in flight.
+const POLL_EVERY: Duration = Duration::from_millis(500);
+/// The sentinel is changed again once it followed and this many more cases were sent.
+const SENTINEL_EVERY: usize = 10;
+
 #[tokio::test]
 async fn hostile_specs_are_answered_and_never_crash_the_operator() {
     let cases = setting("HOSTILE_CASES", DEFAULT_CASES);
     let seed = setting("HOSTILE_SEED", DEFAULT_SEED);
     let first = setting("HOSTILE_FROM", 0);
+    let window = setting("HOSTILE_WINDOW", DEFAULT_WINDOW).max(1);
     let env = TestEnv::shared_real().await;
     let client = env.client();
     install_rbac(&client).await;
@@ -574,7 +668,7 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
         .await
         .expect("sentinel");
     let pipelines: Api<Pipeline> = Api::namespaced(client.clone(), &ns);
-    // The ISB service and the sentinel first, so a batch's time is the operator's answer.
+    // The ISB service and the sentinel first, so a case's time is the operator's answer.
     eventually("the sentinel Deployed", || async {
         let pr = prs.get_opt("sentinel").await.ok().flatten()?;
         let st = pr.status?;
@@ -582,176 +676,191 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
     })
     .await;
 
-    let mut fig = Figures {
-        generated: 0,
-        refused: 0,
-        deployed: 0,
-        failed: 0,
-        pending: 0,
-        slowest: Duration::ZERO,
-    };
+    let mut fig = Figures::default();
     let mut unnamed_failures = Vec::new();
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
-    let mut slowest_case = (String::new(), Duration::ZERO);
+    let mut slowest_case = (String::new(), 0.0);
     let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
     let started = Instant::now();
-    for batch in 0..cases.div_ceil(BATCH) {
-        let generated: Vec<(usize, Value, Vec<String>)> = (first + batch * BATCH
-            ..(first + (batch + 1) * BATCH).min(first + cases))
-            .map(|i| {
-                // Each case has its own stream: `HOSTILE_FROM=i HOSTILE_CASES=1` replays it.
-                let mut rng = Rng(seed ^ (i as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93));
-                let (doc, what) = case(&mut rng, i);
-                (i, doc, what)
-            })
-            .collect();
-        fig.generated += generated.len();
-        if std::env::var_os("HOSTILE_VERBOSE").is_some() {
-            for (i, doc, what) in &generated {
-                let what: Vec<String> =
-                    what.iter().map(|w| w.chars().take(160).collect()).collect();
-                println!("case {i}: {} {what:?}", doc["kind"]);
-            }
-        }
-        let creates = generated.iter().map(|(i, doc, what)| {
-            let (client, ns) = (client.clone(), ns.clone());
-            async move {
-                let kind = doc["kind"].as_str().unwrap_or_default();
-                let ar = resource(kind).expect("a rollout kind");
-                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-                // Sent as the raw JSON: a typed client could not even express most cases.
-                let body = serde_json::to_vec(doc).expect("JSON");
-                let req = kube::core::Request::new(api.resource_url())
-                    .create(&PostParams::default(), body)
-                    .expect("request");
-                let sent = client.request_text(req).await;
-                let name = doc["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let res = match sent {
-                    Err(kube::Error::Api(s)) => Err(format!("{} {}", s.code, s.reason)),
-                    // Whether or not the client could read the answer (hyper refuses a head
-                    // that is too large, as one answer here had), the API server says whether
-                    // it was created.
-                    sent => match read(&client, api.resource_url(), &name).await {
-                        Ok(Some(_)) => Ok((ar, name)),
-                        Ok(None) => Err(format!(
-                            "not created: {:?}",
-                            sent.err().map(|e| e.to_string())
-                        )),
-                        Err(e) => panic!("case {i} ({name}) cannot be read back: {e}"),
-                    },
-                };
-                (*i, res, what.clone())
-            }
-        });
-        let created = join_all(creates).await;
-        let mut accepted = Vec::new();
-        for (i, res, what) in created {
-            match res {
-                Ok(a) => accepted.push((i, a, what)),
-                Err(reason) => {
-                    fig.refused += 1;
-                    *refusals.entry(reason).or_default() += 1;
-                }
-            }
-        }
-        // The sentinel is changed too, and must follow.
-        let mark = batch.to_string();
-        prs.patch(
-            "sentinel",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"pipeline": {"metadata": {"labels": {"batch": mark}}}}})),
-        )
-        .await
-        .expect("change the sentinel");
-
-        let t0 = Instant::now();
-        let mut answers: BTreeMap<usize, Outcome> = BTreeMap::new();
-        let mut last_seen = BTreeMap::new();
-        loop {
-            for (i, (ar, name), _) in &accepted {
-                if matches!(answers.get(i), Some(Outcome::Deployed | Outcome::Failed(_))) {
-                    continue;
-                }
-                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
-                let case = read(&client, api.resource_url(), name).await;
-                if let Some(a) = case.as_ref().ok().and_then(Option::as_ref).and_then(answer) {
-                    if matches!(a, Outcome::Deployed | Outcome::Failed(_))
-                        && t0.elapsed() > slowest_case.1
-                    {
-                        slowest_case = (format!("case {i} ({name}): {a:?}"), t0.elapsed());
+    // A sliding window: up to `window` cases wait for their answer at once; an answered case
+    // is deleted at once and watched until it is gone, while the next ones are sent.
+    let (mut next, end) = (first, first + cases);
+    let mut answering: Vec<Tracked> = Vec::new();
+    let mut deleting: Vec<Tracked> = Vec::new();
+    // The sentinel's current mark, when it was set, and how many cases had been sent by then.
+    let mut mark = (0usize, Instant::now(), 0usize);
+    let mut followed = true;
+    let mut last_log_check = Instant::now();
+    loop {
+        let room = window.saturating_sub(answering.len()).min(end - next);
+        if room > 0 {
+            let sent = join_all((next..next + room).map(|i| send(&client, &ns, seed, i))).await;
+            next += room;
+            fig.generated += room;
+            for (i, res, what) in sent {
+                match res {
+                    Ok((ar, name)) => answering.push(Tracked {
+                        i,
+                        ar,
+                        name,
+                        what,
+                        since: Instant::now(),
+                        last_seen: None,
+                        pending: None,
+                    }),
+                    Err(reason) => {
+                        fig.refused += 1;
+                        *refusals.entry(reason).or_default() += 1;
                     }
-                    answers.insert(*i, a);
                 }
-                let seen = case.map(|c| c.map(|c| (c.metadata.generation, c.status)));
-                last_seen.insert(*i, seen);
             }
-            let sentinel_follows = pipelines
+        }
+        // The sentinel is changed too, and must follow each change.
+        if followed && next - mark.2 >= SENTINEL_EVERY {
+            mark = (mark.0 + 1, Instant::now(), next);
+            followed = false;
+            prs.patch(
+                "sentinel",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"pipeline": {"metadata": {"labels": {"batch": mark.0.to_string()}}}}}),
+                ),
+            )
+            .await
+            .expect("change the sentinel");
+        }
+        if answering.is_empty() && deleting.is_empty() && next == end && followed {
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+
+        let reads: Vec<_> = stream::iter(answering.iter().chain(deleting.iter()))
+            .map(|c| {
+                let url = c.url(&client, &ns);
+                let client = client.clone();
+                async move { read(&client, &url, &c.name).await }
+            })
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+        let (now_answering, now_deleting) = reads.split_at(answering.len());
+        let mut still = Vec::new();
+        for (mut c, case) in answering.drain(..).zip(now_answering.iter()) {
+            let waited = c.since.elapsed();
+            let outcome = case.as_ref().ok().and_then(Option::as_ref).and_then(answer);
+            c.last_seen = Some(
+                case.as_ref()
+                    .map(|o| {
+                        o.as_ref()
+                            .map(|c| (c.metadata.generation, c.status.clone()))
+                    })
+                    .map_err(Clone::clone),
+            );
+            let done = match outcome.clone() {
+                Some(Outcome::Deployed) => {
+                    fig.deployed += 1;
+                    true
+                }
+                Some(Outcome::Failed(msg)) => {
+                    fig.failed += 1;
+                    let short: String = msg.chars().take(400).collect();
+                    *failures.entry(short).or_default() += 1;
+                    if !names_a_field(&msg) {
+                        unnamed_failures
+                            .push(format!("case {} ({}; {:?}): {msg}", c.i, c.name, c.what));
+                    }
+                    true
+                }
+                Some(Outcome::Pending(reason)) => {
+                    c.pending = Some(reason);
+                    false
+                }
+                None => false,
+            };
+            let done = if !done && waited > ANSWER_BOUND {
+                // Pending with a reason for the whole bound is an answer; nothing is not.
+                assert!(
+                    c.pending.is_some(),
+                    "case {} ({}, seed {seed}) was not answered within {ANSWER_BOUND:?}; mutations: {:?}; last seen (generation, status): {:?}; the operator's log about it:\n{}",
+                    c.i,
+                    c.name,
+                    c.what,
+                    c.last_seen,
+                    operator
+                        .log_text()
+                        .lines()
+                        .filter(|l| l.contains(c.name.as_str()))
+                        .map(|l| l.chars().take(600).collect::<String>())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+                fig.pending += 1;
+                true
+            } else {
+                done
+            };
+            if !done {
+                still.push(c);
+                continue;
+            }
+            let secs = waited.as_secs_f64();
+            fig.answers.push(secs);
+            if secs > slowest_case.1 {
+                slowest_case = (format!("case {} ({}): {:?}", c.i, c.name, outcome), secs);
+            }
+            // Every case goes away when deleted (no stuck finalizer).
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &c.ar);
+            let _ = api.delete(&c.name, &DeleteParams::default()).await;
+            c.since = Instant::now();
+            deleting.push(c);
+        }
+        answering = still;
+        let mut still = Vec::new();
+        for (c, case) in deleting
+            .drain(..)
+            .zip(now_deleting.iter().map(Some).chain(std::iter::repeat(None)))
+        {
+            match case {
+                Some(Ok(None)) => fig.deletions.push(c.since.elapsed().as_secs_f64()),
+                _ => {
+                    assert!(
+                        c.since.elapsed() < WAIT,
+                        "case {} ({}, {:?}) not gone {WAIT:?} after its delete",
+                        c.i,
+                        c.name,
+                        c.what
+                    );
+                    still.push(c);
+                }
+            }
+        }
+        deleting = still;
+
+        if !followed {
+            let follows = pipelines
                 .get_opt("sentinel-0")
                 .await
                 .ok()
                 .flatten()
                 .and_then(|p| p.metadata.labels?.get("batch").cloned())
-                .as_deref()
-                == Some(mark.as_str());
-            let settled = accepted.iter().all(|(i, _, _)| {
-                matches!(answers.get(i), Some(Outcome::Deployed | Outcome::Failed(_)))
-            });
-            if (settled && sentinel_follows) || t0.elapsed() > ANSWER_BOUND {
+                == Some(mark.0.to_string());
+            if follows {
+                fig.sentinel.push(mark.1.elapsed().as_secs_f64());
+                followed = true;
+            } else {
                 assert!(
-                    sentinel_follows,
-                    "batch {batch} (seed {seed}): the sentinel did not follow its change within {ANSWER_BOUND:?}"
+                    mark.1.elapsed() < ANSWER_BOUND,
+                    "the sentinel did not follow change {} within {ANSWER_BOUND:?} (seed {seed})",
+                    mark.0
                 );
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        fig.slowest = fig.slowest.max(t0.elapsed());
-        for (i, (_, name), what) in &accepted {
-            match answers.get(i) {
-                Some(Outcome::Deployed) => fig.deployed += 1,
-                Some(Outcome::Failed(msg)) => {
-                    fig.failed += 1;
-                    let short: String = msg.chars().take(400).collect();
-                    *failures.entry(short).or_default() += 1;
-                    if !names_a_field(msg) {
-                        unnamed_failures.push(format!("case {i} ({name}; {what:?}): {msg}"));
-                    }
-                }
-                Some(Outcome::Pending(_)) => fig.pending += 1,
-                None => panic!(
-                    "case {i} ({name}, seed {seed}) was not answered within {ANSWER_BOUND:?}; mutations: {what:?}; last seen (generation, status): {:?}; the operator's log about it:\n{}",
-                    last_seen.get(i),
-                    operator
-                        .log_text()
-                        .lines()
-                        .filter(|l| l.contains(name.as_str()))
-                        .map(|l| l.chars().take(600).collect::<String>())
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                ),
             }
         }
-        assert!(
-            operator.log_text().matches("panicked at").count() == 0,
-            "the operator panicked (seed {seed}, batch {batch}):\n{}",
-            operator.log_text()
-        );
-        // Every case goes away when deleted (no stuck finalizer).
-        for (_, (ar, name), _) in &accepted {
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
-            let _ = api.delete(name, &DeleteParams::default()).await;
-        }
-        for (i, (ar, name), what) in &accepted {
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
-            eventually(&format!("case {i} ({name}, {what:?}) deleted"), || async {
-                matches!(read(&client, api.resource_url(), name).await, Ok(None)).then_some(())
-            })
-            .await;
+        if last_log_check.elapsed() > Duration::from_secs(15) {
+            last_log_check = Instant::now();
+            assert_no_panic(&operator, seed);
         }
     }
+    assert_no_panic(&operator, seed);
     let mut op = operator;
     assert!(
         matches!(op.child.try_wait(), Ok(None)),
@@ -764,21 +873,27 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
     );
     history.assert_held(&client, &ns).await;
     let accepted = fig.generated - fig.refused;
+    let seconds = started.elapsed().as_secs_f64();
     let figure = format!(
-        "FIGURE hostile input: seed {seed}, {} cases in {:.0} s: {} refused by the API server, {accepted} accepted: {} Deployed, {} Failed naming the field, {} Pending with a reason, 0 unanswered; 0 panics, 0 operator restarts; slowest batch of {BATCH} answered in {:.1} s",
+        "FIGURE hostile input: seed {seed}, cases {first}..{end} ({}) in {seconds:.0} s ({:.2} s a case, {window} at once): {} refused by the API server, {accepted} accepted: {} Deployed, {} Failed naming the field, {} Pending with a reason, 0 unanswered; 0 panics, 0 operator restarts; answers p50 {:.1} s, p99 {:.1} s, slowest {:.1} s; deleted cases gone p50 {:.1} s, slowest {:.1} s; the sentinel followed {} changes, slowest {:.1} s",
         fig.generated,
-        started.elapsed().as_secs_f64(),
+        seconds / fig.generated.max(1) as f64,
         fig.refused,
         fig.deployed,
         fig.failed,
         fig.pending,
-        fig.slowest.as_secs_f64()
+        quantile(&fig.answers, 0.5),
+        quantile(&fig.answers, 0.99),
+        quantile(&fig.answers, 1.0),
+        quantile(&fig.deletions, 0.5),
+        quantile(&fig.deletions, 1.0),
+        fig.sentinel.len(),
+        quantile(&fig.sentinel, 1.0),
     );
     println!("{figure}");
     println!(
         "slowest answer: {} after {:.1} s",
-        slowest_case.0,
-        slowest_case.1.as_secs_f64()
+        slowest_case.0, slowest_case.1
     );
     println!("refusals by the API server: {refusals:?}");
     println!("failures reported by the operator:");
@@ -787,13 +902,71 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
     }
     if let Ok(path) = std::env::var("HOSTILE_RESULTS") {
         let results = json!({
-            "seed": seed, "cases": fig.generated, "refusedByApiServer": fig.refused,
+            "seed": seed, "from": first, "cases": fig.generated, "refusedByApiServer": fig.refused,
             "deployed": fig.deployed, "failedNamingField": fig.failed, "pending": fig.pending,
-            "unanswered": 0, "panics": 0, "operatorRestarts": 0,
-            "slowestBatchSeconds": fig.slowest.as_secs_f64(),
-            "seconds": started.elapsed().as_secs_f64(), "summary": figure,
+            "unanswered": 0, "panics": 0, "operatorRestarts": 0, "window": window,
+            "answerSecondsP50": quantile(&fig.answers, 0.5),
+            "answerSecondsP99": quantile(&fig.answers, 0.99),
+            "answerSecondsMax": quantile(&fig.answers, 1.0),
+            "deletionSecondsP50": quantile(&fig.deletions, 0.5),
+            "deletionSecondsMax": quantile(&fig.deletions, 1.0),
+            "sentinelChangesFollowed": fig.sentinel.len(),
+            "sentinelFollowSecondsMax": quantile(&fig.sentinel, 1.0),
+            "seconds": seconds, "summary": figure,
         });
-        std::fs::write(&path, serde_json::to_string_pretty(&results).expect("json"))
-            .expect("write results");
+        record_run(std::path::Path::new(&path), results);
     }
+}
+
+/// Adds a run's figures to the results file, so `make fuzz` can cover one seed's cases in
+/// ranges (`FUZZ_FROM`, `FUZZ_CASES`): a run replaces the earlier runs its range overlaps, and
+/// `totals` sums the runs of each seed.
+fn record_run(path: &std::path::Path, run: Value) {
+    let old: Value = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let range = |r: &Value| {
+        let from = r["from"].as_u64().unwrap_or(0);
+        (from, from + r["cases"].as_u64().unwrap_or(0))
+    };
+    let (from, to) = range(&run);
+    let mut runs: Vec<Value> = old["runs"].as_array().cloned().unwrap_or_default();
+    runs.retain(|r| {
+        let (f, t) = range(r);
+        r["seed"] != run["seed"] || t <= from || to <= f
+    });
+    runs.push(run);
+    runs.sort_by_key(|r| (r["seed"].as_u64(), range(r).0));
+    let mut totals = serde_json::Map::new();
+    for r in &runs {
+        let t = totals
+            .entry(r["seed"].to_string())
+            .or_insert_with(|| json!({}));
+        for key in [
+            "cases",
+            "refusedByApiServer",
+            "deployed",
+            "failedNamingField",
+            "pending",
+            "unanswered",
+            "panics",
+            "operatorRestarts",
+        ] {
+            t[key] = json!(t[key].as_u64().unwrap_or(0) + r[key].as_u64().unwrap_or(0));
+        }
+        t["seconds"] =
+            json!(t["seconds"].as_f64().unwrap_or(0.0) + r["seconds"].as_f64().unwrap_or(0.0));
+        t["runs"] = json!(t["runs"].as_u64().unwrap_or(0) + 1);
+    }
+    let doc = json!({"runs": runs, "totals": totals});
+    std::fs::write(path, serde_json::to_string_pretty(&doc).expect("json")).expect("write results");
+}
+
+fn assert_no_panic(operator: &Process, seed: u64) {
+    let log = operator.log_text();
+    assert!(
+        !log.contains("panicked at"),
+        "the operator panicked (seed {seed}):\n{log}"
+    );
 }

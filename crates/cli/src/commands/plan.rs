@@ -7,6 +7,7 @@
 use crate::cli::{PlanArgs, PlanOutput};
 use crate::cluster::{Cluster, list_or_empty};
 use crate::kinds::RolloutKind;
+use crate::manifests;
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -84,22 +85,6 @@ fn child_kind(kind: RolloutKind) -> ChildKind {
         RolloutKind::IsbService => ChildKind::InterStepBufferService,
         RolloutKind::NumaflowController => ChildKind::NumaflowController,
     }
-}
-
-/// Reads one manifest (YAML or JSON) from a file, or standard input for `-`.
-fn read_manifest(args: &PlanArgs) -> Result<Value> {
-    let text = if args.file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
-    } else {
-        std::fs::read_to_string(&args.file)
-            .with_context(|| format!("reading {}", args.file.display()))?
-    };
-    let value: Value = serde_saphyr::from_str(&text)
-        .with_context(|| format!("parsing {} as YAML or JSON", args.file.display()))?;
-    if !value.is_object() {
-        bail!("{}: expected one rollout manifest", args.file.display());
-    }
-    Ok(value)
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -485,18 +470,18 @@ async fn rider_changes(
     Ok(usde::rider_changes(&diff))
 }
 
-/// Works out the plan; reads only.
-pub async fn plan(cluster: &Cluster, args: &PlanArgs, manifest: &Value) -> Result<Plan> {
+/// Works out the plan for one rollout manifest (read from `origin`); reads only.
+pub async fn plan(
+    cluster: &Cluster,
+    args: &PlanArgs,
+    origin: &str,
+    manifest: &Value,
+) -> Result<Plan> {
     let kind_str = str_at(manifest, "/kind");
-    let kind = RolloutKind::parse(kind_str).ok_or_else(|| {
-        anyhow!(
-            "{}: kind {kind_str:?} is not a Numaplane rollout (PipelineRollout, MonoVertexRollout, ISBServiceRollout or NumaflowControllerRollout)",
-            args.file.display()
-        )
-    })?;
+    let kind = RolloutKind::parse(kind_str).ok_or_else(|| not_a_rollout(origin, kind_str))?;
     let name = str_at(manifest, "/metadata/name");
     if name.is_empty() {
-        bail!("{}: metadata.name is missing", args.file.display());
+        bail!("{origin}: metadata.name is missing");
     }
     let ns = match str_at(manifest, "/metadata/namespace") {
         "" => cluster.namespace.clone(),
@@ -663,14 +648,132 @@ pub fn render_text(p: &Plan) -> String {
     s
 }
 
-pub async fn run(cluster: &Cluster, args: &PlanArgs) -> Result<i32> {
-    let manifest = read_manifest(args)?;
-    let p = plan(cluster, args, &manifest).await?;
-    match args.output {
-        PlanOutput::Text => print!("{}", render_text(&p)),
-        PlanOutput::Json => println!("{}", serde_json::to_string_pretty(&p)?),
+fn not_a_rollout(origin: &str, kind: &str) -> anyhow::Error {
+    anyhow!(
+        "{origin}: kind {kind:?} is not a Numaplane rollout (PipelineRollout, MonoVertexRollout, ISBServiceRollout or NumaflowControllerRollout)"
+    )
+}
+
+/// A document that was not planned because it is no rollout.
+#[derive(Debug, Serialize)]
+pub struct NotPlanned {
+    pub origin: String,
+    pub object: String,
+}
+
+/// A document that could not be read or planned.
+#[derive(Debug, Serialize)]
+pub struct PlanError {
+    pub origin: String,
+    pub message: String,
+}
+
+/// The error and its causes, one per line, without repeated parts.
+fn causes(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if parts.last().is_none_or(|p| !p.contains(&text)) {
+            parts.push(text);
+        }
     }
-    Ok(super::EXIT_OK)
+    parts.join("\n")
+}
+
+/// Prints an error on its own lines: `error: ` and the first, the rest indented.
+fn print_error(message: &str) {
+    let mut lines = message.lines();
+    eprintln!("error: {}", lines.next().unwrap_or_default());
+    for line in lines {
+        eprintln!("  {line}");
+    }
+}
+
+/// Plans every rollout of the `-f` sources (files, directories, `-`), lists the other objects
+/// as not planned, and reports each unreadable or failing document on its own lines; exit code
+/// 1 if any document failed or none was a rollout.
+pub async fn run(cluster: &Cluster, args: &PlanArgs) -> Result<i32> {
+    let mut plans = Vec::new();
+    let mut not_planned = Vec::new();
+    let mut errors = Vec::new();
+    for doc in manifests::read(&args.file, args.recursive) {
+        let origin = doc.origin;
+        let manifest = match doc.parsed {
+            Ok(m) => m,
+            Err(message) => {
+                errors.push(PlanError { origin, message });
+                continue;
+            }
+        };
+        let kind = str_at(&manifest, "/kind");
+        if kind.is_empty() {
+            errors.push(PlanError {
+                message: format!("{origin}: no kind: expected a rollout manifest"),
+                origin,
+            });
+            continue;
+        }
+        if RolloutKind::parse(kind).is_none() {
+            not_planned.push(NotPlanned {
+                object: format!("{kind}/{}", str_at(&manifest, "/metadata/name")),
+                origin,
+            });
+            continue;
+        }
+        match plan(cluster, args, &origin, &manifest).await {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                let message = causes(&e);
+                let message = if message.starts_with(&origin) {
+                    message
+                } else {
+                    format!("{origin}: {message}")
+                };
+                errors.push(PlanError { origin, message });
+            }
+        }
+    }
+    if plans.is_empty() && errors.is_empty() {
+        // Nothing to plan at all: each object that is no rollout is the error.
+        for n in not_planned.drain(..) {
+            let kind = n.object.split('/').next().unwrap_or_default().to_string();
+            errors.push(PlanError {
+                message: not_a_rollout(&n.origin, &kind).to_string(),
+                origin: n.origin,
+            });
+        }
+        if errors.is_empty() {
+            errors.push(PlanError {
+                origin: String::new(),
+                message: "no objects passed to plan".into(),
+            });
+        }
+    }
+    match args.output {
+        PlanOutput::Text => {
+            let text: Vec<String> = plans.iter().map(render_text).collect();
+            print!("{}", text.join("\n"));
+            for n in &not_planned {
+                println!(
+                    "not planned: {} ({}): not a Numaplane rollout",
+                    n.object, n.origin
+                );
+            }
+        }
+        PlanOutput::Json if plans.len() == 1 && not_planned.is_empty() && errors.is_empty() => {
+            println!("{}", serde_json::to_string_pretty(&plans[0])?);
+        }
+        PlanOutput::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "plans": plans, "notPlanned": not_planned, "errors": errors,
+            }))?
+        ),
+    }
+    for e in &errors {
+        print_error(&e.message);
+    }
+    Ok(if errors.is_empty() { super::EXIT_OK } else { 1 })
 }
 
 #[cfg(test)]
