@@ -172,7 +172,9 @@ fn parse(name: &str, line: usize, doc: &str) -> Result<Value, String> {
         };
         let text = e.render_with_options(options);
         // Printed after `error: FILE document N (line L): ` already.
-        text.strip_prefix("error: ").map(str::to_string).unwrap_or(text)
+        text.strip_prefix("error: ")
+            .map(str::to_string)
+            .unwrap_or(text)
     })
 }
 

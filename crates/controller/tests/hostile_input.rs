@@ -647,10 +647,19 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
     let client = env.client();
     install_rbac(&client).await;
     let ns = env.create_namespace("hostile").await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("config.yaml");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // `HOSTILE_KEEP=1` keeps the operator's log and config after the run, failed or not.
+    let (_tmp, dir) = if std::env::var_os("HOSTILE_KEEP").is_some() {
+        let dir = tmp.keep();
+        println!("operator log and config kept in {}", dir.display());
+        (None, dir)
+    } else {
+        let dir = tmp.path().to_path_buf();
+        (Some(tmp), dir)
+    };
+    let config = dir.join("config.yaml");
     std::fs::write(&config, CONFIG).expect("config");
-    let operator = Process::start(env, &ns, &config, dir.path(), "operator", &[]);
+    let operator = Process::start(env, &ns, &config, &dir, "operator", &[]);
     install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
     let history = support::invariants::Recorder::start(&client, &ns).await;
 
@@ -786,13 +795,7 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
                     c.name,
                     c.what,
                     c.last_seen,
-                    operator
-                        .log_text()
-                        .lines()
-                        .filter(|l| l.contains(c.name.as_str()))
-                        .map(|l| l.chars().take(600).collect::<String>())
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    log_about(&operator, &c.name)
                 );
                 fig.pending += 1;
                 true
@@ -825,10 +828,16 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
                 _ => {
                     assert!(
                         c.since.elapsed() < WAIT,
-                        "case {} ({}, {:?}) not gone {WAIT:?} after its delete",
+                        "case {} ({}, seed {seed}, {:?}) not gone {WAIT:?} after its delete; last read: {:?}; the operator's log about it:\n{}",
                         c.i,
                         c.name,
-                        c.what
+                        c.what,
+                        case.map(|r| r.as_ref().map(|o| o.as_ref().map(|o| (
+                            &o.metadata.finalizers,
+                            &o.metadata.deletion_timestamp,
+                            &o.status
+                        )))),
+                        log_about(&operator, &c.name)
                     );
                     still.push(c);
                 }
@@ -858,6 +867,24 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
         if last_log_check.elapsed() > Duration::from_secs(15) {
             last_log_check = Instant::now();
             assert_no_panic(&operator, seed);
+            if std::env::var_os("HOSTILE_VERBOSE").is_some() {
+                let oldest = |cs: &[Tracked]| {
+                    cs.iter()
+                        .map(|c| (c.since.elapsed().as_secs(), c.i))
+                        .max()
+                        .unwrap_or_default()
+                };
+                println!(
+                    "progress {:.0} s: {} sent, {} answered, waiting for {} answers (oldest {:?}) and {} deletions (oldest {:?})",
+                    started.elapsed().as_secs_f64(),
+                    next - first,
+                    fig.answers.len(),
+                    answering.len(),
+                    oldest(&answering),
+                    deleting.len(),
+                    oldest(&deleting)
+                );
+            }
         }
     }
     assert_no_panic(&operator, seed);
@@ -961,6 +988,17 @@ fn record_run(path: &std::path::Path, run: Value) {
     }
     let doc = json!({"runs": runs, "totals": totals});
     std::fs::write(path, serde_json::to_string_pretty(&doc).expect("json")).expect("write results");
+}
+
+/// The operator's log lines that name `name` (each cut to 600 characters).
+fn log_about(operator: &Process, name: &str) -> String {
+    operator
+        .log_text()
+        .lines()
+        .filter(|l| l.contains(name))
+        .map(|l| l.chars().take(600).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn assert_no_panic(operator: &Process, seed: u64) {

@@ -197,6 +197,44 @@ async fn invalid_input_is_reported_and_isolated() {
         other => panic!("an out-of-range scaleFactor was accepted: {other:?}"),
     }
 
+    // An ISB service without `jetstream`: the real Numaflow controller finalizes it but cannot
+    // uninstall it, so once created it could never be deleted, nor its rollout (found by
+    // hostile_input.rs). Refused before anything is created, and the rollout goes when deleted.
+    h.apply::<ISBServiceRollout>(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "ISBServiceRollout",
+        "metadata": {"name": "no-jetstream"},
+        "spec": {"interStepBufferService": {"spec": {}}}
+    }))
+    .await;
+    h.until::<ISBServiceRollout, _, _>("missing jetstream reported", "no-jetstream", |r| {
+        let st = r?.status.as_ref()?;
+        (st.status.phase == Phase::Failed
+            && st
+                .status
+                .message
+                .contains("spec.interStepBufferService.spec.jetstream: is required"))
+        .then_some(())
+    })
+    .await;
+    let isbsvcs = h.api::<numaplane_api::numaflow::InterStepBufferService>();
+    assert!(
+        isbsvcs
+            .get_opt("no-jetstream-0")
+            .await
+            .expect("get")
+            .is_none(),
+        "no InterStepBufferService created"
+    );
+    h.api::<ISBServiceRollout>()
+        .delete("no-jetstream", &Default::default())
+        .await
+        .expect("delete");
+    h.until::<ISBServiceRollout, _, _>("the rollout deleted", "no-jetstream", |r| {
+        r.is_none().then_some(())
+    })
+    .await;
+
     // Meanwhile a valid rollout next to the broken ones deploys normally.
     h.apply::<PipelineRollout>(pr("good", good_spec(), json!([])))
         .await;

@@ -91,12 +91,19 @@ pub fn validate_monovertex_spec(spec: &Value, prefix: &str) -> Result {
 /// (e.g. `spec.interStepBufferService.spec`).
 pub fn validate_isbsvc_spec(spec: &Value, prefix: &str) -> Result {
     let obj = object(spec, prefix)?;
-    if let Some(js) = optional_object(obj, "jetstream", prefix)? {
-        let path = format!("{prefix}.jetstream");
-        optional_count(js, "replicas", &path)?;
-        optional_string(js, "version", &path)?;
-    }
     optional_object(obj, "redis", prefix)?;
+    // The Numaflow controller (1.7 and 1.8) finalizes every InterStepBufferService it sees and
+    // can uninstall only a JetStream one: an ISB service without `jetstream` could never be
+    // deleted, and with it neither its rollout. So none is created or updated to.
+    let path = format!("{prefix}.jetstream");
+    let Some(js) = optional_object(obj, "jetstream", prefix)? else {
+        return Err(SpecError::new(
+            path,
+            "is required: Numaflow installs only JetStream ISB services, and could not delete one without it",
+        ));
+    };
+    optional_count(js, "replicas", &path)?;
+    optional_string(js, "version", &path)?;
     validate_applyable(spec, prefix)
 }
 
@@ -458,6 +465,14 @@ mod tests {
             ),
             Ok(())
         );
+        for no_jetstream in [json!({}), json!({"redis": {"native": {}}})] {
+            assert_eq!(
+                validate_isbsvc_spec(&no_jetstream, p)
+                    .unwrap_err()
+                    .to_string(),
+                "spec.interStepBufferService.spec.jetstream: is required: Numaflow installs only JetStream ISB services, and could not delete one without it"
+            );
+        }
         assert_eq!(
             validate_isbsvc_spec(&json!({"jetstream": "2.10"}), p)
                 .unwrap_err()
