@@ -615,6 +615,9 @@ async fn send(
         .to_string();
     let res = match sent {
         Err(kube::Error::Api(s)) => Err(format!("{} {}", s.code, s.reason)),
+        // Without a name (its metadata mutated away) nothing can have been created; the
+        // answer was lost on the way (under load, a connection the client gave up on).
+        Err(e) if name.is_empty() => Err(format!("not created (no name): {e}")),
         // Whether or not the client could read the answer (hyper refuses a head that is too
         // large, as one answer here had), the API server says whether it was created.
         sent => match read(client, api.resource_url(), &name).await {
