@@ -179,4 +179,7 @@ pub mod event_reason {
     pub const DRAIN_INCOMPLETE: &str = "DrainIncomplete";
     /// Ours: a rider's definition named another namespace; riders live in the rollout's.
     pub const RIDER_NAMESPACE_IGNORED: &str = "RiderNamespaceIgnored";
+    /// Ours: a deleted rollout waits for a child that its own controller does not finish
+    /// deleting (another controller's finalizer stays).
+    pub const CHILD_DELETION_BLOCKED: &str = "ChildDeletionBlocked";
 }

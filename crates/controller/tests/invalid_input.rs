@@ -520,3 +520,78 @@ async fn a_spec_nested_too_deep_is_reported_and_does_not_stop_the_kind() {
     .await;
     h.assert_invariants().await;
 }
+
+/// A deleted rollout whose child keeps another controller's finalizer says so in a Warning
+/// Event naming the child and the finalizer, and goes once the finalizer does.
+#[tokio::test]
+async fn a_child_whose_deletion_is_blocked_is_reported() {
+    const HOLD: &str = "example.com/hold";
+    let h = Harness::start_real_with_config("blocked", support::TEST_CONFIG).await;
+    h.apply::<ISBServiceRollout>(support::fixtures::isb_rollout(
+        "held",
+        json!({"version": "2.10.17"}),
+    ))
+    .await;
+    let isbsvcs = h.api::<numaplane_api::numaflow::InterStepBufferService>();
+    eventually("the child created", || async {
+        isbsvcs.get_opt("held-0").await.ok().flatten()
+    })
+    .await;
+    let add = json!([{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}]);
+    let add: json_patch::Patch = serde_json::from_value(add).expect("patch");
+    eventually("a finalizer of someone else's on the child", || async {
+        // The Numaflow controller adds its own first (the list must exist for `-`).
+        isbsvcs
+            .patch(
+                "held-0",
+                &Default::default(),
+                &kube::api::Patch::<()>::Json(add.clone()),
+            )
+            .await
+            .ok()
+    })
+    .await;
+    h.api::<ISBServiceRollout>()
+        .delete("held", &Default::default())
+        .await
+        .expect("delete");
+    let note = eventually("a ChildDeletionBlocked Event", || async {
+        warnings(&h, "held")
+            .await
+            .into_iter()
+            .find(|(reason, _)| reason == "ChildDeletionBlocked")
+            .map(|(_, note)| note)
+    })
+    .await;
+    assert!(
+        note.contains("InterStepBufferService held-0") && note.contains(HOLD),
+        "{note}"
+    );
+    assert!(
+        h.api::<ISBServiceRollout>()
+            .get_opt("held")
+            .await
+            .expect("get")
+            .is_some(),
+        "the rollout waits for its child"
+    );
+    let child = isbsvcs.get("held-0").await.expect("child");
+    let rest: Vec<String> = child
+        .finalizers()
+        .iter()
+        .filter(|f| *f != HOLD)
+        .cloned()
+        .collect();
+    isbsvcs
+        .patch(
+            "held-0",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": rest}})),
+        )
+        .await
+        .expect("remove the finalizer");
+    h.until::<ISBServiceRollout, _, _>("the rollout deleted", "held", |r| {
+        r.is_none().then_some(())
+    })
+    .await;
+}

@@ -38,6 +38,11 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 /// How long to wait before re-checking while children are being deleted.
 const DELETION_RECHECK: Duration = Duration::from_secs(2);
+/// A child still there this long after its delete is reported as blocking the deletion.
+const DELETION_SLOW: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_secs(60);
+/// Re-check period while such a child holds up the deletion.
+const DELETION_SLOW_RECHECK: Duration = Duration::from_secs(30);
 /// Re-check period while an upgrade strategy is in progress (the reference's default requeue):
 /// a safety net behind the watch triggers, e.g. for an allow-data-loss annotation added to
 /// another rollout.
@@ -684,13 +689,36 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let name = obj.name_any();
     let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
     if !live.is_empty() {
+        let now = Timestamp::now();
+        let mut blocked = Vec::new();
         for c in &live {
-            if c.meta().deletion_timestamp.is_none() {
-                info!(child = %c.name_any(), "deleting child of deleted rollout");
-                children::delete::<R::Child>(ctx, &ns, &c.name_any(), c.uid()).await?;
+            match &c.meta().deletion_timestamp {
+                None => {
+                    info!(child = %c.name_any(), "deleting child of deleted rollout");
+                    children::delete::<R::Child>(ctx, &ns, &c.name_any(), c.uid()).await?;
+                }
+                Some(since) if now.duration_since(since.0) > DELETION_SLOW => {
+                    blocked.push(deletion_blocked(c))
+                }
+                Some(_) => {}
             }
         }
-        return Ok(Action::requeue(DELETION_RECHECK));
+        if blocked.is_empty() {
+            return Ok(Action::requeue(DELETION_RECHECK));
+        }
+        // Someone else's finalizer: say so (the user may have to act), and look again less
+        // often; the child's own deletion wakes us anyway.
+        let note = blocked.join("; ");
+        warn!(%note, "deletion waits for a child");
+        publish(
+            &ctx.events,
+            obj,
+            EventType::Warning,
+            keys::event_reason::CHILD_DELETION_BLOCKED,
+            note,
+        )
+        .await;
+        return Ok(Action::requeue(DELETION_SLOW_RECHECK));
     }
     finalizer::remove(ctx, obj).await?;
     if let Some(uid) = obj.uid() {
@@ -699,6 +727,29 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     ctx.metrics.forget(children::kind_str::<R>(), &ns, &name);
     info!("children deleted, finalizer removed");
     Ok(Action::await_change())
+}
+
+/// What holds up the deletion of child `c`: whose finalizers remain and what its status says.
+fn deletion_blocked<C: ChildObject>(c: &C) -> String {
+    let since = c
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let status = c
+        .status()
+        .and_then(|s| s.get("message"))
+        .and_then(serde_json::Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(|m| format!("; its status says: {m}"))
+        .unwrap_or_default();
+    format!(
+        "{} {} deleted at {since} is still there: its finalizers {:?} are its own controller's to remove{status}",
+        C::kind(&()),
+        c.name_any(),
+        c.finalizers()
+    )
 }
 
 async fn publish<R: Rollout>(
