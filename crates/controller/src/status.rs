@@ -164,7 +164,21 @@ where
     if before == after {
         return Ok(());
     }
-    write::<R, S>(obj, ctx, after).await
+    // Compared as written: a status that quotes a character server-side apply refuses is
+    // stored escaped, and must not look changed on every pass after.
+    let written = applyable(after)?;
+    if serde_json::to_value(before).ok().as_ref() == Some(&written) {
+        return Ok(());
+    }
+    write::<R>(obj, ctx, written).await
+}
+
+/// `st` as JSON, with what server-side apply would refuse escaped.
+fn applyable<S: Serialize>(st: &S) -> Result<serde_json::Value, Error> {
+    let mut v = serde_json::to_value(st)
+        .map_err(|e| Error::InvalidSpec(format!("status not serializable: {e}")))?;
+    numaplane_core::child::make_applyable(&mut v);
+    Ok(v)
 }
 
 /// Records a child-name allocation before the child is created.
@@ -177,17 +191,16 @@ where
         + DeserializeOwned,
     S: RolloutStatus,
 {
-    write::<R, S>(obj, ctx, st).await
+    write::<R>(obj, ctx, applyable(st)?).await
 }
 
-async fn write<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
+async fn write<R>(obj: &R, ctx: &Ctx, st: serde_json::Value) -> Result<(), Error>
 where
     R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
         + Debug
         + Serialize
         + DeserializeOwned,
-    S: Serialize,
 {
     ctx.ensure_leader()?;
     let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());

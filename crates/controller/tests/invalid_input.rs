@@ -100,6 +100,30 @@ async fn invalid_input_is_reported_and_isolated() {
         "only the one value: {msg}"
     );
 
+    // A key server-side apply refuses (U+FFFF): named at its field, escaped, so the status
+    // quoting it can be written (it once could not: the rollout had no status at all; found by
+    // hostile_input.rs).
+    let mut refused_key = good_spec();
+    refused_key["vertices"][1]["sink"]["log"] = json!({"\u{ffff}": "x"});
+    // Created as JSON: an apply (YAML) would be refused by the API server itself.
+    let mut created = pr("refused-key", refused_key, json!([]));
+    created["metadata"]["namespace"] = h.ns.clone().into();
+    h.api::<PipelineRollout>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(created).expect("rollout"),
+        )
+        .await
+        .expect("create");
+    h.until(
+        "a refused character reported at its field",
+        "refused-key",
+        failed_with(
+            r#"spec.pipeline.spec.vertices[1].sink.log.\u{FFFF}: contains the character U+FFFF, which server-side apply (read as YAML) refuses"#,
+        ),
+    )
+    .await;
+
     // A rider kind the configuration doesn't permit.
     let secret_rider = json!([{"definition": {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"a": "b"}

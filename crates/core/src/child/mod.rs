@@ -13,8 +13,8 @@ pub use desired::{
 };
 
 pub use validate::{
-    SpecError, validate_applyable, validate_isbsvc_spec, validate_monovertex_spec,
-    validate_pipeline_spec,
+    SpecError, applyable_text, make_applyable, validate_applyable, validate_isbsvc_spec,
+    validate_monovertex_spec, validate_pipeline_spec,
 };
 
 use crate::json::{get_path, i64_at, str_at};

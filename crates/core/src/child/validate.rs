@@ -182,11 +182,53 @@ pub fn validate_applyable(v: &Value, path: &str) -> Result {
             .enumerate()
             .try_for_each(|(i, x)| validate_applyable(x, &format!("{path}[{i}]"))),
         Value::Object(m) => m.iter().try_for_each(|(k, x)| {
-            let at = format!("{path}.{k}");
+            // The path is written to status by server-side apply too: the key escaped.
+            let at = format!("{path}.{}", applyable_text(k));
             refuse(k, &at)?;
             validate_applyable(x, &at)
         }),
         _ => Ok(()),
+    }
+}
+
+/// `s` with every character server-side apply refuses written as `\u{FFFF}`: user content
+/// quoted in a status message (a field path, a value) must not make the status unwritable.
+pub fn applyable_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().all(yaml_printable) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if yaml_printable(c) {
+                    c.to_string()
+                } else {
+                    format!("\\u{{{:04X}}}", c as u32)
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Escapes, with [`applyable_text`], every key and string of `v` that server-side apply would
+/// refuse.
+pub fn make_applyable(v: &mut Value) {
+    if applyable(v) {
+        return;
+    }
+    match v {
+        Value::String(s) => *s = applyable_text(s).into_owned(),
+        Value::Array(items) => items.iter_mut().for_each(make_applyable),
+        Value::Object(m) => {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(k, mut x)| {
+                    make_applyable(&mut x);
+                    (applyable_text(&k).into_owned(), x)
+                })
+                .collect();
+        }
+        _ => {}
     }
 }
 
@@ -452,6 +494,29 @@ mod tests {
             "spec.monoVertex.spec.lifecycle.desiredPhase"
         );
         assert!(validate_monovertex_spec(&json!("x"), m).is_err());
+    }
+
+    #[test]
+    fn refused_characters_are_escaped_for_status() {
+        let spec = json!({"container": {"\u{ffff}k": "x"}, "note": "a\u{0}b"});
+        let err = validate_applyable(&spec, "spec.monoVertex.spec").unwrap_err();
+        assert_eq!(err.path, "spec.monoVertex.spec.container.\\u{FFFF}k");
+        let mut status =
+            json!({"message": err.to_string(), "list": ["ok", "c\u{1}"], "\u{fffe}": 1});
+        make_applyable(&mut status);
+        assert!(applyable(&status), "{status}");
+        assert_eq!(
+            status,
+            json!({
+                "message": "spec.monoVertex.spec.container.\\u{FFFF}k: contains the character U+FFFF, which server-side apply (read as YAML) refuses",
+                "list": ["ok", "c\\u{0001}"],
+                "\\u{FFFE}": 1
+            })
+        );
+        assert!(matches!(
+            applyable_text("plain ü"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]
