@@ -659,6 +659,9 @@ fn not_a_rollout(origin: &str, kind: &str) -> anyhow::Error {
 pub struct NotPlanned {
     pub origin: String,
     pub object: String,
+    /// The object's kind, for the error when nothing else was planned.
+    #[serde(skip)]
+    pub kind: String,
 }
 
 /// A document that could not be read or planned.
@@ -716,6 +719,7 @@ pub async fn run(cluster: &Cluster, args: &PlanArgs) -> Result<i32> {
         if RolloutKind::parse(kind).is_none() {
             not_planned.push(NotPlanned {
                 object: format!("{kind}/{}", str_at(&manifest, "/metadata/name")),
+                kind: kind.to_string(),
                 origin,
             });
             continue;
@@ -736,9 +740,8 @@ pub async fn run(cluster: &Cluster, args: &PlanArgs) -> Result<i32> {
     if plans.is_empty() && errors.is_empty() {
         // Nothing to plan at all: each object that is no rollout is the error.
         for n in not_planned.drain(..) {
-            let kind = n.object.split('/').next().unwrap_or_default().to_string();
             errors.push(PlanError {
-                message: not_a_rollout(&n.origin, &kind).to_string(),
+                message: not_a_rollout(&n.origin, &n.kind).to_string(),
                 origin: n.origin,
             });
         }
