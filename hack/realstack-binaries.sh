@@ -4,11 +4,11 @@
 #   KWOK from sigs.k8s.io/kwok,
 #   the Argo Rollouts controller from github.com/argoproj/argo-rollouts (its replace directives
 #   copied into the scratch module, as its own build needs them),
-#   Prometheus from Debian trixie's `prometheus` package.
+#   Prometheus and promtool from Debian trixie's `prometheus` and `promtool` packages.
 # Each is built from a scratch module of its own (no shared dependency graph, so no version
 # conflicts) into a cache outside the repository:
 #   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realstack/
-#     numaflow-v1.8.1  numaflow-v1.7.5  kwok  rollouts-controller  prometheus
+#     numaflow-v1.8.1  numaflow-v1.7.5  kwok  rollouts-controller  prometheus  promtool
 # Idempotent: a binary that exists is not rebuilt. Prints the directory on the last line.
 set -euo pipefail
 
@@ -55,7 +55,7 @@ go_build() {
 }
 
 fetch_prometheus() {
-  [ -x "$OUT/prometheus" ] && return 0
+  [ -x "$OUT/prometheus" ] && [ -x "$OUT/promtool" ] && return 0
   local work="$CACHE_ROOT/apt-trixie"
   mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
   echo 'deb [trusted=yes] http://deb.debian.org/debian trixie main' > "$work/sources.list"
@@ -64,13 +64,15 @@ fetch_prometheus() {
     -o "Dir::State::status=/dev/null" -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1")
   log "prometheus: fetching Debian trixie's package"
   apt-get "${opts[@]}" update >/dev/null
-  (cd "$work/debs" && apt-get "${opts[@]}" download prometheus >/dev/null)
-  local deb
-  deb=$(ls "$work"/debs/prometheus_*.deb | head -n1)
-  rm -rf "$work/prom" && dpkg-deb -x "$deb" "$work/prom"
-  local bin="$work/prom/usr/bin/prometheus"
-  [ -x "$bin" ] || { log "no usr/bin/prometheus in $deb"; exit 1; }
-  cp "$bin" "$OUT/prometheus.tmp" && mv "$OUT/prometheus.tmp" "$OUT/prometheus"
+  # promtool (its own package, same source) checks and unit-tests the shipped alerting rules.
+  local tool deb
+  for tool in prometheus promtool; do
+    (cd "$work/debs" && apt-get "${opts[@]}" download "$tool" >/dev/null)
+    deb=$(ls "$work"/debs/"$tool"_*.deb | head -n1)
+    rm -rf "$work/prom" && dpkg-deb -x "$deb" "$work/prom"
+    [ -x "$work/prom/usr/bin/$tool" ] || { log "no usr/bin/$tool in $deb"; exit 1; }
+    cp "$work/prom/usr/bin/$tool" "$OUT/$tool.tmp" && mv "$OUT/$tool.tmp" "$OUT/$tool"
+  done
 }
 
 start=$(date +%s)

@@ -8,6 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -84,6 +85,8 @@ pub struct Metrics {
     pub fenced_writes: Counter,
     /// Counter families the reference exposes without the `_total` suffix.
     unsuffixed: Vec<String>,
+    /// Every registered family and its type, as registered (see [`Metrics::series_names`]).
+    families: Vec<(String, MetricType)>,
     /// controller-runtime's own families, as its registry exposes them (no constant label).
     runtime: Registry,
     runtime_reconcile: Family<Labels, Counter>,
@@ -125,10 +128,19 @@ impl Metrics {
         let mut registry = Registry::with_labels(
             [(Cow::Borrowed("intuit_alert"), Cow::Borrowed("true"))].into_iter(),
         );
+        let mut families: Vec<(String, MetricType)> = Vec::new();
+        fn type_of<M: TypedMetric>(_: &M) -> MetricType {
+            M::TYPE
+        }
         macro_rules! reg {
-            ($name:expr, $help:expr, $m:expr) => {{
+            ($name:expr, $help:expr, $m:expr) => {
+                reg!(in registry, $name, $help, $m)
+            };
+            (in $registry:ident, $name:expr, $help:expr, $m:expr) => {{
                 let m = $m;
-                registry.register($name, $help, m.clone());
+                let name: String = $name.into();
+                families.push((name.clone(), type_of(&m)));
+                $registry.register(name, $help, m.clone());
                 m
             }};
         }
@@ -306,33 +318,34 @@ impl Metrics {
             Counter::default()
         );
         let mut runtime = Registry::default();
-        let runtime_reconcile = Family::<Labels, Counter>::default();
-        runtime.register(
+        let runtime_reconcile = reg!(
+            in runtime,
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
-            runtime_reconcile.clone(),
+            Family::<Labels, Counter>::default()
         );
-        let runtime_reconcile_errors = Family::<Labels, Counter>::default();
-        runtime.register(
+        let runtime_reconcile_errors = reg!(
+            in runtime,
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
-            runtime_reconcile_errors.clone(),
+            Family::<Labels, Counter>::default()
         );
-        let runtime_reconcile_time = Family::<Labels, Histogram>::new_with_constructor(|| {
-            Histogram::new(RECONCILE_TIME_BUCKETS)
-        });
-        runtime.register(
+        let runtime_reconcile_time = reg!(
+            in runtime,
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
-            runtime_reconcile_time.clone(),
+            Family::<Labels, Histogram>::new_with_constructor(
+                (|| Histogram::new(RECONCILE_TIME_BUCKETS)) as fn() -> Histogram
+            )
         );
-        let rest_client_requests = Family::<Labels, Counter>::default();
-        runtime.register(
+        let rest_client_requests = reg!(
+            in runtime,
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host",
-            rest_client_requests.clone(),
+            Family::<Labels, Counter>::default()
         );
         Self {
+            families,
             registry,
             runtime,
             runtime_reconcile,
@@ -390,6 +403,31 @@ impl Metrics {
         let _ = encode(&mut out, &self.registry);
         let _ = encode(&mut out, &self.runtime);
         prometheus_text(&out, &self.unsuffixed)
+    }
+
+    /// Every series name the exposition can carry, whether or not its family has series yet
+    /// (empty families are not exposed): a counter as `x_total` (the reference's unsuffixed ones
+    /// as `x`), a histogram as `x_bucket`, `x_sum` and `x_count`, a gauge as itself. What a
+    /// dashboard or an alerting rule may select.
+    pub fn series_names(&self) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for (name, kind) in &self.families {
+            match kind {
+                MetricType::Counter if self.unsuffixed.contains(name) => {
+                    out.insert(name.clone());
+                }
+                MetricType::Counter => {
+                    out.insert(format!("{name}_total"));
+                }
+                MetricType::Histogram => {
+                    out.extend(["_bucket", "_sum", "_count"].map(|s| format!("{name}{s}")));
+                }
+                _ => {
+                    out.insert(name.clone());
+                }
+            }
+        }
+        out
     }
 
     fn health_family(&self, kind: &'static str) -> Option<&Family<Labels, Gauge>> {
@@ -754,6 +792,53 @@ mod tests {
         );
         assert!(text.contains("# TYPE controller_runtime_reconcile_time_seconds histogram"));
         assert!(text.contains("# TYPE numaplane_reconcile_duration_seconds histogram"));
+    }
+
+    /// `series_names` agrees with the exposition: every sample the encoder writes is named there,
+    /// including families that only have series once something happened.
+    #[test]
+    fn series_names_cover_every_exposed_sample() {
+        let m = Metrics::new();
+        let names = m.series_names();
+        for name in [
+            "progressive_pipeline_drains",
+            "numaplane_pipeline_progressive_completed",
+            "numaplane_reconcile_errors_total",
+            "numaplane_reconcile_duration_seconds_bucket",
+            "controller_runtime_reconcile_time_seconds_count",
+            "rest_client_requests_total",
+            "numaplane_leader",
+        ] {
+            assert!(names.contains(name), "{name} missing from {names:?}");
+        }
+        assert!(!names.contains("progressive_pipeline_drains_total"));
+        m.pipeline_drain(
+            "ns",
+            "pr",
+            "pr-0",
+            numaplane_core::recycle::DrainResult::DrainIncomplete,
+        );
+        m.reconciled("pipeline-rollout-controller", 0.01, Some("conflict"));
+        m.progressive_completed("monovertex", "ns", "mv", "mv-1", false, false);
+        m.pause_seconds(PauseGauge::IsbService, "ns", "isb", 3.0);
+        m.rest_request("GET", "h", 200);
+        m.kube_request("get", "pipelines", 200);
+        m.set_health(
+            "NumaflowController",
+            "ns",
+            "nc",
+            vec![("phase", "Deployed".into())],
+        );
+        let text = m.encode();
+        let samples: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| &l[..l.find(['{', ' ']).unwrap_or(l.len())])
+            .collect();
+        assert!(samples.len() > 20, "{text}");
+        for s in samples {
+            assert!(names.contains(s), "{s} is exposed but not in series_names");
+        }
     }
 
     #[test]

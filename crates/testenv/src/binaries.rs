@@ -129,6 +129,8 @@ pub struct RealStackBinaries {
     pub numaflow: Vec<(String, PathBuf)>,
     pub rollouts_controller: PathBuf,
     pub prometheus: PathBuf,
+    /// Prometheus's rule checker and tester (the shipped alerting rules are tested with it).
+    pub promtool: PathBuf,
 }
 
 impl RealStackBinaries {
@@ -154,12 +156,14 @@ impl RealStackBinaries {
                 .collect(),
             rollouts_controller: in_cache("rollouts-controller"),
             prometheus: in_cache("prometheus"),
+            promtool: in_cache("promtool"),
         };
         let mut all = vec![
             &bins.kube_scheduler,
             &bins.kwok,
             &bins.rollouts_controller,
             &bins.prometheus,
+            &bins.promtool,
         ];
         all.extend(bins.numaflow.iter().map(|(_, p)| p));
         let missing: Vec<String> = all
