@@ -56,12 +56,19 @@ if obj.kind == "PipelineRollout" or obj.kind == "MonoVertexRollout" or obj.kind 
   actions["disable-force-promote"] = { ["disabled"] = not on, ["displayName"] = "Disable Force Promote" }
 end
 
--- Children: only a trial can be force-promoted, only a recyclable pipeline marked for deletion.
+-- Children: only a trial can be force-promoted or aborted (not once force-promoted, which wins),
+-- only a recyclable pipeline marked for deletion.
 if obj.kind == "Pipeline" or obj.kind == "MonoVertex" or obj.kind == "InterStepBufferService" then
   local state = label("numaplane.numaproj.io/upgrade-state")
   local trial = state == "trial" or state == "in-progress"
   local forced = label("numaplane.numaproj.io/force-promote") ~= nil
+  local aborted = label("numaplane.numaproj.io/abort") ~= nil
   actions["force-promote"] = { ["disabled"] = not trial or forced, ["displayName"] = "Force Promote" }
+  actions["abort"] = {
+    ["disabled"] = not trial or forced or aborted,
+    ["displayName"] = "Abort Upgrade",
+    ["iconClass"] = "fa fa-fw fa-stop-circle",
+  }
 end
 
 if obj.kind == "Pipeline" then

@@ -14,6 +14,9 @@ pub mod labels {
     pub const PROGRESSIVE_RESULT_STATE: &str = "numaplane.numaproj.io/progressive-result-state";
     /// Presence on a trial child promotes it now.
     pub const FORCE_PROMOTE: &str = "numaplane.numaproj.io/force-promote";
+    /// Presence on a trial child fails it now (`kubectl numaplane abort`; ours, not the
+    /// reference's). The force-promote label wins over it.
+    pub const ABORT: &str = "numaplane.numaproj.io/abort";
     /// Name of the owning rollout; every child lookup selects on it.
     pub const PARENT_ROLLOUT_NAME: &str = "numaplane.numaproj.io/parent-rollout-name";
     /// ISBServiceRollout a Pipeline uses.

@@ -13,7 +13,7 @@ Exit codes:
   2  invalid command line
   3  wait timed out (the blocking reason is printed)";
 
-/// kubectl plugin for Numaplane rollouts: see them at a glance, pause, resume and promote them,
+/// kubectl plugin for Numaplane rollouts: see them at a glance, pause, resume, promote and abort them,
 /// plan a change, and wait for them in CI.
 #[derive(Parser, Debug)]
 #[command(name = "kubectl-numaplane", bin_name = "kubectl numaplane", version, after_help = EXIT_CODES)]
@@ -62,7 +62,13 @@ pub enum Command {
     /// Force-promote the trial child of a progressive upgrade now, even after a failed
     /// assessment (label numaplane.numaproj.io/force-promote: "true" on the trial child).
     #[command(after_help = EXIT_CODES)]
-    Promote(PromoteArgs),
+    Promote(TrialArgs),
+    /// End a progressive upgrade now as a failure (label numaplane.numaproj.io/abort: "true" on
+    /// the trial child): the trial is scaled to zero like a failed one (drained when replaced),
+    /// the promoted child gets its scale back, and the rollout stays on the promoted child until
+    /// its spec changes again. A later force-promote still wins.
+    #[command(after_help = EXIT_CODES)]
+    Abort(TrialArgs),
     /// Show which upgrade strategy applying an edited rollout manifest would trigger in its
     /// namespace, and which fields decide it. Reads the live rollout, child and configuration;
     /// writes nothing.
@@ -169,7 +175,7 @@ pub enum Goal {
 }
 
 #[derive(Args, Debug)]
-pub struct PromoteArgs {
+pub struct TrialArgs {
     /// Name of the PipelineRollout, MonoVertexRollout or ISBServiceRollout.
     pub rollout: String,
     /// Kind, when rollouts of several kinds share the name (pr, mvr or isbr).

@@ -1,4 +1,4 @@
-//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|wait|plan`.
+//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|wait|plan`.
 
 mod cli;
 mod cluster;
@@ -42,6 +42,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::AllowDataLoss(args) => commands::pause::allow_data_loss(&cluster, args).await,
         Command::Wait(args) => commands::wait::run(&cluster, args).await,
         Command::Promote(args) => commands::promote::run(&cluster, args).await,
+        Command::Abort(args) => commands::promote::abort(&cluster, args).await,
         Command::Plan(args) => commands::plan::run(&cluster, args).await,
     }
 }

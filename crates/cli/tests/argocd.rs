@@ -261,19 +261,51 @@ fn discovery_offers_what_applies() {
     let promoted = fixture("pipeline-promoted");
     assert_eq!(
         names(&discover(&promoted)),
-        vec![("force-promote", true), ("mark-for-deletion", true)]
+        vec![
+            ("abort", true),
+            ("force-promote", true),
+            ("mark-for-deletion", true)
+        ]
     );
     let mut trial = promoted.clone();
     trial["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("trial");
     assert_eq!(
         names(&discover(&trial)),
-        vec![("force-promote", false), ("mark-for-deletion", true)]
+        vec![
+            ("abort", false),
+            ("force-promote", false),
+            ("mark-for-deletion", true)
+        ]
+    );
+    let mut aborted = trial.clone();
+    aborted["metadata"]["labels"]["numaplane.numaproj.io/abort"] = json!("true");
+    assert_eq!(
+        names(&discover(&aborted)),
+        vec![
+            ("abort", true),
+            ("force-promote", false),
+            ("mark-for-deletion", true)
+        ]
+    );
+    let mut forced = trial.clone();
+    forced["metadata"]["labels"]["numaplane.numaproj.io/force-promote"] = json!("true");
+    assert_eq!(
+        names(&discover(&forced)),
+        vec![
+            ("abort", true),
+            ("force-promote", true),
+            ("mark-for-deletion", true)
+        ]
     );
     let mut recyclable = promoted.clone();
     recyclable["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("recyclable");
     assert_eq!(
         names(&discover(&recyclable)),
-        vec![("force-promote", true), ("mark-for-deletion", false)]
+        vec![
+            ("abort", true),
+            ("force-promote", true),
+            ("mark-for-deletion", false)
+        ]
     );
 }
 
@@ -320,6 +352,9 @@ fn actions_write_the_reference_fields() {
     trial["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("trial");
     assert_action("force-promote", &trial, |o| {
         o["metadata"]["labels"]["numaplane.numaproj.io/force-promote"] = json!("true")
+    });
+    assert_action("abort", &trial, |o| {
+        o["metadata"]["labels"]["numaplane.numaproj.io/abort"] = json!("true")
     });
     let mut recyclable = fixture("pipeline-promoted");
     recyclable["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("recyclable");
@@ -371,19 +406,19 @@ const KINDS: &[(&str, &str, bool, &[&str])] = &[
         "numaflow.numaproj.io",
         "Pipeline",
         false,
-        &["force-promote", "mark-for-deletion"],
+        &["force-promote", "mark-for-deletion", "abort"],
     ),
     (
         "numaflow.numaproj.io",
         "MonoVertex",
         false,
-        &["force-promote"],
+        &["force-promote", "abort"],
     ),
     (
         "numaflow.numaproj.io",
         "InterStepBufferService",
         false,
-        &["force-promote"],
+        &["force-promote", "abort"],
     ),
 ];
 

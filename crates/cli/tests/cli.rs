@@ -746,6 +746,81 @@ async fn promote_labels_the_trial() {
     );
 }
 
+#[tokio::test]
+async fn abort_labels_the_trial_unless_it_is_force_promoted() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-abort").await;
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+    for (name, state) in [("m-0", "promoted"), ("m-1", "trial")] {
+        create::<MonoVertex>(
+            &client,
+            &ns,
+            child_manifest("MonoVertex", name, "m", state),
+            None,
+        )
+        .await;
+    }
+    let mvs: Api<MonoVertex> = Api::namespaced(client.clone(), &ns);
+    let label = async |name: &str, key: &str| {
+        mvs.get(name)
+            .await
+            .expect("get")
+            .metadata
+            .labels
+            .and_then(|l| l.get(key).cloned())
+    };
+
+    let out = run(env, &ns, &["abort", "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(
+            "MonoVertex/m-1 (trial of MonoVertexRollout/m) labelled numaplane.numaproj.io/abort: \"true\"; the controller fails it now"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(label("m-1", labels::ABORT).await.as_deref(), Some("true"));
+    assert_eq!(
+        label("m-0", labels::ABORT).await,
+        None,
+        "the promoted child is left alone"
+    );
+    let out = run(env, &ns, &["abort", "m"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: MonoVertex/m-1 is already being aborted (label numaplane.numaproj.io/abort present)\n"
+    );
+
+    // A trial being force-promoted is not aborted: the force-promote label would win.
+    create::<MonoVertex>(
+        &client,
+        &ns,
+        child_manifest("MonoVertex", "m-2", "m", "trial"),
+        None,
+    )
+    .await;
+    let out = run(env, &ns, &["promote", "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = run(env, &ns, &["abort", "m"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("carries label numaplane.numaproj.io/force-promote"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(label("m-2", labels::ABORT).await, None);
+    let out = run(env, &ns, &["abort", "x", "--kind", "ncr"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("have no trial to abort"),
+        "{}",
+        out.stderr
+    );
+}
+
 fn progressive_status(phase: &str, in_progress: &str, upgrading: Value) -> Value {
     json!({
         "phase": phase, "message": if phase == "Pending" { "Progressing" } else { phase },

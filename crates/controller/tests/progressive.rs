@@ -455,6 +455,110 @@ async fn pipeline_failure_then_fix_force_drains_the_failed_trial() {
     h.assert_invariants().await;
 }
 
+/// `kubectl numaplane abort` (label `numaplane.numaproj.io/abort` on the trial): a healthy trial
+/// under a long assessment fails at once, is scaled to zero while the promoted pipeline gets its
+/// scale back, and the rollout stays on the promoted child; the next spec change replaces the
+/// aborted trial, which is drained before it is deleted.
+#[tokio::test]
+async fn pipeline_abort_fails_the_trial_now_and_a_new_spec_recycles_it() {
+    use numaplane_api::numaflow::Pipeline;
+    use numaplane_api::progressive::AssessmentResult;
+    let h = pipeline_setup("prog-abort").await;
+    let aborted_seen = record::<Pipeline>(&h, "pr-1").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // An assessment that would run for ten minutes.
+    let long = json!({"progressive": {"assessmentSchedule": "0,600,2,1"}});
+    h.apply::<numaplane_api::PipelineRollout>(pr(CAT2, long))
+        .await;
+    h.until::<Pipeline, _, _>("trial pr-1 running", "pr-1", |p| {
+        let p = p?;
+        (pl_state(p) == Some("trial") && p.status.as_ref()?["phase"] == "Running").then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("promoted scaled down", "pr-0", |p| {
+        (p?.spec["vertices"][1]["scale"]["max"] == json!(2)).then_some(())
+    })
+    .await;
+    let pipelines = h.api::<Pipeline>();
+    pipelines
+        .patch(
+            "pr-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "numaplane.numaproj.io/abort": "true"}}})),
+        )
+        .await
+        .expect("label the trial");
+    let r = h
+        .until::<numaplane_api::PipelineRollout, _, _>("aborted", "pr", |r| {
+            let r = r?;
+            let st = r.status.as_ref()?;
+            let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
+            (s == "False" && reason == "Failed").then(|| r.clone())
+        })
+        .await;
+    let up = support::scenario::upgrading_pipeline(&r).expect("upgrading status");
+    assert_eq!(up.child.name, "pr-1");
+    assert_eq!(up.child.assessment_result, Some(AssessmentResult::Failure));
+    assert_eq!(
+        up.child.failure_reasons,
+        vec![numaplane_core::progressive::step::ABORTED.to_string()]
+    );
+    // Well before its assessment could have ended: the abort decided, not the schedule.
+    let started = up.child.basic_assessment_start_time.as_ref().map(|t| t.0);
+    let now = k8s_openapi::jiff::Timestamp::now();
+    assert!(
+        started.is_none_or(|s| now.duration_since(s).as_secs() < 300),
+        "{started:?}"
+    );
+    h.until::<Pipeline, _, _>("promoted restored", "pr-0", |p| {
+        (p?.spec["vertices"][1]["scale"] == json!({"min": 4, "max": 5})).then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("aborted trial scaled to zero", "pr-1", |p| {
+        let v = &p?.spec["vertices"][1]["scale"];
+        (v["min"] == json!(0) && v["max"] == json!(0)).then_some(())
+    })
+    .await;
+    // It stays so: the rollout keeps its promoted child while the spec is unchanged.
+    h.stays::<Pipeline, _>("pr-0 stays promoted", "pr-0", Duration::from_secs(5), |p| {
+        p.is_some_and(|p| pl_state(p) == Some("promoted"))
+    })
+    .await;
+
+    // A new spec replaces the aborted trial; it is drained (force-drained with the new promoted
+    // spec if it cannot drain itself) and deleted, and the new trial is promoted.
+    let mut fixed = pr(
+        CAT2,
+        json!({"progressive": {"assessmentSchedule": "0,6,2,1"}}),
+    );
+    fixed["spec"]["pipeline"]["spec"]["vertices"][0]["source"]["generator"]["rpu"] = json!(6);
+    h.apply::<numaplane_api::PipelineRollout>(fixed).await;
+    h.until::<Pipeline, _, _>("pr-2 promoted", "pr-2", |p| {
+        (pl_state(p?) == Some("promoted")).then_some(())
+    })
+    .await;
+    h.until::<Pipeline, _, _>("aborted trial deleted", "pr-1", |p| {
+        p.is_none().then_some(())
+    })
+    .await;
+    let versions = aborted_seen.lock().expect("lock").clone();
+    assert!(
+        versions.iter().any(|p| pl_state(p) == Some("recyclable")
+            && p.labels().get("numaplane.numaproj.io/upgrade-state-reason")
+                == Some(&"progressive-replaced-failed".to_string())),
+        "the aborted trial was replaced as a failed one"
+    );
+    assert!(
+        versions
+            .iter()
+            .any(|p| p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))),
+        "the aborted trial was paused (drained) before its deletion"
+    );
+    h.until("settled on pr-2", "pr", pr_settled).await;
+    h.assert_invariants().await;
+}
+
 #[tokio::test]
 async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
     let mut h = Harness::start_real("prog-restart", CONFIG).await;

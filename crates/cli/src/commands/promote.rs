@@ -1,8 +1,9 @@
-//! `promote`: force-promote the trial child of a progressive upgrade, the way the reference's
-//! Argo CD "Force Promote" action does: label `numaplane.numaproj.io/force-promote: "true"` on
-//! the trial. The controller promotes it at its next assessment, even after a failure.
+//! `promote` and `abort`: label the trial child of a progressive upgrade. `promote` does what
+//! the reference's Argo CD "Force Promote" action does (label
+//! `numaplane.numaproj.io/force-promote: "true"`: promoted at its next assessment, even after a
+//! failure); `abort` labels it `numaplane.numaproj.io/abort: "true"` (failed now).
 
-use crate::cli::PromoteArgs;
+use crate::cli::TrialArgs;
 use crate::cluster::{Cluster, FIELD_MANAGER, list_or_empty};
 use crate::kinds::RolloutKind;
 use anyhow::{Context, Result, bail};
@@ -33,12 +34,62 @@ pub fn newest_trial(children: Vec<DynamicObject>) -> Option<DynamicObject> {
     })
 }
 
-pub async fn run(cluster: &Cluster, args: &PromoteArgs) -> Result<i32> {
+/// What `promote` and `abort` do to the trial: the label they set and how they say it.
+struct TrialVerb {
+    label: &'static str,
+    /// "promote" or "abort", for messages.
+    verb: &'static str,
+    /// What a trial already carrying the label is being ("force-promoted", "aborted").
+    being: &'static str,
+    /// What the controller does next, printed after the label landed.
+    then: &'static str,
+    /// The label that makes this one moot, and why, when present on the trial.
+    overridden_by: Option<(&'static str, &'static str)>,
+}
+
+pub async fn run(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
+    label_trial(
+        cluster,
+        args,
+        &TrialVerb {
+            label: labels::FORCE_PROMOTE,
+            verb: "promote",
+            being: "force-promoted",
+            then: "the controller promotes it at its next assessment",
+            overridden_by: None,
+        },
+    )
+    .await
+}
+
+/// `abort`: end a progressive upgrade now as a failure (label `numaplane.numaproj.io/abort` on
+/// the trial): the trial is scaled to zero like a failed one, the promoted child gets its scale
+/// back, and the rollout stays on the promoted child until its spec changes again.
+pub async fn abort(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
+    label_trial(
+        cluster,
+        args,
+        &TrialVerb {
+            label: labels::ABORT,
+            verb: "abort",
+            being: "aborted",
+            then: "the controller fails it now: the trial is scaled to zero and the promoted child gets its scale back; the rollout stays on the promoted child until its spec changes",
+            overridden_by: Some((
+                labels::FORCE_PROMOTE,
+                "it is being force-promoted, which wins over an abort",
+            )),
+        },
+    )
+    .await
+}
+
+async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> Result<i32> {
+    let verb = what.verb;
     if let Some(k) = args.kind
         && !RolloutKind::PROGRESSIVE.contains(&k)
     {
         bail!(
-            "{}s have no trial to promote: a NumaflowController is always updated in place",
+            "{}s have no trial to {verb}: a NumaflowController is always updated in place",
             k.kind()
         );
     }
@@ -60,7 +111,7 @@ pub async fn run(cluster: &Cluster, args: &PromoteArgs) -> Result<i32> {
                     .is_some()
             {
                 bail!(
-                    "{} is a NumaflowControllerRollout: it has no trial to promote (always updated in place)",
+                    "{} is a NumaflowControllerRollout: it has no trial to {verb} (always updated in place)",
                     args.rollout
                 );
             }
@@ -79,7 +130,7 @@ pub async fn run(cluster: &Cluster, args: &PromoteArgs) -> Result<i32> {
         .with_context(|| format!("listing the {}s of {}", kind.child_kind(), args.rollout))?;
     let Some(trial) = newest_trial(found) else {
         bail!(
-            "{} {} has no progressive upgrade in progress: no {} labelled {}={} to promote",
+            "{} {} has no progressive upgrade in progress: no {} labelled {}={} to {verb}",
             kind.kind(),
             args.rollout,
             kind.child_kind(),
@@ -88,19 +139,30 @@ pub async fn run(cluster: &Cluster, args: &PromoteArgs) -> Result<i32> {
         );
     };
     let trial_name = trial.metadata.name.clone().unwrap_or_default();
-    let already = trial
-        .metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(labels::FORCE_PROMOTE));
-    if already {
+    let has = |label: &str| {
+        trial
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(label))
+    };
+    if has(what.label) {
         bail!(
-            "{}/{trial_name} is already being force-promoted (label {} present)",
+            "{}/{trial_name} is already being {} (label {} present)",
             kind.child_kind(),
-            labels::FORCE_PROMOTE
+            what.being,
+            what.label
         );
     }
-    let patch = json!({"metadata": {"labels": {labels::FORCE_PROMOTE: "true"}}});
+    if let Some((label, why)) = what.overridden_by
+        && has(label)
+    {
+        bail!(
+            "{}/{trial_name} carries label {label}: {why}",
+            kind.child_kind()
+        );
+    }
+    let patch = json!({"metadata": {"labels": {what.label: "true"}}});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
@@ -110,11 +172,12 @@ pub async fn run(cluster: &Cluster, args: &PromoteArgs) -> Result<i32> {
         .await
         .with_context(|| format!("labelling {} {trial_name}", kind.child_kind()))?;
     println!(
-        "{}/{trial_name} (trial of {}/{}) labelled {}: \"true\"; the controller promotes it at its next assessment",
+        "{}/{trial_name} (trial of {}/{}) labelled {}: \"true\"; {}",
         kind.child_kind(),
         kind.kind(),
         args.rollout,
-        labels::FORCE_PROMOTE
+        what.label,
+        what.then
     );
     Ok(super::EXIT_OK)
 }

@@ -669,6 +669,7 @@ impl<R: Rollout> Progress<'_, R> {
             name: t.child.meta().name.as_deref().unwrap_or_default(),
             spec: t.child.spec(),
             force_promote_label: t.child.labels().contains_key(labels::FORCE_PROMOTE),
+            abort_label: t.child.labels().contains_key(labels::ABORT),
             result_label: t
                 .child
                 .labels()

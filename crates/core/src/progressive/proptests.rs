@@ -1,5 +1,5 @@
 //! Property tests: a simulated cluster and controller run random event sequences (spec edits,
-//! health flips, time, force-promote labels, a vanished promoted child) with crashes at every
+//! health flips, time, force-promote and abort labels, a vanished promoted child) with crashes at every
 //! point of a pass. The controller keeps nothing in memory: each pass starts from the persisted
 //! record and the simulated children only.
 
@@ -28,6 +28,10 @@ struct Child {
     version: u8,
     spec: Value,
     force_label: bool,
+    abort_label: bool,
+    /// Labelled abort before its success was recorded: it must never be promoted unless
+    /// force-promoted.
+    aborted_before_verdict: bool,
     result_label: Option<&'static str>,
     /// Fixed at the split by `InitializeTrial`, not yet restored or re-applied.
     scaled_down: bool,
@@ -41,6 +45,7 @@ enum Event {
     Health(u8),
     Advance(u16),
     ForceLabel,
+    AbortLabel,
     PromotedVanishes,
     /// 0: full pass; 1: crash after persisting the record; 2: crash mid-action; 3: crash
     /// before persisting `after`; 4: full pass on a stale cache that doesn't show a trial
@@ -54,6 +59,7 @@ fn event() -> impl Strategy<Value = Event> {
         2 => (0u8..3).prop_map(Event::Health),
         2 => (1u16..120).prop_map(Event::Advance),
         1 => Just(Event::ForceLabel),
+        1 => Just(Event::AbortLabel),
         1 => Just(Event::PromotedVanishes).prop_filter("rare", |_| true),
         8 => (0u8..5).prop_map(Event::Pass),
     ]
@@ -91,6 +97,8 @@ impl Sim {
                 version: 0,
                 spec: desired(0),
                 force_label: false,
+                abort_label: false,
+                aborted_before_verdict: false,
                 result_label: None,
                 scaled_down: false,
                 observed: false,
@@ -161,6 +169,7 @@ impl Sim {
                 name: &t.name,
                 spec: &t.spec,
                 force_promote_label: t.force_label,
+                abort_label: t.abort_label,
                 result_label: t.result_label,
                 differs_from_rollout: t.version != self.version,
                 health: self.health.clone(),
@@ -220,6 +229,8 @@ impl Sim {
                             promoted_scale_values,
                         ),
                         force_label: false,
+                        abort_label: false,
+                        aborted_before_verdict: false,
                         result_label: None,
                         scaled_down: false,
                         observed: false,
@@ -244,6 +255,12 @@ impl Sim {
                 result_label,
             } => {
                 if let Some(i) = self.find(trial) {
+                    let c = &self.children[i];
+                    assert!(
+                        !c.aborted_before_verdict || c.force_label,
+                        "aborted trial {} promoted",
+                        c.name
+                    );
                     self.children[i].state = State::Promoted;
                     self.children[i].result_label = Some(result_label);
                 }
@@ -311,6 +328,8 @@ impl Sim {
                     version: self.version,
                     spec: desired(self.version),
                     force_label: false,
+                    abort_label: false,
+                    aborted_before_verdict: false,
                     result_label: None,
                     scaled_down: false,
                     observed: false,
@@ -360,6 +379,17 @@ impl Sim {
             Event::ForceLabel => {
                 if let Some(i) = self.newest(State::Trial) {
                     self.children[i].force_label = true;
+                }
+            }
+            Event::AbortLabel => {
+                if let Some(i) = self.newest(State::Trial) {
+                    let decided = self
+                        .record
+                        .upgrading_for(&self.children[i].name)
+                        .is_some_and(|u| u.assessment_result == Some(AssessmentResult::Success));
+                    let c = &mut self.children[i];
+                    c.aborted_before_verdict |= !c.abort_label && !decided;
+                    c.abort_label = true;
                 }
             }
             Event::PromotedVanishes => {

@@ -49,6 +49,8 @@ pub struct TrialChild<'a> {
     pub spec: &'a Value,
     /// Label `numaplane.numaproj.io/force-promote` is present (any value).
     pub force_promote_label: bool,
+    /// Label `numaplane.numaproj.io/abort` is present (any value): the user ended the upgrade.
+    pub abort_label: bool,
     /// Label `numaplane.numaproj.io/progressive-result-state`.
     pub result_label: Option<&'a str>,
     /// The rollout's definition, templated with the trial's name, differs from the trial
@@ -634,6 +636,17 @@ fn assess(
     now: Secs,
 ) -> Result<Plan, StepError> {
     let previous = vec![promoted.name.to_string()];
+    // An abort fails the trial as an assessment would (and stays failed, like any failure);
+    // only the force-promote label overrides it.
+    if trial.abort_label && !trial.force_promote_label {
+        if let Some(u) = rec.upgrading.as_mut()
+            && u.assessment_result != Some(AssessmentResult::Failure)
+        {
+            u.assessment_result = Some(AssessmentResult::Failure);
+            u.failure_reasons = vec![ABORTED.to_string()];
+        }
+        return fail(rec, input, promoted, trial);
+    }
     let skip = skip_reason(&SkipInput {
         kind: input.kind,
         desired_spec: input.desired_spec,
@@ -735,6 +748,9 @@ fn assess(
         }
     }
 }
+
+/// The failure reason of an aborted trial.
+pub const ABORTED: &str = "aborted by the user: label numaplane.numaproj.io/abort on the trial";
 
 fn wait(rec: Record, wake_at: Secs, waiting_for: String) -> Plan {
     plan(

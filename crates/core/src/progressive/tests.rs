@@ -463,6 +463,7 @@ struct World {
     trial_differs: bool,
     health: TrialHealth,
     label_force: bool,
+    label_abort: bool,
     result_label: Option<&'static str>,
     analysis_enabled: bool,
     run: Option<ObservedRun>,
@@ -483,6 +484,7 @@ impl World {
             trial_differs: false,
             health: TrialHealth::Pending,
             label_force: false,
+            label_abort: false,
             result_label: None,
             analysis_enabled: false,
             run: None,
@@ -499,6 +501,7 @@ impl World {
             name: n,
             spec: s,
             force_promote_label: self.label_force,
+            abort_label: self.label_abort,
             result_label: self.result_label,
             differs_from_rollout: self.trial_differs,
             health: self.health.clone(),
@@ -772,6 +775,58 @@ fn monovertex_failure_restores_and_is_sticky() {
         w.upgrading().forced_success_reason,
         Some(ForcedSuccessReason::ForcePromote)
     );
+}
+
+#[test]
+fn an_aborted_trial_fails_at_once_and_stays_failed_unless_force_promoted() {
+    let mut w = initialised_mv();
+    w.run();
+    w.health = TrialHealth::Healthy;
+    w.now = 1011;
+    assert!(matches!(w.run().action, Action::Wait { .. }));
+    // Healthy and half-way through its assessment: the abort label fails it now, exactly as a
+    // failed assessment would (promoted child restored, trial scaled to zero).
+    w.label_abort = true;
+    w.now = 1050;
+    let p = w.step();
+    assert_eq!(p.progress, Progress::Failed);
+    let Action::Fail {
+        label_failed: true,
+        promoted_patch: Some(pp),
+        trial_patch: Some(tp),
+        ..
+    } = &p.action
+    else {
+        panic!("{p:?}")
+    };
+    assert_eq!(
+        pp,
+        &json!({"spec": {"scale": {"disabled": null, "max": 5, "min": 4, "zeroReplicaSleepSeconds": 15}}})
+    );
+    assert_eq!(
+        tp,
+        &json!({"spec": {"scale": {"min": 0, "max": 0, "disabled": false}}})
+    );
+    let u = p.record.upgrading.as_ref().unwrap();
+    assert_eq!(u.assessment_result, Some(AssessmentResult::Failure));
+    assert_eq!(u.failure_reasons, vec![super::step::ABORTED.to_string()]);
+    assert!(p.message.contains("aborted by the user"), "{}", p.message);
+    w.record = p.after.clone().unwrap();
+    merge(w.promoted.as_mut().map(|(_, s)| s).unwrap(), &pp["spec"]);
+    merge(w.trial.as_mut().map(|(_, s)| s).unwrap(), &tp["spec"]);
+    w.result_label = Some("failed");
+    // The label removed, the trial healthy, time past the assessment: still failed.
+    w.label_abort = false;
+    w.now = 3000;
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.progress),
+        (Action::Wait { until: None }, Progress::Failed)
+    );
+    // Force-promote wins over the abort label, as it rescues any failure.
+    w.label_abort = true;
+    w.label_force = true;
+    assert!(matches!(w.run().action, Action::Promote { .. }));
 }
 
 #[test]
