@@ -185,4 +185,6 @@ pub mod event_reason {
     /// Ours: a deleted rollout waits for a child that its own controller does not finish
     /// deleting (another controller's finalizer stays).
     pub const CHILD_DELETION_BLOCKED: &str = "ChildDeletionBlocked";
+    /// Ours: a progressive trial failed its assessment or was aborted (Warning, once per trial).
+    pub const PROGRESSIVE_UPGRADE_FAILED: &str = "ProgressiveUpgradeFailed";
 }

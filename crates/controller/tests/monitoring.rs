@@ -237,11 +237,10 @@ async fn rules_and_dashboard_on_a_live_operator() {
     let operator = Process::start(env, &ns, &config, dir.path(), "operator", &[]);
     install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
 
-    let isbr: ISBServiceRollout = serde_json::from_value(json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
-        "metadata": {"name": "default", "namespace": ns},
-        "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.17"}}}}
-    }))
+    let isbr: ISBServiceRollout = serde_json::from_value(support::fixtures::isb_rollout(
+        "default",
+        json!({"version": "2.10.17"}),
+    ))
     .expect("isbr");
     let isbrs = kube::Api::<ISBServiceRollout>::namespaced(client.clone(), &ns);
     isbrs

@@ -511,6 +511,23 @@ async fn pipeline_abort_fails_the_trial_now_and_a_new_spec_recycles_it() {
         started.is_none_or(|s| now.duration_since(s).as_secs() < 300),
         "{started:?}"
     );
+    // A Warning Event says so, once.
+    eventually("a ProgressiveUpgradeFailed Event", || async {
+        let failed: Vec<_> = h
+            .events_about("pr")
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("ProgressiveUpgradeFailed"))
+            .collect();
+        let aborted = failed.iter().any(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("trial pr-1 failed (aborted by the user"))
+        });
+        (aborted && failed.len() == 1).then_some(())
+    })
+    .await;
     h.until::<Pipeline, _, _>("promoted restored", "pr-0", |p| {
         (p?.spec["vertices"][1]["scale"] == json!({"min": 4, "max": 5})).then_some(())
     })

@@ -889,6 +889,15 @@ impl<R: Rollout> Progress<'_, R> {
                         }}}),
                     )
                     .await?;
+                    // Once per failed trial (the label flips once): why, where users look.
+                    super::publish(
+                        &ctx.events,
+                        obj,
+                        kube::runtime::events::EventType::Warning,
+                        numaplane_api::keys::event_reason::PROGRESSIVE_UPGRADE_FAILED,
+                        message.clone(),
+                    )
+                    .await;
                 }
                 if let Some(p) = &promoted_patch {
                     merge_child::<R::Child>(ctx, &ns, &promoted, p).await?;

@@ -677,6 +677,29 @@ fn window_end_is_an_exact_wakeup() {
     );
 }
 
+/// The patches of the first `Fail` of `initialised_mv`'s trial: the promoted MonoVertex back to
+/// its saved scale (A.2), the trial to zero.
+fn fail_patches(p: &Plan) -> (&Value, &Value) {
+    let Action::Fail {
+        label_failed: true,
+        promoted_patch: Some(pp),
+        trial_patch: Some(tp),
+        ..
+    } = &p.action
+    else {
+        panic!("{p:?}")
+    };
+    assert_eq!(
+        pp,
+        &json!({"spec": {"scale": {"disabled": null, "max": 5, "min": 4, "zeroReplicaSleepSeconds": 15}}})
+    );
+    assert_eq!(
+        tp,
+        &json!({"spec": {"scale": {"min": 0, "max": 0, "disabled": false}}})
+    );
+    (pp, tp)
+}
+
 #[test]
 fn monovertex_failure_restores_and_is_sticky() {
     let mut w = initialised_mv();
@@ -714,23 +737,7 @@ fn monovertex_failure_restores_and_is_sticky() {
         p.record.upgrading.as_ref().unwrap().assessment_result,
         Some(AssessmentResult::Failure)
     );
-    let Action::Fail {
-        label_failed: true,
-        promoted_patch: Some(pp),
-        trial_patch: Some(tp),
-        ..
-    } = &p.action
-    else {
-        panic!("{p:?}")
-    };
-    assert_eq!(
-        pp,
-        &json!({"spec": {"scale": {"disabled": null, "max": 5, "min": 4, "zeroReplicaSleepSeconds": 15}}})
-    );
-    assert_eq!(
-        tp,
-        &json!({"spec": {"scale": {"min": 0, "max": 0, "disabled": false}}})
-    );
+    let (pp, tp) = fail_patches(&p);
     // The saved scale is kept until the restore is done.
     assert!(p.record.promoted.as_ref().unwrap().scale_values.is_some());
     let after = p.after.clone().unwrap();
@@ -790,23 +797,7 @@ fn an_aborted_trial_fails_at_once_and_stays_failed_unless_force_promoted() {
     w.now = 1050;
     let p = w.step();
     assert_eq!(p.progress, Progress::Failed);
-    let Action::Fail {
-        label_failed: true,
-        promoted_patch: Some(pp),
-        trial_patch: Some(tp),
-        ..
-    } = &p.action
-    else {
-        panic!("{p:?}")
-    };
-    assert_eq!(
-        pp,
-        &json!({"spec": {"scale": {"disabled": null, "max": 5, "min": 4, "zeroReplicaSleepSeconds": 15}}})
-    );
-    assert_eq!(
-        tp,
-        &json!({"spec": {"scale": {"min": 0, "max": 0, "disabled": false}}})
-    );
+    let (pp, tp) = fail_patches(&p);
     let u = p.record.upgrading.as_ref().unwrap();
     assert_eq!(u.assessment_result, Some(AssessmentResult::Failure));
     assert_eq!(u.failure_reasons, vec![super::step::ABORTED.to_string()]);
