@@ -977,19 +977,23 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
 async fn numaflow_holds_the_children(client: &kube::Client, ns: &str, name: &str) -> bool {
     let selector = format!("numaplane.numaproj.io/parent-rollout-name={name}");
     let mut children = Vec::new();
-    for kind in ["Pipeline", "MonoVertex", "InterStepBufferService"] {
-        let ar = ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-            "numaflow.numaproj.io",
-            "v1alpha1",
-            kind,
-        ));
+    for (kind, plural) in [
+        ("Pipeline", "pipelines"),
+        ("MonoVertex", "monovertices"),
+        ("InterStepBufferService", "interstepbufferservices"),
+    ] {
+        let gvk = kube::core::GroupVersionKind::gvk("numaflow.numaproj.io", "v1alpha1", kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
         match api
             .list(&kube::api::ListParams::default().labels(&selector))
             .await
         {
             Ok(list) => children.extend(list.items),
-            Err(_) => return false,
+            Err(e) => {
+                eprintln!("listing the {kind}s of {name}: {e}");
+                return false;
+            }
         }
     }
     let foreign_only = |o: &DynamicObject| {
