@@ -325,7 +325,7 @@ async fn rules_and_dashboard_on_a_live_operator() {
         }
         prom_api(port, &format!("/api/v1/query?query={}", encode(expr))).await;
     }
-    // The queries see data: the dashboard's phase panel counts both rollouts.
+    // Prometheus holds the operator's series: one health series per rollout.
     let by_phase = prom_api(
         port,
         &format!(
