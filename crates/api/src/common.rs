@@ -72,6 +72,62 @@ pub struct Status {
     pub observed_generation: i64,
     #[serde(default, skip_serializing_if = "is_noop")]
     pub upgrade_in_progress: UpgradeStrategy,
+    /// The last upgrade attempts, oldest first (Numaplane only; bounded by the controller
+    /// config's `upgradeHistoryLimit`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgrade_history: Vec<UpgradeRecord>,
+}
+
+/// How an upgrade attempt ended.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum UpgradeOutcome {
+    /// The child was created (first deployment, or a recreate).
+    Created,
+    /// The change was applied to the child in place.
+    AppliedDirectly,
+    /// The pipelines were paused and drained, the change applied, and they resumed.
+    PausedAndDrained,
+    /// The trial passed its assessment and was promoted.
+    Promoted,
+    /// The trial was promoted without a (full) assessment: force-promote, or nothing to assess.
+    ForcePromoted,
+    /// The trial failed its assessment, or was aborted; the promoted child kept running.
+    Failed,
+    /// The rollout went back to the promoted child's spec while the trial ran.
+    RolledBack,
+    /// The trial was dropped for another reason (its promoted child vanished, the strategy
+    /// changed).
+    Discontinued,
+    /// The rollout changed again while the trial ran: a new trial took its place.
+    Replaced,
+}
+
+/// One upgrade attempt in `status.upgradeHistory`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeRecord {
+    /// The child the attempt created or changed (the trial, under progressive).
+    pub child: String,
+    /// The promoted child it started from, when it made a new one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub previous_child: String,
+    /// `DirectApply`, `PipelinePauseAndDrain` or `Progressive`.
+    pub strategy: UpgradeStrategy,
+    /// The rollout's `metadata.generation` that started it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: i64,
+    pub start_time: Time,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<Time>,
+    /// Absent while the attempt is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<UpgradeOutcome>,
+    /// Why it failed or how it was promoted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// The child spec fields that differed, as paths into the rollout (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_fields: Vec<String>,
 }
 
 fn is_zero(v: &i64) -> bool {

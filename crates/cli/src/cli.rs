@@ -69,6 +69,11 @@ pub enum Command {
     /// its spec changes again. A later force-promote still wins.
     #[command(after_help = EXIT_CODES)]
     Abort(TrialArgs),
+    /// Show the last upgrade attempts of a rollout (status.upgradeHistory, oldest first): the
+    /// child each made, its strategy, when, how long, how it ended and why, and the fields that
+    /// started it.
+    #[command(after_help = EXIT_CODES)]
+    History(HistoryArgs),
     /// Show which upgrade strategy applying an edited rollout manifest would trigger in its
     /// namespace, and which fields decide it. Reads the live rollout, child and configuration;
     /// writes nothing.
@@ -181,6 +186,25 @@ pub struct TrialArgs {
     /// Kind, when rollouts of several kinds share the name (pr, mvr or isbr).
     #[arg(long, value_parser = parse_kind)]
     pub kind: Option<RolloutKind>,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Name of the rollout (any of the four kinds).
+    pub rollout: String,
+    /// Kind, when rollouts of several kinds share the name.
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<RolloutKind>,
+    /// Output format: a table (default), or the records as json or yaml.
+    #[arg(short = 'o', long, value_enum, default_value_t = HistoryOutput::Table)]
+    pub output: HistoryOutput,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryOutput {
+    Table,
+    Json,
+    Yaml,
 }
 
 #[derive(Args, Debug)]

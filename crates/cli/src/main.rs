@@ -1,4 +1,4 @@
-//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|wait|plan`.
+//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|history|wait|plan`.
 
 mod cli;
 mod cluster;
@@ -43,6 +43,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Wait(args) => commands::wait::run(&cluster, args).await,
         Command::Promote(args) => commands::promote::run(&cluster, args).await,
         Command::Abort(args) => commands::promote::abort(&cluster, args).await,
+        Command::History(args) => commands::history::run(&cluster, args).await,
         Command::Plan(args) => commands::plan::run(&cluster, args).await,
     }
 }

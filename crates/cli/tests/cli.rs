@@ -495,6 +495,62 @@ async fn allow_data_loss_sets_and_removes_the_annotation() {
 }
 
 #[tokio::test]
+async fn history_prints_the_recorded_attempts() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-history").await;
+    let mut status = deployed_status(3);
+    status["upgradeHistory"] = json!([
+        {"child": "p-0", "strategy": "DirectApply", "generation": 1,
+         "startTime": "2026-12-03T10:00:00Z", "endTime": "2026-12-03T10:00:00Z",
+         "outcome": "Created"},
+        {"child": "p-1", "previousChild": "p-0", "strategy": "Progressive", "generation": 2,
+         "startTime": "2026-12-03T10:05:00Z", "endTime": "2026-12-03T10:06:10Z",
+         "outcome": "Failed", "reasons": ["aborted by the user"],
+         "changedFields": ["spec.pipeline.spec.vertices[1].udf.container.image"]}
+    ]);
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("p"), Some(status.clone())).await;
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+
+    let out = run(env, &ns, &["history", "p"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "PipelineRollout {ns}/p: 2 upgrade attempts (oldest first)
+#  CHILD  STRATEGY     STARTED               DURATION  OUTCOME
+1  p-0    DirectApply  2026-12-03T10:00:00Z  0s        Created
+2  p-1    Progressive  2026-12-03T10:05:00Z  70s       Failed
+   from p-0
+   changed: spec.pipeline.spec.vertices[1].udf.container.image
+   reason: aborted by the user
+"
+        )
+    );
+    // The records as stored, for scripts.
+    let out = run(env, &ns, &["history", "p", "-o", "json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(v["kind"], "PipelineRollout");
+    assert_eq!(v["upgradeHistory"], status["upgradeHistory"]);
+
+    let out = run(env, &ns, &["history", "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!("MonoVertexRollout {ns}/m: no upgrade recorded yet\n")
+    );
+    let out = run(env, &ns, &["history", "nope"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("no PipelineRollout or MonoVertexRollout"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
 async fn wait_exit_codes() {
     let env = TestEnv::shared().await;
     let client = env.client();

@@ -265,7 +265,24 @@ async fn install_upgrade_and_unknown_version() {
         (image(d?) == "quay.io/numaproj/numaflow:v1.8.1").then_some(())
     })
     .await;
-    h.until("healthy on 1.8.1 again", NAME, healthy).await;
+    let r = h.until("healthy on 1.8.1 again", NAME, healthy).await;
+    // Each version change is an attempt in the history, applied in place.
+    use numaplane_api::common::UpgradeOutcome::{AppliedDirectly, Created};
+    use numaplane_api::common::UpgradeStrategy::DirectApply;
+    let st = &r.status.as_ref().expect("status").status;
+    let applied = (NAME.to_string(), DirectApply, Some(AppliedDirectly));
+    assert_eq!(
+        support::scenario::history_outcomes(st),
+        vec![
+            (NAME.to_string(), DirectApply, Some(Created)),
+            applied.clone(),
+            applied.clone(),
+            applied
+        ]
+    );
+    for a in &st.upgrade_history[1..] {
+        assert_eq!(a.changed_fields, vec!["spec.controller.version"], "{a:?}");
+    }
     h.assert_invariants().await;
 }
 

@@ -128,7 +128,11 @@ async fn data_loss_change_pauses_drains_updates_and_resumes() {
         .expect("updated");
     assert!(drained_at < updated_at, "drained before the update");
     let pr: PipelineRollout = h.api().get("pr").await.expect("pr");
-    let ps = pr.status.and_then(|s| s.pause_status).expect("pauseStatus");
+    let ps = pr
+        .status
+        .clone()
+        .and_then(|s| s.pause_status)
+        .expect("pauseStatus");
     assert!(ps.last_pause_begin_time.is_some() || ps.last_pause_phase_change_time.is_some());
     assert!(ps.last_pause_end_time.is_some(), "{ps:?}");
     let child: Pipeline = h.api().get("pr-0").await.expect("child");
@@ -137,6 +141,34 @@ async fn data_loss_change_pauses_drains_updates_and_resumes() {
         "the user's spec again: {}",
         child.spec
     );
+    // The history tells the three apart: created, the scale applied in place, the image paused
+    // and drained; each with the field that started it.
+    use numaplane_api::common::UpgradeOutcome::{AppliedDirectly, Created, PausedAndDrained};
+    let history = &pr.status.as_ref().expect("status").status.upgrade_history;
+    let pr0 = || "pr-0".to_string();
+    assert_eq!(
+        support::scenario::history_outcomes(&pr.status.as_ref().expect("status").status),
+        vec![
+            (pr0(), UpgradeStrategy::DirectApply, Some(Created)),
+            (pr0(), UpgradeStrategy::DirectApply, Some(AppliedDirectly)),
+            (
+                pr0(),
+                UpgradeStrategy::PipelinePauseAndDrain,
+                Some(PausedAndDrained)
+            ),
+        ]
+    );
+    assert_eq!(
+        history[1].changed_fields,
+        vec!["spec.pipeline.spec.vertices[1].scale.max"]
+    );
+    assert_eq!(
+        history[2].changed_fields,
+        vec!["spec.pipeline.spec.vertices[1].udf.container.image"]
+    );
+    let (start, end) = (&history[2].start_time, history[2].end_time.as_ref());
+    assert!(end.is_some_and(|e| e.0 >= start.0), "{:?}", history[2]);
+    assert!(history[2].generation > history[1].generation);
     h.assert_invariants().await;
 }
 

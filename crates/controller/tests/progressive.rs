@@ -247,11 +247,38 @@ async fn monovertex_success_then_failure_and_force_promote() {
     .await;
     h.until::<MonoVertex, _, _>("previous deleted", "mvr-1", |m| m.is_none().then_some(()))
         .await;
-    h.until::<MonoVertexRollout, _, _>("nothing in progress", "mvr", |r| {
-        let st = r?.status.as_ref()?;
-        (st.status.upgrade_in_progress == UpgradeStrategy::NoOp).then_some(())
-    })
-    .await;
+    let done = h
+        .until::<MonoVertexRollout, _, _>("nothing in progress", "mvr", |r| {
+            let st = r?.status.as_ref()?;
+            (st.status.upgrade_in_progress == UpgradeStrategy::NoOp).then(|| st.status.clone())
+        })
+        .await;
+    // The history: created, a promoted trial, a failed one force-promoted after all.
+    use numaplane_api::common::UpgradeOutcome::{Created, ForcePromoted, Promoted};
+    assert_eq!(
+        support::scenario::history_outcomes(&done),
+        vec![
+            ("mvr-0".into(), UpgradeStrategy::DirectApply, Some(Created)),
+            ("mvr-1".into(), UpgradeStrategy::Progressive, Some(Promoted)),
+            (
+                "mvr-2".into(),
+                UpgradeStrategy::Progressive,
+                Some(ForcePromoted)
+            ),
+        ]
+    );
+    let (first, second) = (&done.upgrade_history[1], &done.upgrade_history[2]);
+    assert_eq!(first.previous_child, "mvr-0");
+    assert_eq!(
+        first.changed_fields,
+        vec!["spec.monoVertex.spec.source.udsource.container.image"]
+    );
+    assert_eq!(second.previous_child, "mvr-1");
+    assert_eq!(second.reasons.len(), up.child.failure_reasons.len() + 1);
+    assert_eq!(
+        second.reasons.last().map(String::as_str),
+        Some("promoted without assessment: force-promote label on the trial")
+    );
     h.assert_invariants().await;
 }
 
@@ -572,7 +599,34 @@ async fn pipeline_abort_fails_the_trial_now_and_a_new_spec_recycles_it() {
             .any(|p| p.spec.pointer("/lifecycle/desiredPhase") == Some(&json!("Paused"))),
         "the aborted trial was paused (drained) before its deletion"
     );
-    h.until("settled on pr-2", "pr", pr_settled).await;
+    let settled = h.until("settled on pr-2", "pr", pr_settled).await;
+    // The history: the aborted trial failed with the abort as its reason, the next one promoted.
+    use numaplane_api::common::UpgradeOutcome::{Created, Failed, Promoted};
+    let st = &settled.status.as_ref().expect("status").status;
+    assert_eq!(
+        support::scenario::history_outcomes(st),
+        vec![
+            ("pr-0".into(), UpgradeStrategy::DirectApply, Some(Created)),
+            ("pr-1".into(), UpgradeStrategy::Progressive, Some(Failed)),
+            ("pr-2".into(), UpgradeStrategy::Progressive, Some(Promoted)),
+        ]
+    );
+    let aborted = &st.upgrade_history[1];
+    assert_eq!(
+        aborted.reasons,
+        vec![numaplane_core::progressive::step::ABORTED.to_string()]
+    );
+    assert_eq!(
+        aborted.changed_fields,
+        vec!["spec.pipeline.spec.vertices[1].udf.container.image"]
+    );
+    assert!(
+        st.upgrade_history[2]
+            .changed_fields
+            .contains(&"spec.pipeline.spec.vertices[0].source.generator.rpu".to_string()),
+        "{:?}",
+        st.upgrade_history[2]
+    );
     h.assert_invariants().await;
 }
 

@@ -5,6 +5,7 @@
 //! - [`naming`]: child names `<rollout>-<index>` and the `nameCount` counter.
 //! - [`child`]: lenient views over Numaflow children and shape checks of their specs.
 //! - [`health`]: `ChildResourcesHealthy` and pause conditions read from a child's status.
+//! - [`history`]: the upgrade attempts kept in a rollout's status.
 //! - [`conditions`]: maintaining a rollout's status conditions.
 //! - [`riders`]: rendering, permitting and diffing riders.
 //! - [`config`]: the controller config file and the ConfigMap-borne configs.
@@ -17,6 +18,7 @@ pub mod child;
 pub mod conditions;
 pub mod config;
 pub mod health;
+pub mod history;
 mod json;
 pub mod naming;
 pub mod ppnd;

@@ -1,6 +1,7 @@
 //! One module per subcommand. Each returns the process exit code.
 
 pub mod get;
+pub mod history;
 pub mod pause;
 pub mod plan;
 pub mod promote;

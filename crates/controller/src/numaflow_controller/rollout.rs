@@ -156,7 +156,21 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
     let started = Instant::now();
     let result = ensure_controller(r, nctx, &mut st, generation, &now).await;
     st.status.observed_generation = generation;
-    match result {
+    if let Ok((phase, fields)) = &result {
+        let obs = numaplane_core::history::Observation {
+            strategy_before: before.status.upgrade_in_progress,
+            strategy_after: st.status.upgrade_in_progress,
+            promoted: Some(r.meta().name.as_deref().unwrap_or_default()),
+            created: *phase == Some("create"),
+            applied: *phase == Some("update"),
+            generation,
+            changed_fields: fields,
+            trial: None,
+        };
+        let limit = ctx.settings.controller().upgrade_history_limit;
+        numaplane_core::history::record(&mut st.status.upgrade_history, &obs, &now, limit);
+    }
+    match result.map(|(phase, _)| phase) {
         Ok(Some(phase)) => {
             ctx.metrics
                 .child_change(CONTROLLER, phase, started.elapsed().as_secs_f64());
@@ -216,14 +230,15 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
 }
 
 /// Creates or updates the NumaflowController and mirrors it into the rollout's status.
-/// Returns the duration phase (`create` / `update`) when it wrote the NumaflowController.
+/// Returns the duration phase (`create` / `update`) when it wrote the NumaflowController, and
+/// the fields in which it differed from the rollout (for the upgrade history).
 async fn ensure_controller(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
     st: &mut NumaflowControllerRolloutStatus,
     generation: i64,
     now: &Time,
-) -> Result<Option<&'static str>, Error> {
+) -> Result<(Option<&'static str>, Vec<String>), Error> {
     let ctx = &nctx.ctx;
     let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
     let uid = r.uid().unwrap_or_default();
@@ -235,6 +250,14 @@ async fn ensure_controller(
         .controllers
         .get(&ObjectRef::new(&name).within(&ns))
         .map(|nc| status::fresher(ctx, nc));
+    let fields = cached.as_ref().map_or_else(Vec::new, |nc| {
+        let as_json = |s: &NumaflowControllerSpec| serde_json::to_value(s).unwrap_or_default();
+        numaplane_core::history::changed_fields(
+            "spec.controller",
+            &as_json(&nc.spec),
+            &as_json(&desired),
+        )
+    });
     let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
     let mut pending: Option<String> = None;
     let (nc, phase) = match cached {
@@ -244,7 +267,7 @@ async fn ensure_controller(
                 &mut st.status,
                 &format!("waiting for NumaflowController {name} to finish deleting"),
             );
-            return Ok(None);
+            return Ok((None, fields));
         }
         Some(nc) => {
             check_owned(&nc, &uid, &ns)?;
@@ -320,7 +343,7 @@ async fn ensure_controller(
         generation,
         now,
     );
-    Ok(phase)
+    Ok((phase, fields))
 }
 
 /// One step of a pause-and-drain update in progress: wait until the namespace's pipelines are

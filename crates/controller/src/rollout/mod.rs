@@ -122,6 +122,7 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let generation = obj.meta().generation.unwrap_or_default();
     let now = status::now();
     let started = std::time::Instant::now();
+    let strategy_before = st.common().upgrade_in_progress;
     let mut wake = None;
     let outcome = drive(obj, ctx, &mut st, generation, &now, &mut wake).await;
     let settling = matches!(
@@ -130,9 +131,13 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     );
     let delay = match outcome {
         Ok(Pass::Done {
-            changed, created, ..
+            changed,
+            created,
+            ref trace,
+            ..
         }) => {
             st.common_mut().observed_generation = generation;
+            record_history::<R>(ctx, &mut st, strategy_before, trace, generation, &now);
             if changed {
                 let phase = if created { "create" } else { "update" };
                 ctx.metrics
@@ -250,8 +255,44 @@ enum Pass {
         changed: bool,
         created: bool,
         settling: bool,
+        trace: Trace,
     },
     Waiting(String),
+}
+
+/// What a pass did to the promoted child, for the upgrade history.
+#[derive(Default)]
+struct Trace {
+    promoted: String,
+    created: bool,
+    /// Updated in place (not by a strategy step).
+    applied: bool,
+    /// Where the promoted child differed from the rollout.
+    changed_fields: Vec<String>,
+}
+
+/// Adds this pass to `status.upgradeHistory` (see [`numaplane_core::history`]).
+fn record_history<R: Rollout>(
+    ctx: &Ctx,
+    st: &mut R::Status,
+    strategy_before: UpgradeStrategy,
+    trace: &Trace,
+    generation: i64,
+    now: &Time,
+) {
+    let record = R::read_record(st);
+    let obs = numaplane_core::history::Observation {
+        strategy_before,
+        strategy_after: st.common().upgrade_in_progress,
+        trial: record.upgrading.as_ref(),
+        promoted: Some(&trace.promoted),
+        created: trace.created,
+        applied: trace.applied,
+        generation,
+        changed_fields: &trace.changed_fields,
+    };
+    let limit = ctx.settings.controller().upgrade_history_limit;
+    numaplane_core::history::record(&mut st.common_mut().upgrade_history, &obs, now, limit);
 }
 
 async fn drive<R: Rollout>(
@@ -291,6 +332,7 @@ async fn drive<R: Rollout>(
     };
     let generation_changed = st.common().observed_generation != generation;
 
+    let mut trace = Trace::default();
     let (child, mut changed, created, pending) = match find_promoted::<R>(ctx, &ns, &name) {
         None => match create_promoted(obj, ctx, st, &resolved).await? {
             Promoted::Waiting(why) => return Ok(Pass::Waiting(why)),
@@ -300,9 +342,13 @@ async fn drive<R: Rollout>(
         Some(live) => {
             check_owned::<R>(obj, &live)?;
             let u = update_promoted(obj, ctx, st, &resolved, live, generation, now, wake).await?;
+            trace.applied = u.applied;
+            trace.changed_fields = u.changed_fields;
             (u.child, u.changed, false, u.pending)
         }
     };
+    trace.promoted = child.name_any();
+    trace.created = created;
     changed |= sync_riders(obj, ctx, st, &child, changed || generation_changed).await?;
     obj.ensure_companions(ctx, &child).await?;
     let settling = report_child::<R>(ctx, st, &child, pending.as_deref(), generation, now);
@@ -310,6 +356,7 @@ async fn drive<R: Rollout>(
         changed,
         created,
         settling: pending.is_none() && settling,
+        trace,
     })
 }
 
@@ -380,6 +427,10 @@ async fn create_promoted<R: Rollout>(
 struct Updated<C> {
     child: C,
     changed: bool,
+    /// Changed in place by a direct apply.
+    applied: bool,
+    /// Where the live child differed from the rollout (see [`changed_fields`]).
+    changed_fields: Vec<String>,
     /// What the rollout waits for, when a strategy step leaves it pending.
     pending: Option<String>,
 }
@@ -408,6 +459,8 @@ async fn update_promoted<R: Rollout>(
         return Ok(Updated {
             child: live,
             changed: false,
+            applied: false,
+            changed_fields: Vec::new(),
             pending: None,
         });
     }
@@ -419,7 +472,9 @@ async fn update_promoted<R: Rollout>(
     } else {
         Vec::new()
     };
-    let carry = if progressive::applies(obj, ctx, st, &live, &desired, &riders) {
+    let by_progressive = progressive::applies(obj, ctx, st, &live, &desired, &riders);
+    let changed_fields = changed_fields(obj, &live, &desired, by_progressive, !riders.is_empty());
+    let carry = if by_progressive {
         let riders_changed = progressive::riders_progressive(&riders);
         progressive::pass(
             obj,
@@ -448,15 +503,54 @@ async fn update_promoted<R: Rollout>(
             Updated {
                 child: children::apply::<R::Child>(ctx, &live, &desired).await?,
                 changed,
+                applied: changed,
+                changed_fields,
                 pending: None,
             }
         }
         Carry::Prepared { child, pending } => Updated {
             changed: child.resource_version() != live.resource_version(),
             child,
+            applied: false,
+            changed_fields,
             pending,
         },
     })
+}
+
+/// Where the promoted child differs from the rollout, as paths into the rollout: under
+/// progressive without the scale the engine itself changes on the promoted child.
+fn changed_fields<R: Rollout>(
+    obj: &R,
+    live: &R::Child,
+    desired: &children::DesiredChild,
+    progressive: bool,
+    riders_changed: bool,
+) -> Vec<String> {
+    use numaplane_core::progressive::scale::comparable_promoted_spec;
+    let mut fields = match obj.progressive_parts().filter(|_| progressive) {
+        Some(p) => numaplane_core::history::changed_fields(
+            R::SPEC_PATH,
+            &comparable_promoted_spec(p.kind, live.spec()),
+            &comparable_promoted_spec(p.kind, &desired.spec),
+        ),
+        None => numaplane_core::history::changed_fields(R::SPEC_PATH, live.spec(), &desired.spec),
+    };
+    let meta = R::SPEC_PATH.strip_suffix(".spec").unwrap_or(R::SPEC_PATH);
+    for (what, want, have) in [
+        ("labels", &desired.labels, live.labels()),
+        ("annotations", &desired.annotations, live.annotations()),
+    ] {
+        fields.extend(
+            want.iter()
+                .filter(|(k, v)| have.get(*k) != Some(*v))
+                .map(|(k, _)| format!("{meta}.metadata.{what}[{k:?}]")),
+        );
+    }
+    if riders_changed {
+        fields.push("spec.riders".into());
+    }
+    fields
 }
 
 /// Riders follow their child: synced whenever something changed (`force`), else now and then;

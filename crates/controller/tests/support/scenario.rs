@@ -130,3 +130,17 @@ pub fn mv_image(mv: &MonoVertex) -> &str {
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
+
+/// `status.upgradeHistory` as (child, strategy, outcome), oldest first.
+pub fn history_outcomes(
+    st: &Status,
+) -> Vec<(
+    String,
+    UpgradeStrategy,
+    Option<numaplane_api::common::UpgradeOutcome>,
+)> {
+    st.upgrade_history
+        .iter()
+        .map(|r| (r.child.clone(), r.strategy, r.outcome))
+        .collect()
+}

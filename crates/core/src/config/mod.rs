@@ -165,6 +165,11 @@ impl AssessmentSchedule {
     }
 }
 
+/// Default of `upgradeHistoryLimit`.
+pub const DEFAULT_UPGRADE_HISTORY_LIMIT: usize = 10;
+/// Most attempts a status may keep: a status is bounded in size.
+pub const MAX_UPGRADE_HISTORY_LIMIT: i64 = 50;
+
 /// The controller config file (`config.yaml` of ConfigMap `numaplane-controller-config`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControllerConfig {
@@ -184,6 +189,8 @@ pub struct ControllerConfig {
     pub force_drain_failure_wait: Duration,
     pub keep_undrained_pipelines: bool,
     pub disable_analysis_runs_for_pipeline: bool,
+    /// Upgrade attempts kept in each rollout's `status.upgradeHistory` (Numaplane only).
+    pub upgrade_history_limit: usize,
 }
 
 impl Default for ControllerConfig {
@@ -200,6 +207,7 @@ impl Default for ControllerConfig {
             force_drain_failure_wait: Duration::from_secs(15),
             keep_undrained_pipelines: false,
             disable_analysis_runs_for_pipeline: false,
+            upgrade_history_limit: DEFAULT_UPGRADE_HISTORY_LIMIT,
         }
     }
 }
@@ -235,6 +243,10 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
     if let Some(v) = get(root, "featureFlagDisableAnalysisRunsForPipeline") {
         cfg.disable_analysis_runs_for_pipeline =
             weak_bool(v, "featureFlagDisableAnalysisRunsForPipeline")?;
+    }
+    if let Some(v) = get(root, "upgradeHistoryLimit") {
+        let n = weak_int_in(v, "upgradeHistoryLimit", 0, MAX_UPGRADE_HISTORY_LIMIT)?;
+        cfg.upgrade_history_limit = usize::try_from(n).unwrap_or(DEFAULT_UPGRADE_HISTORY_LIMIT);
     }
 
     if let Some(progressive) = get(root, "progressive")

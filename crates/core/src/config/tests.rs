@@ -61,6 +61,7 @@ fn parses_the_shipped_controller_config() {
         force_drain_failure_wait: secs(15),
         keep_undrained_pipelines: false,
         disable_analysis_runs_for_pipeline: false,
+        upgrade_history_limit: 10,
     };
     assert_eq!(cfg, expected);
     assert_eq!(
@@ -90,6 +91,7 @@ fn empty_config_is_the_defaults() {
     assert_eq!(d.default_upgrade_strategy, UserStrategy::NoStrategy);
     assert!(d.permitted_riders.is_empty());
     assert!(!d.keep_undrained_pipelines && !d.disable_analysis_runs_for_pipeline);
+    assert_eq!(d.upgrade_history_limit, 10);
 }
 
 #[test]
@@ -98,6 +100,7 @@ fn weakly_typed_values_and_all_keys() {
 LOGLEVEL: debug
 defaultUpgradeStrategy: pause-and-drain
 featureFlagDisableAnalysisRunsForPipeline: "true"
+upgradeHistoryLimit: "3"
 numaflowControllerImageNames: [numaflow, numaflow-rc]
 somethingNew: {a: 1}
 progressive:
@@ -122,6 +125,7 @@ pipeline:
     assert_eq!(cfg.max_recyclable_duration, secs(0));
     assert_eq!(cfg.force_drain_failure_wait, secs(5));
     assert!(cfg.keep_undrained_pipelines);
+    assert_eq!(cfg.upgrade_history_limit, 3);
 }
 
 #[test]
@@ -182,6 +186,10 @@ fn invalid_values_name_the_key() {
         (
             "featureFlagDisableAnalysisRunsForPipeline: [1]",
             "featureFlagDisableAnalysisRunsForPipeline: expected bool, got array",
+        ),
+        (
+            "upgradeHistoryLimit: 51",
+            "upgradeHistoryLimit: 51 is out of range 0..=50",
         ),
         ("- a\n- b", "config.yaml: expected a mapping, got array"),
     ];
