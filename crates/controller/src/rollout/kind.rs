@@ -212,3 +212,17 @@ pub struct Parts<'a> {
     pub analysis: Option<&'a Analysis>,
     pub has_hpa_rider: bool,
 }
+
+/// An Event about the rollout, from its kind's event source.
+pub(super) async fn publish<R: Rollout>(
+    events: &crate::events::EventSink,
+    obj: &R,
+    t: kube::runtime::events::EventType,
+    reason: &str,
+    note: String,
+) {
+    debug!(reason, %note, "event");
+    events
+        .publish(R::EVENT_SOURCE, &obj.object_ref(&()), t, reason, note)
+        .await;
+}

@@ -15,13 +15,13 @@ pub mod progressive;
 pub mod recycle;
 
 use desired::{desired_child, desired_riders};
+use kind::publish;
 pub use kind::{Carry, Parts, Rollout};
 use lookup::{find_promoted, is_promoted};
 
 use crate::children::{self, ChildObject};
 use crate::context::{Ctx, RESYNC};
 use crate::error::Error;
-use crate::events::EventSink;
 use crate::finalizer;
 use crate::riders;
 use crate::status::{self, RolloutStatus};
@@ -844,17 +844,4 @@ fn deletion_blocked<C: ChildObject>(c: &C) -> String {
         c.name_any(),
         c.finalizers()
     )
-}
-
-async fn publish<R: Rollout>(
-    events: &EventSink,
-    obj: &R,
-    t: EventType,
-    reason: &str,
-    note: String,
-) {
-    debug!(reason, %note, "event");
-    events
-        .publish(R::EVENT_SOURCE, &obj.object_ref(&()), t, reason, note)
-        .await;
 }

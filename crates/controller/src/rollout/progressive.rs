@@ -4,7 +4,7 @@
 //! pure and idempotent given the record, so a restart at any point continues the same upgrade.
 
 use super::desired::{desired_child, desired_riders};
-use super::kind::{Carry, Parts, Rollout};
+use super::kind::{Carry, Parts, Rollout, publish};
 use super::lookup::cached_children;
 use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
 use crate::context::Ctx;
@@ -890,7 +890,7 @@ impl<R: Rollout> Progress<'_, R> {
                     )
                     .await?;
                     // Once per failed trial (the label flips once): why, where users look.
-                    super::publish(
+                    publish(
                         &ctx.events,
                         obj,
                         kube::runtime::events::EventType::Warning,
