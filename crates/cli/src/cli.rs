@@ -13,8 +13,8 @@ Exit codes:
   2  invalid command line
   3  wait timed out (the blocking reason is printed)";
 
-/// kubectl plugin for Numaplane rollouts: see them at a glance, pause, resume, promote and abort them,
-/// plan a change, and wait for them in CI.
+/// kubectl plugin for Numaplane rollouts: see them at a glance, pause, resume, promote and abort
+/// them, read their upgrade history, plan a change, and wait for them in CI.
 #[derive(Parser, Debug)]
 #[command(name = "kubectl-numaplane", bin_name = "kubectl numaplane", version, after_help = EXIT_CODES)]
 pub struct Cli {

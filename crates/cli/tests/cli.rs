@@ -1330,6 +1330,7 @@ fn every_command_has_help() {
         ("promote", "force-promote"),
         ("plan", "pause-and-drain"),
         ("wait", "promoted"),
+        ("history", "status.upgradeHistory"),
     ] {
         let out = std::process::Command::new(BIN)
             .args([cmd, "--help"])
