@@ -75,11 +75,14 @@ pub fn record(history: &mut Vec<UpgradeRecord>, obs: &Observation<'_>, now: &Tim
         close_open_of(history, Progressive, UpgradeOutcome::Discontinued, now);
     }
     // Only a change the user made: the applies that end a strategy (the promoted child's own
-    // scale back, the resumed pipeline) are part of that strategy's attempt.
+    // scale back, the resumed pipeline) are part of that strategy's attempt, and a drift put
+    // right in a generation already recorded is no new attempt (while one whose first pass
+    // failed is still recorded when it succeeds).
     if obs.applied
         && !obs.created
         && obs.strategy_before == UpgradeStrategy::NoOp
         && after == UpgradeStrategy::NoOp
+        && !history.iter().any(|r| r.generation == obs.generation)
         && let Some(child) = obs.promoted
     {
         let mut r = start(obs, child, UpgradeStrategy::DirectApply, now);

@@ -63,8 +63,10 @@ fn a_created_child_and_a_direct_update_are_one_closed_attempt_each() {
         (at(5), Some(at(5)))
     );
     assert_eq!(r.changed_fields, fields);
-    // A pass that changed nothing adds nothing.
+    // A pass that changed nothing adds nothing, nor does a drift put right in the same
+    // generation.
     record(&mut h, &obs(NoOp, NoOp), &at(9), 10);
+    record(&mut h, &applied, &at(12), 10);
     assert_eq!(h.len(), 2);
 }
 
