@@ -157,18 +157,8 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
     let result = ensure_controller(r, nctx, &mut st, generation, &now).await;
     st.status.observed_generation = generation;
     if let Ok((phase, fields)) = &result {
-        let obs = numaplane_core::history::Observation {
-            strategy_before: before.status.upgrade_in_progress,
-            strategy_after: st.status.upgrade_in_progress,
-            promoted: Some(r.meta().name.as_deref().unwrap_or_default()),
-            created: *phase == Some("create"),
-            applied: *phase == Some("update"),
-            generation,
-            changed_fields: fields,
-            trial: None,
-        };
-        let limit = ctx.settings.controller().upgrade_history_limit;
-        numaplane_core::history::record(&mut st.status.upgrade_history, &obs, &now, limit);
+        let strategy_before = before.status.upgrade_in_progress;
+        record_history(r, nctx, &mut st, strategy_before, *phase, fields, &now);
     }
     match result.map(|(phase, _)| phase) {
         Ok(Some(phase)) => {
@@ -227,6 +217,30 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
     record_metrics(nctx, r, &st);
     status::write_if_changed(r, ctx, &before, &st).await?;
     Ok(action)
+}
+
+/// Adds this pass to `status.upgradeHistory`: `phase` is what [`ensure_controller`] wrote.
+fn record_history(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    st: &mut NumaflowControllerRolloutStatus,
+    strategy_before: UpgradeStrategy,
+    phase: Option<&str>,
+    changed_fields: &[String],
+    now: &Time,
+) {
+    let obs = numaplane_core::history::Observation {
+        strategy_before,
+        strategy_after: st.status.upgrade_in_progress,
+        promoted: Some(r.meta().name.as_deref().unwrap_or_default()),
+        created: phase == Some("create"),
+        applied: phase == Some("update"),
+        generation: r.meta().generation.unwrap_or_default(),
+        changed_fields,
+        trial: None,
+    };
+    let limit = nctx.ctx.settings.controller().upgrade_history_limit;
+    numaplane_core::history::record(&mut st.status.upgrade_history, &obs, now, limit);
 }
 
 /// Creates or updates the NumaflowController and mirrors it into the rollout's status.
