@@ -149,6 +149,9 @@ fn render_rollout(out: &mut String, r: &RolloutNode, st: Style, with_namespace: 
             out.push_str(&format!("    failure: {f}\n"));
         }
     }
+    if let Some(last) = &r.last_upgrade {
+        out.push_str(&format!("  last upgrade: {last}\n"));
+    }
     if r.allow_data_loss == Some(true) {
         out.push_str("  allow-data-loss: true\n");
     }

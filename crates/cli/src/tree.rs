@@ -49,6 +49,10 @@ pub struct RolloutNode {
     pub allow_data_loss: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trial: Option<TrialNode>,
+    /// How the last finished upgrade attempt ended (`status.upgradeHistory`), unless it only
+    /// created the child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_upgrade: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub age: Option<String>,
     pub children: Vec<ChildNode>,
@@ -285,6 +289,7 @@ fn rollout_node(o: &RolloutObjects, now: DateTime<Utc>) -> RolloutNode {
         conditions: conds,
         allow_data_loss,
         trial,
+        last_upgrade: last_upgrade(v, now),
         age: age(v, now),
         children,
         riders: v
@@ -300,6 +305,29 @@ fn rollout_node(o: &RolloutObjects, now: DateTime<Utc>) -> RolloutNode {
             })
             .unwrap_or_default(),
     }
+}
+
+/// `Failed: trial p-1 (Progressive), 3m ago` for the newest attempt, once it has ended.
+fn last_upgrade(v: &Value, now: DateTime<Utc>) -> Option<String> {
+    let last = v.pointer("/status/upgradeHistory")?.as_array()?.last()?;
+    let outcome = last.get("outcome")?.as_str()?;
+    if outcome == "Created" {
+        return None;
+    }
+    let ended = last
+        .get("endTime")
+        .and_then(Value::as_str)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| {
+            let secs = (now - t.with_timezone(&Utc)).num_seconds().max(0);
+            format!(", {} ago", human_duration(secs))
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "{outcome}: {} ({}){ended}",
+        s(last, "/child"),
+        s(last, "/strategy")
+    ))
 }
 
 fn state_rank(state: Option<&str>) -> u8 {
@@ -616,6 +644,32 @@ mod tests {
         let out = crate::render::render(&failed, crate::render::Style { color: false }, false);
         assert!(
             out.contains("Pipeline/my-pipeline-1  trial  (failed)  Running"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_last_finished_attempt_is_shown_unless_it_only_created_the_child() {
+        let mut o = ended(false);
+        let created = serde_json::json!({"child": "my-pipeline-0", "strategy": "DirectApply",
+            "startTime": "2026-01-01T12:00:00Z", "endTime": "2026-01-01T12:00:00Z",
+            "outcome": "Created"});
+        o.rollout["status"]["upgradeHistory"] = serde_json::json!([created]);
+        let tree = build(std::slice::from_ref(&o), fixture::now());
+        assert_eq!(tree.rollouts[0].last_upgrade, None);
+
+        o.rollout["status"]["upgradeHistory"] = serde_json::json!([created, {
+            "child": "my-pipeline-1", "strategy": "Progressive",
+            "startTime": "2026-01-01T12:05:00Z", "endTime": "2026-01-01T12:09:00Z",
+            "outcome": "Promoted"}]);
+        let tree = build(&[o], fixture::now());
+        assert_eq!(
+            tree.rollouts[0].last_upgrade.as_deref(),
+            Some("Promoted: my-pipeline-1 (Progressive), 60s ago")
+        );
+        let out = crate::render::render(&tree, crate::render::Style { color: false }, false);
+        assert!(
+            out.contains("\n  last upgrade: Promoted: my-pipeline-1 (Progressive), 60s ago\n"),
             "{out}"
         );
     }
