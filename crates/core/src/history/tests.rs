@@ -28,6 +28,16 @@ fn outcomes(h: &[UpgradeRecord]) -> Vec<(String, Option<UpgradeOutcome>)> {
     h.iter().map(|r| (r.child.clone(), r.outcome)).collect()
 }
 
+/// The pass that records trial `name` (assessment Unknown) at `t`.
+fn start_trial(h: &mut Vec<UpgradeRecord>, name: &str, t: i64) {
+    let running = trial(name, Some(AssessmentResult::Unknown));
+    let o = Observation {
+        trial: Some(&running),
+        ..obs(NoOp, Progressive)
+    };
+    record(h, &o, &at(t), 10);
+}
+
 #[test]
 fn a_created_child_and_a_direct_update_are_one_closed_attempt_each() {
     let mut h = Vec::new();
@@ -110,16 +120,7 @@ fn a_trial_opens_when_named_and_closes_once_when_promoted() {
 #[test]
 fn a_failed_trial_keeps_its_reasons_and_a_later_force_promote_wins() {
     let mut h = Vec::new();
-    let running = trial("p-1", Some(AssessmentResult::Unknown));
-    record(
-        &mut h,
-        &Observation {
-            trial: Some(&running),
-            ..obs(NoOp, Progressive)
-        },
-        &at(0),
-        10,
-    );
+    start_trial(&mut h, "p-1", 0);
     let mut failed = trial("p-1", Some(AssessmentResult::Failure));
     failed.failure_reasons = vec!["vertex cat is not healthy".into()];
     let o = Observation {
@@ -278,16 +279,7 @@ fn the_history_keeps_the_newest_and_an_evicted_result_starts_nothing() {
 #[test]
 fn a_recreated_child_ends_a_trial_but_not_a_pause_and_drain() {
     let mut h = Vec::new();
-    let running = trial("p-1", Some(AssessmentResult::Unknown));
-    record(
-        &mut h,
-        &Observation {
-            trial: Some(&running),
-            ..obs(NoOp, Progressive)
-        },
-        &at(0),
-        10,
-    );
+    start_trial(&mut h, "p-1", 0);
     // The promoted child vanished: a new one is created and the trial dropped.
     let created = |promoted, after| Observation {
         created: true,
@@ -317,16 +309,7 @@ fn a_recreated_child_ends_a_trial_but_not_a_pause_and_drain() {
 #[test]
 fn long_and_many_reasons_are_bounded() {
     let mut h = Vec::new();
-    let running = trial("p-1", Some(AssessmentResult::Unknown));
-    record(
-        &mut h,
-        &Observation {
-            trial: Some(&running),
-            ..obs(NoOp, Progressive)
-        },
-        &at(0),
-        10,
-    );
+    start_trial(&mut h, "p-1", 0);
     let mut failed = trial("p-1", Some(AssessmentResult::Failure));
     failed.failure_reasons = (0..9).map(|i| format!("{i}{}", "é".repeat(900))).collect();
     record(
