@@ -40,10 +40,12 @@ manifests:
 
 ## testenv-binaries: build kube-apiserver, kube-controller-manager, kube-scheduler and fetch etcd,
 ## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller
-## and Prometheus (all cached outside the repository; both scripts return at once when cached)
+## and Prometheus (all cached outside the repository; both scripts return at once when cached),
+## and Debian's chromium and chromium-driver for the dashboard's browser test (apt, when missing)
 testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
+	./hack/browser.sh
 
 ## demo: the real stack (control plane, KWOK, Numaflow, Argo Rollouts, Prometheus) and Numaplane walking the reference samples
 ## through install, progressive upgrades (success, failure and rollback, fix with force-drain), an

@@ -13,8 +13,9 @@ Exit codes:
   2  invalid command line
   3  wait timed out (the blocking reason is printed)";
 
-/// kubectl plugin for Numaplane rollouts: see them at a glance, pause, resume, promote and abort
-/// them, read their upgrade history, plan a change, and wait for them in CI.
+/// kubectl plugin for Numaplane rollouts: see them at a glance or in a live web dashboard, pause,
+/// resume, promote and abort them, read their upgrade history, plan a change, and wait for them
+/// in CI.
 #[derive(Parser, Debug)]
 #[command(name = "kubectl-numaplane", bin_name = "kubectl numaplane", version, after_help = EXIT_CODES)]
 pub struct Cli {
@@ -79,6 +80,33 @@ pub enum Command {
     /// writes nothing.
     #[command(after_help = PLAN_HELP)]
     Plan(PlanArgs),
+    /// Serve a live web dashboard on this machine: every rollout you can list (all namespaces,
+    /// or -n), each rollout's children, assessment countdown, analysis, Events and history, and
+    /// the promote, abort, pause, resume and allow-data-loss actions. Every read and action uses
+    /// your kubeconfig, so your RBAC decides what it shows and may do.
+    #[command(after_help = DASHBOARD_HELP)]
+    Dashboard(DashboardArgs),
+}
+
+pub const DASHBOARD_HELP: &str = "\
+The first line printed is the address (with --port 0, the port chosen).
+Writes need the page's own header and origin, and requests must name the dashboard's address, so
+other web pages cannot act through it. Ctrl-C stops it.
+
+Exit codes:
+  0  stopped with Ctrl-C
+  1  error: cannot listen on the address, or no cluster configured
+  2  invalid command line";
+
+#[derive(Args, Debug)]
+pub struct DashboardArgs {
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 3100)]
+    pub port: u16,
+    /// Address to listen on. Keep the default unless others should reach it: they would act
+    /// with your credentials.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
 }
 
 pub const PLAN_HELP: &str = "\

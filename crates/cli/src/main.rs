@@ -1,8 +1,9 @@
-//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|history|wait|plan`.
+//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|history|wait|plan|dashboard`.
 
 mod cli;
 mod cluster;
 mod commands;
+mod dashboard;
 mod kinds;
 mod manifests;
 mod render;
@@ -45,6 +46,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Abort(args) => commands::promote::abort(&cluster, args).await,
         Command::History(args) => commands::history::run(&cluster, args).await,
         Command::Plan(args) => commands::plan::run(&cluster, args).await,
+        Command::Dashboard(args) => {
+            dashboard::run(&cluster, args, cli.global.namespace.as_deref()).await
+        }
     }
 }
 

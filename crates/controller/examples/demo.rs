@@ -146,6 +146,79 @@ struct Cluster {
     client: Client,
     kubeconfig: PathBuf,
     cli: PathBuf,
+    /// `kubectl numaplane dashboard`, running for the whole demo.
+    dashboard: Option<Dashboard>,
+}
+
+/// `kubectl numaplane dashboard` as a child process (killed when dropped).
+struct Dashboard {
+    child: std::process::Child,
+    url: String,
+    port: u16,
+}
+
+impl Dashboard {
+    /// Starts it on 127.0.0.1:3100, its default, or on a free port when that one is taken.
+    fn start(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Dashboard> {
+        let port = if std::net::TcpListener::bind(("127.0.0.1", 3100)).is_ok() {
+            "3100"
+        } else {
+            "0"
+        };
+        let mut child = Command::new(cli)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["dashboard", "--port", port])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {} dashboard", cli.display()))?;
+        let stdout = child.stdout.take().context("dashboard stdout")?;
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        let first = lines
+            .next()
+            .transpose()?
+            .context("the dashboard exited before printing its address")?;
+        // Keep reading so the dashboard never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let url = first
+            .strip_prefix("Numaplane dashboard: ")
+            .with_context(|| format!("unexpected first line of the dashboard: {first:?}"))?
+            .to_string();
+        let port = url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .with_context(|| format!("no port in {url}"))?;
+        Ok(Dashboard { child, url, port })
+    }
+
+    /// The dashboard's table, as a browser gets it.
+    fn rows(&self) -> anyhow::Result<Vec<Value>> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            s,
+            "GET /api/rollouts HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n",
+            self.port
+        )?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)?;
+        let (head, body) = answer
+            .split_once("\r\n\r\n")
+            .context("the dashboard's answer has no body")?;
+        anyhow::ensure!(head.contains(" 200 "), "the dashboard answered {head}");
+        let table: Value = serde_json::from_str(body).context("the dashboard's table")?;
+        Ok(table["rows"].as_array().cloned().unwrap_or_default())
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// What the checks of a step look at: every object of the demo namespace that the story is
@@ -322,6 +395,32 @@ impl Cluster {
     }
 
     /// Prints `kubectl numaplane get -n example-namespace`.
+    /// The dashboard's table holds the `n` rollouts of the demo namespace, all Deployed (it
+    /// follows watches, so it may take a moment after the API server has them).
+    async fn dashboard_lists(&self, n: usize) -> anyhow::Result<()> {
+        let Some(d) = &self.dashboard else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let rows = d.rows()?;
+            let ours: Vec<&Value> = rows.iter().filter(|r| r["namespace"] == NS).collect();
+            if ours.len() == n && ours.iter().all(|r| r["phase"] == "Deployed") {
+                println!(
+                    "    The dashboard ({}) lists the {n} rollouts, Deployed.",
+                    d.url
+                );
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the dashboard's table does not list the {n} Deployed rollouts of {NS}: {ours:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     async fn tree(&self) -> anyhow::Result<()> {
         println!(
             "\n    $ kubectl numaplane get -n {NS}\n    {}",
@@ -499,6 +598,7 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
         })
         .await?;
     c.tree().await?;
+    c.dashboard_lists(4).await?;
 
     s.step("A successful progressive upgrade of the pipeline (cat image :stable -> :v1)");
     s.say(
@@ -869,10 +969,16 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
     )
     .await?;
 
+    let dashboard = Dashboard::start(&cli, &env.kubeconfig_path())?;
+    println!(
+        "    dashboard: {} (kubectl numaplane dashboard: every rollout, live)",
+        dashboard.url
+    );
     let cluster = Cluster {
         client,
         kubeconfig: env.kubeconfig_path(),
         cli,
+        dashboard: Some(dashboard),
     };
     let mut s = Story {
         c: &cluster,
@@ -889,10 +995,16 @@ async fn demo(dir: &Path, keep: bool) -> anyhow::Result<()> {
         );
         if keep {
             println!(
-                "Everything keeps running. Try:\n  export KUBECONFIG={}\n  {} get -n {NS}\n\
+                "Everything keeps running. Try:\n  export KUBECONFIG={}\n  {} get -n {NS}\n  \
+                 open {} (the dashboard)\n\
                  Press Ctrl-C to stop (the control plane is removed with it).",
                 env.kubeconfig_path().display(),
-                cluster.cli.display()
+                cluster.cli.display(),
+                cluster
+                    .dashboard
+                    .as_ref()
+                    .map(|d| d.url.as_str())
+                    .unwrap_or_default()
             );
             tokio::signal::ctrl_c().await?;
         }
@@ -967,6 +1079,7 @@ schedules; config {config}). Try:
   kubectl apply -f config/samples/numaplane.numaproj.io_v1alpha1_isbservicerollout.yaml
   kubectl apply -f config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml
   kubectl numaplane get -n {NS} -w
+  kubectl numaplane dashboard      # every rollout in a browser, live: http://127.0.0.1:3100/
 
 Without kubectl: {cli} --kubeconfig {kubeconfig} get -n {NS}
 Logs: {dir}/numaplane.log, {dir}/testenv.log. Stop everything with `make dev-down`.",

@@ -234,6 +234,59 @@ impl TestEnv {
         self.dir.join("operator.kubeconfig")
     }
 
+    /// A kubeconfig of the admin identity impersonating `user` (kubeconfig `as:`), with
+    /// `namespace` as its context's namespace: the API server then applies `user`'s RBAC, as for
+    /// a user of a real cluster. Written beside the admin kubeconfig.
+    pub fn kubeconfig_as(&self, user: &str, namespace: &str) -> Result<PathBuf> {
+        let admin = std::fs::read_to_string(self.kubeconfig_path())
+            .with_context(|| format!("reading {}", self.kubeconfig_path().display()))?;
+        let token = format!("      token: {}\n", self.admin_token);
+        anyhow::ensure!(
+            admin.contains(&token) && admin.contains("      namespace: default\n"),
+            "the admin kubeconfig does not have the expected shape"
+        );
+        let text = admin
+            .replace(&token, &format!("{token}      as: {user}\n"))
+            .replace(
+                "      namespace: default\n",
+                &format!("      namespace: {namespace}\n"),
+            );
+        let path = self.dir.join(format!("{user}.kubeconfig"));
+        write(&path, &text)?;
+        Ok(path)
+    }
+
+    /// Lets `user` get, list and watch rollouts, Numaflow objects, AnalysisRuns and Events in
+    /// `namespace`, and nothing else (a Role and its RoleBinding named `read-only-<user>`).
+    pub async fn grant_read_only(&self, namespace: &str, user: &str) -> Result<()> {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+        let name = format!("read-only-{user}");
+        let role: Role = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "rules": [
+                {"apiGroups": ["numaplane.numaproj.io", "numaflow.numaproj.io", "argoproj.io"],
+                 "resources": ["*"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+                 "verbs": ["get", "list", "watch"]}
+            ]
+        }))?;
+        let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        }))?;
+        let pp = PostParams::default();
+        Api::<Role>::namespaced(self.client(), namespace)
+            .create(&pp, &role)
+            .await
+            .with_context(|| format!("creating Role {name}"))?;
+        Api::<RoleBinding>::namespaced(self.client(), namespace)
+            .create(&pp, &binding)
+            .await
+            .with_context(|| format!("creating RoleBinding {name}"))?;
+        Ok(())
+    }
+
     /// `https://127.0.0.1:<port>`.
     pub fn apiserver_url(&self) -> &str {
         &self.apiserver_url

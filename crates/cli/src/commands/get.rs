@@ -152,7 +152,7 @@ async fn snapshot(cluster: &Cluster, args: &GetArgs, kinds: &[RolloutKind]) -> R
     Ok(build(&objects, chrono::Utc::now()))
 }
 
-async fn children(
+pub(crate) async fn children(
     cluster: &Cluster,
     kind: RolloutKind,
     rollout: &DynamicObject,

@@ -47,6 +47,12 @@ fn data(obj: &DynamicObject) -> Result<Value> {
 }
 
 pub async fn pause(cluster: &Cluster, args: &PauseArgs) -> Result<i32> {
+    println!("{}", pause_rollout(cluster, args).await?);
+    Ok(super::EXIT_OK)
+}
+
+/// Pauses the rollout; returns what was done.
+pub async fn pause_rollout(cluster: &Cluster, args: &PauseArgs) -> Result<String> {
     check_pausable(args.kind)?;
     let (kind, obj) = cluster
         .find(&args.rollout, &RolloutKind::PAUSABLE, args.kind)
@@ -68,16 +74,21 @@ pub async fn pause(cluster: &Cluster, args: &PauseArgs) -> Result<i32> {
         )
         .await
         .with_context(|| format!("patching {} {}", kind.kind(), args.rollout))?;
-    println!(
+    Ok(format!(
         "{}/{} paused (spec.{}.spec.lifecycle.desiredPhase: Paused)",
         kind.kind(),
         args.rollout,
         kind.template_field()
-    );
-    Ok(super::EXIT_OK)
+    ))
 }
 
 pub async fn resume(cluster: &Cluster, args: &ResumeArgs) -> Result<i32> {
+    println!("{}", resume_rollout(cluster, args).await?);
+    Ok(super::EXIT_OK)
+}
+
+/// Resumes the rollout; returns what was done.
+pub async fn resume_rollout(cluster: &Cluster, args: &ResumeArgs) -> Result<String> {
     check_pausable(args.kind)?;
     let (kind, obj) = cluster
         .find(&args.rollout, &RolloutKind::PAUSABLE, args.kind)
@@ -111,13 +122,12 @@ pub async fn resume(cluster: &Cluster, args: &ResumeArgs) -> Result<i32> {
     } else {
         ""
     };
-    println!(
+    Ok(format!(
         "{}/{} resumed{how} (spec.{}.spec.lifecycle.desiredPhase: Running)",
         kind.kind(),
         args.rollout,
         kind.template_field()
-    );
-    Ok(super::EXIT_OK)
+    ))
 }
 
 fn check_pausable(kind: Option<RolloutKind>) -> Result<()> {
@@ -131,6 +141,12 @@ fn check_pausable(kind: Option<RolloutKind>) -> Result<()> {
 }
 
 pub async fn allow_data_loss(cluster: &Cluster, args: &AllowDataLossArgs) -> Result<i32> {
+    println!("{}", set_allow_data_loss(cluster, args).await?);
+    Ok(super::EXIT_OK)
+}
+
+/// Sets (or with `off` removes) the allow-data-loss annotation; returns what was done.
+pub async fn set_allow_data_loss(cluster: &Cluster, args: &AllowDataLossArgs) -> Result<String> {
     let kind = RolloutKind::Pipeline;
     let Some(obj) = cluster
         .rollouts(kind)
@@ -187,20 +203,19 @@ pub async fn allow_data_loss(cluster: &Cluster, args: &AllowDataLossArgs) -> Res
         .patch(&args.rollout, &params(), &Patch::Merge(patch))
         .await
         .with_context(|| format!("patching PipelineRollout {}", args.rollout))?;
-    if args.off {
-        println!(
+    Ok(if args.off {
+        format!(
             "PipelineRollout/{}: annotation {} removed",
             args.rollout,
             annotations::ALLOW_DATA_LOSS
-        );
+        )
     } else {
-        println!(
+        format!(
             "PipelineRollout/{}: annotation {}: \"true\" set (pause-and-drain no longer waits for the pipeline to pause)",
             args.rollout,
             annotations::ALLOW_DATA_LOSS
-        );
-    }
-    Ok(super::EXIT_OK)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -48,6 +48,12 @@ struct TrialVerb {
 }
 
 pub async fn run(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
+    println!("{}", promote_trial(cluster, args).await?);
+    Ok(super::EXIT_OK)
+}
+
+/// Labels the trial force-promote; returns what was done.
+pub async fn promote_trial(cluster: &Cluster, args: &TrialArgs) -> Result<String> {
     label_trial(
         cluster,
         args,
@@ -66,6 +72,12 @@ pub async fn run(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
 /// the trial): the trial is scaled to zero like a failed one, the promoted child gets its scale
 /// back, and the rollout stays on the promoted child until its spec changes again.
 pub async fn abort(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
+    println!("{}", abort_trial(cluster, args).await?);
+    Ok(super::EXIT_OK)
+}
+
+/// Labels the trial abort; returns what was done.
+pub async fn abort_trial(cluster: &Cluster, args: &TrialArgs) -> Result<String> {
     label_trial(
         cluster,
         args,
@@ -83,7 +95,7 @@ pub async fn abort(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
     .await
 }
 
-async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> Result<i32> {
+async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> Result<String> {
     let verb = what.verb;
     if let Some(k) = args.kind
         && !RolloutKind::PROGRESSIVE.contains(&k)
@@ -171,13 +183,12 @@ async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> R
         .patch(&trial_name, &params, &Patch::Merge(patch))
         .await
         .with_context(|| format!("labelling {} {trial_name}", kind.child_kind()))?;
-    println!(
+    Ok(format!(
         "{}/{trial_name} (trial of {}/{}) labelled {}: \"true\"; {}",
         kind.child_kind(),
         kind.kind(),
         args.rollout,
         what.label,
         what.then
-    );
-    Ok(super::EXIT_OK)
+    ))
 }

@@ -1,0 +1,283 @@
+//! The table kept current by watches on the four rollout kinds: rows in memory, every change
+//! broadcast to the browsers that follow it.
+
+use super::table::{Row, key, row};
+use crate::kinds::RolloutKind;
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::broadcast;
+
+/// Where the dashboard looks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    AllNamespaces,
+    Namespace(String),
+}
+
+impl Scope {
+    pub fn api(&self, client: &Client, kind: RolloutKind) -> Api<DynamicObject> {
+        let resource = kind.rollout_resource();
+        match self {
+            Scope::AllNamespaces => Api::all_with(client.clone(), &resource),
+            Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Scope::AllNamespaces => "all namespaces".to_string(),
+            Scope::Namespace(ns) => format!("namespace {ns}"),
+        }
+    }
+}
+
+/// One change of the table, as sent to browsers.
+#[derive(Serialize, Clone, Debug)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Change {
+    Upsert { row: Box<Row> },
+    Remove { key: String },
+}
+
+pub struct Table {
+    pub scope: Scope,
+    rows: RwLock<BTreeMap<String, Row>>,
+    changes: broadcast::Sender<Change>,
+    /// Per kind: why its rows are missing or stale (not installed, forbidden, watch error).
+    notes: Mutex<BTreeMap<&'static str, String>>,
+    /// Kinds whose first list has completed.
+    synced: Mutex<HashSet<&'static str>>,
+}
+
+/// What `/api/info` reports about the table.
+#[derive(Serialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct TableInfo {
+    pub scope: String,
+    pub rollouts: usize,
+    pub synced: bool,
+    pub notes: Vec<String>,
+}
+
+impl Table {
+    pub fn new(scope: Scope) -> Arc<Self> {
+        // Room for a burst (a namespace of rollouts created at once); a browser that falls
+        // further behind gets the whole table again.
+        let (changes, _) = broadcast::channel(4096);
+        Arc::new(Table {
+            scope,
+            rows: RwLock::new(BTreeMap::new()),
+            changes,
+            notes: Mutex::new(BTreeMap::new()),
+            synced: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Subscribes to changes, then reads the rows: a change racing the read is sent twice at
+    /// worst (upserts are idempotent), never lost.
+    pub fn follow(&self) -> (broadcast::Receiver<Change>, Vec<Row>) {
+        let rx = self.changes.subscribe();
+        (rx, self.rows())
+    }
+
+    pub fn rows(&self) -> Vec<Row> {
+        self.rows
+            .read()
+            .map(|rows| rows.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn info(&self) -> TableInfo {
+        let synced = self.synced.lock().map(|s| s.len()).unwrap_or_default();
+        let notes = self
+            .notes
+            .lock()
+            .map(|n| n.values().cloned().collect())
+            .unwrap_or_default();
+        TableInfo {
+            scope: self.scope.describe(),
+            rollouts: self.rows.read().map(|r| r.len()).unwrap_or_default(),
+            synced: synced == RolloutKind::ALL.len(),
+            notes,
+        }
+    }
+
+    fn note(&self, kind: RolloutKind, note: Option<String>) {
+        if let Ok(mut notes) = self.notes.lock() {
+            match note {
+                Some(n) => notes.insert(kind.kind(), n),
+                None => notes.remove(kind.kind()),
+            };
+        }
+    }
+
+    fn upsert(&self, row: Row) {
+        let Ok(mut rows) = self.rows.write() else {
+            return;
+        };
+        if rows.get(&row.key) == Some(&row) {
+            return;
+        }
+        rows.insert(row.key.clone(), row.clone());
+        drop(rows);
+        // No receiver is not an error: nobody has the page open.
+        let _ = self.changes.send(Change::Upsert { row: Box::new(row) });
+    }
+
+    fn remove(&self, key: &str) {
+        let removed = self
+            .rows
+            .write()
+            .map(|mut rows| rows.remove(key).is_some())
+            .unwrap_or_default();
+        if removed {
+            let _ = self.changes.send(Change::Remove {
+                key: key.to_string(),
+            });
+        }
+    }
+
+    /// Removes the rows of `kind` not in `keep` (after a relist).
+    fn retain(&self, kind: RolloutKind, keep: &HashSet<String>) {
+        let gone: Vec<String> = self
+            .rows
+            .read()
+            .map(|rows| {
+                rows.values()
+                    .filter(|r| r.kind == kind.kind() && !keep.contains(&r.key))
+                    .map(|r| r.key.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for k in gone {
+            self.remove(&k);
+        }
+    }
+
+    /// Watches `kind` in the table's scope until the process ends.
+    pub async fn watch(self: Arc<Self>, client: Client, kind: RolloutKind) {
+        let api = self.scope.api(&client, kind);
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut listed: HashSet<String> = HashSet::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(obj)) => {
+                    let r = row_of(kind, &obj);
+                    listed.insert(r.key.clone());
+                    self.upsert(r);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    self.retain(kind, &listed);
+                    listed.clear();
+                    self.note(kind, None);
+                    if let Ok(mut synced) = self.synced.lock() {
+                        synced.insert(kind.kind());
+                    }
+                }
+                Ok(watcher::Event::Apply(obj)) => self.upsert(row_of(kind, &obj)),
+                Ok(watcher::Event::Delete(obj)) => self.remove(&key(
+                    kind,
+                    obj.metadata.namespace.as_deref().unwrap_or_default(),
+                    obj.metadata.name.as_deref().unwrap_or_default(),
+                )),
+                Err(e) => {
+                    self.note(kind, Some(format!("{}s: {e}", kind.kind())));
+                    // A kind that cannot be listed (not installed, forbidden) still counts as
+                    // synced: the table is as complete as it will get, and says why.
+                    if let Ok(mut synced) = self.synced.lock() {
+                        synced.insert(kind.kind());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn row_of(kind: RolloutKind, obj: &DynamicObject) -> Row {
+    row(kind, &serde_json::to_value(obj).unwrap_or_default())
+}
+
+/// The widest scope the user may list: every namespace when `namespace` is `None` and a
+/// cluster-wide list of rollouts is allowed, else the namespace given (or the context's). The
+/// second value says why the scope is narrower than asked, for the page.
+pub async fn scope(
+    client: &Client,
+    namespace: Option<&str>,
+    default_namespace: &str,
+) -> (Scope, Option<String>) {
+    if let Some(ns) = namespace {
+        return (Scope::Namespace(ns.to_string()), None);
+    }
+    let probe = Scope::AllNamespaces.api(client, RolloutKind::Pipeline);
+    match probe.list(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => (
+            Scope::Namespace(default_namespace.to_string()),
+            Some(format!(
+                "rollouts cannot be listed in all namespaces ({}): showing namespace {default_namespace}",
+                e.message
+            )),
+        ),
+        _ => (Scope::AllNamespaces, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(key: &str, phase: &str) -> Row {
+        Row {
+            key: key.to_string(),
+            kind: "PipelineRollout",
+            namespace: "ns".into(),
+            name: key.rsplit('/').next().unwrap_or_default().into(),
+            phase: phase.into(),
+            strategy: String::new(),
+            waiting: String::new(),
+            until: None,
+            healthy: "True".into(),
+            created: String::new(),
+        }
+    }
+
+    #[test]
+    fn changes_are_broadcast_once_and_relists_remove_what_is_gone() {
+        let t = Table::new(Scope::AllNamespaces);
+        let (mut rx, rows) = t.follow();
+        assert!(rows.is_empty());
+        t.upsert(r("ns/PipelineRollout/a", "Pending"));
+        t.upsert(r("ns/PipelineRollout/a", "Pending"));
+        t.upsert(r("ns/PipelineRollout/b", "Deployed"));
+        t.upsert(r("ns/PipelineRollout/a", "Deployed"));
+        let mut seen = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            seen.push(serde_json::to_value(&c).unwrap_or_default());
+        }
+        assert_eq!(
+            seen.len(),
+            3,
+            "an unchanged row is not sent again: {seen:?}"
+        );
+        assert_eq!(seen[2]["op"], "upsert");
+        assert_eq!(seen[2]["row"]["phase"], "Deployed");
+        let keep: HashSet<String> = ["ns/PipelineRollout/b".to_string()].into();
+        t.retain(RolloutKind::Pipeline, &keep);
+        let removed = rx
+            .try_recv()
+            .map(|c| serde_json::to_value(&c).unwrap_or_default());
+        assert_eq!(
+            removed.ok(),
+            Some(serde_json::json!({"op": "remove", "key": "ns/PipelineRollout/a"}))
+        );
+        assert_eq!(t.rows().len(), 1);
+        assert_eq!(t.info().rollouts, 1);
+    }
+}

@@ -1,0 +1,605 @@
+//! `kubectl numaplane dashboard` against a real kube-apiserver (no operator: rollouts, children
+//! and statuses are written with the admin client): the table and a rollout's page pushed over
+//! server-sent events as the objects change, the actions with the user's RBAC (a 403 stays a
+//! 403), the guard against other sites, and its memory with 1,000 rollouts.
+//! The browser end of it is `crates/controller/tests/dashboard_browser.rs`.
+
+use futures::{StreamExt, TryStreamExt, stream};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use numaplane_api::numaflow::MonoVertex;
+use numaplane_api::{MonoVertexRollout, PipelineRollout};
+use numaplane_testenv::TestEnv;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::fmt::Debug;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-numaplane");
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A running `kubectl-numaplane dashboard --port 0`.
+struct Dashboard {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl Dashboard {
+    async fn start(kubeconfig: &Path, args: &[&str]) -> Dashboard {
+        let mut child = tokio::process::Command::new(BIN)
+            .arg("dashboard")
+            .args(["--port", "0", "--kubeconfig"])
+            .arg(kubeconfig)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting kubectl-numaplane dashboard");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("the dashboard printed no address within 30s")
+            .expect("reading stdout")
+            .expect("the dashboard exited before printing its address");
+        let port = first
+            .strip_prefix("Numaplane dashboard: http://127.0.0.1:")
+            .and_then(|rest| rest.trim_end_matches('/').parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        // Keep draining stdout so the process never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Dashboard { child, port }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// An HTTP/1.0 request (the server then closes the connection after the body).
+    async fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("connect");
+        let mut req = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\n",
+            self.port
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = String::new();
+        tokio::time::timeout(WAIT, s.read_to_string(&mut buf))
+            .await
+            .expect("answer within 30s")
+            .expect("read");
+        let code = buf
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP answer: {buf:?}"));
+        let body = buf
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (code, body)
+    }
+
+    async fn json(&self, path: &str) -> Value {
+        let (code, body) = self.request("GET", path, &[]).await;
+        assert_eq!(code, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    }
+
+    async fn act(&self, path: &str) -> (u16, Value) {
+        let (code, body) = self
+            .request(
+                "POST",
+                path,
+                &[
+                    ("X-Numaplane-Dashboard", "1"),
+                    ("Origin", &format!("http://127.0.0.1:{}", self.port)),
+                ],
+            )
+            .await;
+        (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+    }
+
+    async fn events(&self, path: &str) -> Events {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("connect");
+        s.write_all(
+            format!(
+                "GET {path} HTTP/1.0\r\nHost: localhost:{}\r\nAccept: text/event-stream\r\n\r\n",
+                self.port
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("write");
+        let mut lines = BufReader::new(s).lines();
+        // The status line and headers.
+        while let Some(line) = lines.next_line().await.expect("read") {
+            if line.is_empty() {
+                break;
+            }
+            if line.starts_with("HTTP/") {
+                assert!(line.contains(" 200 "), "{path}: {line}");
+            }
+        }
+        Events { lines }
+    }
+}
+
+/// A server-sent event stream.
+struct Events {
+    lines: tokio::io::Lines<BufReader<TcpStream>>,
+}
+
+impl Events {
+    /// The next event (name, data), or `None` when none came within `within`.
+    async fn next(&mut self, within: Duration) -> Option<(String, Value)> {
+        let read = async {
+            let (mut name, mut data) = (String::new(), String::new());
+            while let Some(line) = self.lines.next_line().await.ok()? {
+                if line.is_empty() {
+                    if !data.is_empty() {
+                        return Some((name, serde_json::from_str(&data).unwrap_or(Value::Null)));
+                    }
+                    continue;
+                }
+                if let Some(v) = line.strip_prefix("event: ") {
+                    name = v.to_string();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            None
+        };
+        tokio::time::timeout(within, read).await.ok().flatten()
+    }
+
+    /// Events until `check` accepts one; panics after `WAIT`.
+    async fn until(&mut self, what: &str, mut check: impl FnMut(&str, &Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Some((name, data)) = self.next(left).await else {
+                break;
+            };
+            if check(&name, &data) {
+                return data;
+            }
+            seen.push(name);
+        }
+        panic!("no event with {what} within {WAIT:?}; saw {seen:?}");
+    }
+}
+
+async fn create<K>(client: &Client, ns: &str, manifest: Value, status: Option<Value>)
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let obj: K = serde_json::from_value(manifest).expect("manifest");
+    let created = api
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+    if let Some(status) = status {
+        let name = created.meta().name.clone().expect("name");
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .expect("patch status");
+    }
+}
+
+fn pipeline_rollout(name: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": name},
+        "spec": {"pipeline": {"spec": {
+            "interStepBufferServiceName": "default",
+            "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
+            "edges": [{"from": "in", "to": "out"}]
+        }}}
+    })
+}
+
+fn deployed(generation: i64) -> Value {
+    json!({
+        "phase": "Deployed", "message": "Deployed", "observedGeneration": generation,
+        "conditions": [
+            {"type": "ChildResourceDeployed", "status": "True", "reason": "Successful",
+             "message": "Successful", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "ChildResourcesHealthy", "status": "True", "reason": "Successful",
+             "message": "Successful", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]
+    })
+}
+
+/// A MonoVertexRollout in the middle of a progressive upgrade: promoted `mvr-0`, trial `mvr-1`.
+async fn upgrading_mono_vertex(client: &Client, ns: &str, deadline: &str) {
+    create::<MonoVertexRollout>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "numaplane.numaproj.io/v1alpha1",
+            "kind": "MonoVertexRollout",
+            "metadata": {"name": "mvr"},
+            "spec": {"monoVertex": {"spec": {"source": {"udsource": {"container": {"image": "src:2"}}},
+                                             "sink": {"log": {}}}}}
+        }),
+        Some(json!({
+            "phase": "Pending", "observedGeneration": 1, "upgradeInProgress": "Progressive",
+            "message": format!("trial mvr-1: healthy for 3s of 60s, must complete by {deadline}"),
+            "progressiveStatus": {"upgradingMonoVertexStatus": {"name": "mvr-1",
+                "basicAssessmentStartTime": "2026-12-01T00:00:00Z"}}
+        })),
+    )
+    .await;
+    for (name, state) in [("mvr-0", "promoted"), ("mvr-1", "trial")] {
+        create::<MonoVertex>(
+            client,
+            ns,
+            json!({
+                "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "MonoVertex",
+                "metadata": {"name": name, "labels": {
+                    "numaplane.numaproj.io/parent-rollout-name": "mvr",
+                    "numaplane.numaproj.io/upgrade-state": state}},
+                "spec": {"source": {"udsource": {"container": {"image": "src"}}}, "sink": {"log": {}}}
+            }),
+            Some(json!({"phase": "Running", "replicas": 1, "readyReplicas": 1})),
+        )
+        .await;
+    }
+}
+
+fn rows_in(data: &Value, ns: &str) -> Vec<Value> {
+    data["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter(|r| r["namespace"] == ns)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_users_rbac() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("dash").await;
+    create::<PipelineRollout>(&client, &ns, pipeline_rollout("p"), Some(deployed(1))).await;
+    upgrading_mono_vertex(&client, &ns, "2099-01-01T00:00:00Z").await;
+
+    let admin = Dashboard::start(&env.kubeconfig_path(), &[]).await;
+    // The page and its assets come from the binary.
+    let (code, page) = admin.request("GET", "/", &[]).await;
+    assert_eq!(code, 200);
+    assert!(page.contains("<title>Numaplane</title>"), "{page}");
+    let (code, script) = admin.request("GET", "/app.js", &[]).await;
+    assert_eq!(code, 200);
+    assert!(script.contains("EventSource"), "the page is fed by events");
+
+    // The table: every namespace (the admin may list them all), pushed as it fills.
+    let mut table = admin.events("/api/rollouts/stream").await;
+    let mut keys = std::collections::BTreeSet::new();
+    table
+        .until("both rollouts of the namespace", |name, data| {
+            match name {
+                "rows" => keys.extend(rows_in(data, &ns).iter().map(|r| r["key"].to_string())),
+                "upsert" if data["namespace"] == ns.as_str() => {
+                    keys.insert(data["key"].to_string());
+                }
+                _ => {}
+            }
+            keys.len() == 2
+        })
+        .await;
+    let info = admin.json("/api/info").await;
+    assert_eq!(info["scope"], "all namespaces", "{info}");
+    let rows = rows_in(&admin.json("/api/rollouts").await, &ns);
+    let mv = rows
+        .iter()
+        .find(|r| r["kind"] == "MonoVertexRollout")
+        .expect("mvr row");
+    assert_eq!(mv["strategy"], "Progressive");
+    assert_eq!(mv["until"], "2099-01-01T00:00:00Z", "{mv}");
+    assert!(
+        mv["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("healthy for 3s")),
+        "{mv}"
+    );
+    let p = rows
+        .iter()
+        .find(|r| r["kind"] == "PipelineRollout")
+        .expect("p row");
+    assert_eq!(
+        (&p["phase"], &p["waiting"]),
+        (&json!("Deployed"), &json!(""))
+    );
+
+    // A status change reaches the open table by itself.
+    Api::<PipelineRollout>::namespaced(client.clone(), &ns)
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Pending",
+                "message": "pause-and-drain: waiting for pipeline p-0 to drain and pause"}})),
+        )
+        .await
+        .expect("status");
+    let pushed = table
+        .until("the pipeline's new phase", |name, d| {
+            name == "upsert" && d["namespace"] == ns.as_str() && d["phase"] == "Pending"
+        })
+        .await;
+    assert_eq!(
+        pushed["waiting"],
+        "pause-and-drain: waiting for pipeline p-0 to drain and pause"
+    );
+
+    // A rollout's page: its children and trial, pushed again when a child changes.
+    let page_path = format!("/api/rollouts/monovertexrollout/{ns}/mvr");
+    let detail = admin.json(&page_path).await;
+    assert_eq!(detail["rollout"]["name"], "mvr");
+    assert_eq!(detail["rollout"]["trial"]["name"], "mvr-1");
+    assert_eq!(detail["until"], "2099-01-01T00:00:00Z");
+    let children: Vec<&str> = detail["rollout"]["children"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(children, ["mvr-0", "mvr-1"]);
+    let mut page = admin.events(&format!("{page_path}/stream")).await;
+    page.until("the first page", |name, d| {
+        name == "detail" && d["rollout"]["name"] == "mvr"
+    })
+    .await;
+    let (code, answer) = admin.act(&format!("{page_path}/actions/promote")).await;
+    assert_eq!(code, 200, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("MonoVertex/mvr-1 (trial of MonoVertexRollout/mvr) labelled numaplane.numaproj.io/force-promote")),
+        "{answer}"
+    );
+    let labelled: MonoVertex = Api::namespaced(client.clone(), &ns)
+        .get("mvr-1")
+        .await
+        .expect("mvr-1");
+    assert_eq!(
+        labelled.metadata.labels.as_ref().expect("labels")["numaplane.numaproj.io/force-promote"],
+        "true"
+    );
+    Api::<MonoVertex>::namespaced(client.clone(), &ns)
+        .patch_status(
+            "mvr-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Failed", "replicas": 1, "readyReplicas": 0}}),
+            ),
+        )
+        .await
+        .expect("child status");
+    page.until("the trial's new phase on the page", |name, d| {
+        name == "detail"
+            && d["rollout"]["children"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["name"] == "mvr-1" && c["phase"] == "Failed")
+            })
+    })
+    .await;
+
+    // Actions are the plugin's commands: pause, then pause again is refused by the command.
+    let pause = format!("/api/rollouts/pipelinerollout/{ns}/p/actions/pause");
+    let (code, answer) = admin.act(&pause).await;
+    assert_eq!(code, 200, "{answer}");
+    let pr: PipelineRollout = Api::namespaced(client.clone(), &ns)
+        .get("p")
+        .await
+        .expect("p");
+    assert_eq!(
+        serde_json::to_value(&pr.spec).expect("spec")["pipeline"]["spec"]["lifecycle"]["desiredPhase"],
+        "Paused"
+    );
+    let (code, answer) = admin.act(&pause).await;
+    assert_eq!(code, 409, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already paused")),
+        "{answer}"
+    );
+    let (code, answer) = admin
+        .act(&format!(
+            "/api/rollouts/monovertexrollout/{ns}/mvr/actions/allow-data-loss"
+        ))
+        .await;
+    assert_eq!(code, 400, "{answer}");
+    let (code, _) = admin
+        .act(&format!(
+            "/api/rollouts/pipelinerollout/{ns}/nope/actions/pause"
+        ))
+        .await;
+    assert_eq!(code, 409, "a missing rollout is the command's refusal");
+
+    // Other sites cannot act through it: no header, a foreign origin, a foreign host name.
+    let (code, body) = admin.request("POST", &pause, &[]).await;
+    assert_eq!(code, 403, "{body}");
+    let (code, _) = admin
+        .request(
+            "POST",
+            &pause,
+            &[
+                ("X-Numaplane-Dashboard", "1"),
+                ("Origin", "http://evil.example"),
+            ],
+        )
+        .await;
+    assert_eq!(code, 403);
+    let mut s = TcpStream::connect(("127.0.0.1", admin.port))
+        .await
+        .expect("connect");
+    s.write_all(b"GET /api/rollouts HTTP/1.0\r\nHost: evil.example\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.0 403"), "{answer}");
+
+    // A user who may only read: the table narrows to their namespace and says why, and an
+    // action shows the API server's 403.
+    env.grant_read_only(&ns, "dash-viewer")
+        .await
+        .expect("read-only role");
+    let viewer_config = env
+        .kubeconfig_as("dash-viewer", &ns)
+        .expect("viewer kubeconfig");
+    let viewer = Dashboard::start(&viewer_config, &[]).await;
+    let info = viewer.json("/api/info").await;
+    assert_eq!(info["scope"], format!("namespace {ns}"), "{info}");
+    assert!(
+        info["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("cannot be listed in all namespaces")),
+        "{info}"
+    );
+    let mut viewer_table = viewer.events("/api/rollouts/stream").await;
+    let mut seen = 0;
+    viewer_table
+        .until("the namespace's rollouts for the viewer", |name, d| {
+            match name {
+                "rows" => seen = rows_in(d, &ns).len(),
+                "upsert" => seen += 1,
+                _ => {}
+            }
+            seen >= 2
+        })
+        .await;
+    let resume = format!("/api/rollouts/pipelinerollout/{ns}/p/actions/resume");
+    let (code, answer) = viewer.act(&resume).await;
+    assert_eq!(code, 403, "{answer}");
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("the API server refused it (403 Forbidden)")
+            && message.contains("dash-viewer"),
+        "{answer}"
+    );
+    let pr: PipelineRollout = Api::namespaced(client.clone(), &ns)
+        .get("p")
+        .await
+        .expect("p");
+    assert_eq!(
+        serde_json::to_value(&pr.spec).expect("spec")["pipeline"]["spec"]["lifecycle"]["desiredPhase"],
+        "Paused",
+        "the refused resume changed nothing"
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// The memory figure of the README: the dashboard's resident memory once it holds 1,000
+/// rollouts (each with a status of the size a progressive upgrade leaves) and a browser follows
+/// the table. Bounded: rows, not objects, are kept.
+#[tokio::test]
+async fn memory_with_a_thousand_rollouts() {
+    const N: usize = 1000;
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("dash-mem").await;
+    let started = Instant::now();
+    stream::iter(0..N)
+        .map(|i| {
+            let client = client.clone();
+            let ns = ns.clone();
+            async move {
+                let mut status = deployed(1);
+                status["upgradeHistory"] = json!((0..10).map(|j| json!({
+                    "child": format!("p{i}-{j}"), "previousChild": format!("p{i}-{}", j.max(1) - 1),
+                    "strategy": "Progressive", "generation": j + 1,
+                    "startTime": "2026-12-01T00:00:00Z", "endTime": "2026-12-01T00:05:00Z",
+                    "outcome": "Promoted", "reasons": [],
+                    "changedFields": ["spec.pipeline.spec.vertices.1.udf.container.image"]
+                })).collect::<Vec<_>>());
+                create::<PipelineRollout>(
+                    &client,
+                    &ns,
+                    pipeline_rollout(&format!("p{i}")),
+                    Some(status),
+                )
+                .await;
+                Ok::<_, ()>(())
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("created");
+    eprintln!(
+        "created {N} rollouts in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let dashboard = Dashboard::start(&env.kubeconfig_path(), &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let info = dashboard.json("/api/info").await;
+        if info["synced"] == true && info["rollouts"].as_u64().unwrap_or_default() >= N as u64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the table never held {N} rollouts: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A browser following the table receives all of it.
+    let mut table = dashboard.events("/api/rollouts/stream").await;
+    let first = table
+        .until("the whole table", |name, d| {
+            name == "rows" && rows_in(d, &ns).len() == N
+        })
+        .await;
+    assert_eq!(rows_in(&first, &ns).len(), N);
+    let rss = rss_kib(dashboard.pid());
+    eprintln!(
+        "dashboard resident memory with {N} rollouts and one browser: {:.1} MiB",
+        rss as f64 / 1024.0
+    );
+    assert!(
+        rss < 96 * 1024,
+        "the dashboard holds rows, not objects: {rss} KiB with {N} rollouts"
+    );
+}
