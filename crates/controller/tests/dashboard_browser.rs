@@ -280,8 +280,12 @@ async fn the_dashboard_in_a_browser() {
         .expect("type the filter");
     until(
         &b,
-        "only this namespace's rollout",
-        &format!("document.querySelectorAll('#rollouts tbody tr').length === 1 && {row}"),
+        "only this namespace's rollouts",
+        &format!(
+            "[...document.querySelectorAll('#rollouts tbody tr')].every(tr => \
+             tr.children[1].textContent === '{}') && {row}",
+            h.ns
+        ),
     )
     .await;
     let phase = until(
