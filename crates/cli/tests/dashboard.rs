@@ -5,6 +5,7 @@
 //! The browser end of it is `crates/controller/tests/dashboard_browser.rs`.
 
 use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use numaplane_api::numaflow::MonoVertex;
@@ -518,6 +519,76 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
         "Paused",
         "the refused resume changed nothing"
     );
+
+    // A user who may list namespaces and read rollouts in two of them: both, and only them.
+    let ns2 = env.create_namespace("dash-two").await;
+    create::<PipelineRollout>(&client, &ns2, pipeline_rollout("q"), Some(deployed(1))).await;
+    for n in [&ns, &ns2] {
+        env.grant_read_only(n, "dash-reader")
+            .await
+            .expect("read-only role");
+    }
+    let list_namespaces: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "dash-list-namespaces"},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]}]
+    }))
+    .expect("cluster role");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "dash-list-namespaces"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "dash-list-namespaces"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dash-reader"}]
+    }))
+    .expect("binding");
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &list_namespaces)
+        .await
+        .expect("cluster role");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("cluster role binding");
+    let reader = Dashboard::start(
+        &env.kubeconfig_as("dash-reader", &ns)
+            .expect("reader kubeconfig"),
+        &[],
+    )
+    .await;
+    let mut both = [ns.clone(), ns2.clone()];
+    both.sort();
+    let info = reader.json("/api/info").await;
+    assert_eq!(
+        info["scope"],
+        format!("namespaces {}", both.join(", ")),
+        "{info}"
+    );
+    let mut reader_table = reader.events("/api/rollouts/stream").await;
+    let mut keys = std::collections::BTreeSet::new();
+    reader_table
+        .until("the rollouts of both namespaces", |name, d| {
+            match name {
+                "rows" => keys.extend(
+                    d["rows"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|r| r["key"].to_string()),
+                ),
+                "upsert" => {
+                    keys.insert(d["key"].to_string());
+                }
+                _ => {}
+            }
+            keys.len() >= 3
+        })
+        .await;
+    let mut want: Vec<String> = vec![
+        format!("\"{ns}/MonoVertexRollout/mvr\""),
+        format!("\"{ns}/PipelineRollout/p\""),
+        format!("\"{ns2}/PipelineRollout/q\""),
+    ];
+    want.sort();
+    assert_eq!(keys.into_iter().collect::<Vec<_>>(), want);
 }
 
 fn rss_kib(pid: u32) -> u64 {

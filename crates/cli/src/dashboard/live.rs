@@ -4,6 +4,7 @@
 use super::table::{Row, key, row};
 use crate::kinds::RolloutKind;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,22 +17,44 @@ use tokio::sync::broadcast;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
     AllNamespaces,
-    Namespace(String),
+    /// These namespaces (sorted): `-n`, or those the user may list rollouts in.
+    Namespaces(Vec<String>),
 }
 
 impl Scope {
-    pub fn api(&self, client: &Client, kind: RolloutKind) -> Api<DynamicObject> {
+    /// One API per watch: the cluster-wide one, or one per namespace.
+    pub fn apis(
+        &self,
+        client: &Client,
+        kind: RolloutKind,
+    ) -> Vec<(Option<String>, Api<DynamicObject>)> {
         let resource = kind.rollout_resource();
         match self {
-            Scope::AllNamespaces => Api::all_with(client.clone(), &resource),
-            Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            Scope::AllNamespaces => vec![(None, Api::all_with(client.clone(), &resource))],
+            Scope::Namespaces(list) => list
+                .iter()
+                .map(|ns| {
+                    (
+                        Some(ns.clone()),
+                        Api::namespaced_with(client.clone(), ns, &resource),
+                    )
+                })
+                .collect(),
         }
     }
 
     pub fn describe(&self) -> String {
         match self {
             Scope::AllNamespaces => "all namespaces".to_string(),
-            Scope::Namespace(ns) => format!("namespace {ns}"),
+            Scope::Namespaces(list) if list.len() == 1 => format!("namespace {}", list[0]),
+            Scope::Namespaces(list) => format!("namespaces {}", list.join(", ")),
+        }
+    }
+
+    fn watches(&self) -> usize {
+        match self {
+            Scope::AllNamespaces => RolloutKind::ALL.len(),
+            Scope::Namespaces(list) => RolloutKind::ALL.len() * list.len(),
         }
     }
 }
@@ -49,9 +72,9 @@ pub struct Table {
     rows: RwLock<BTreeMap<String, Row>>,
     changes: broadcast::Sender<Change>,
     /// Per kind: why its rows are missing or stale (not installed, forbidden, watch error).
-    notes: Mutex<BTreeMap<&'static str, String>>,
-    /// Kinds whose first list has completed.
-    synced: Mutex<HashSet<&'static str>>,
+    notes: Mutex<BTreeMap<String, String>>,
+    /// Watches (kind and namespace) whose first list has completed or failed.
+    synced: Mutex<HashSet<String>>,
 }
 
 /// What `/api/info` reports about the table.
@@ -102,17 +125,23 @@ impl Table {
         TableInfo {
             scope: self.scope.describe(),
             rollouts: self.rows.read().map(|r| r.len()).unwrap_or_default(),
-            synced: synced == RolloutKind::ALL.len(),
+            synced: synced >= self.scope.watches(),
             notes,
         }
     }
 
-    fn note(&self, kind: RolloutKind, note: Option<String>) {
+    fn note(&self, watch: &str, note: Option<String>) {
         if let Ok(mut notes) = self.notes.lock() {
             match note {
-                Some(n) => notes.insert(kind.kind(), n),
-                None => notes.remove(kind.kind()),
+                Some(n) => notes.insert(watch.to_string(), n),
+                None => notes.remove(watch),
             };
+        }
+    }
+
+    fn synced(&self, watch: &str) {
+        if let Ok(mut synced) = self.synced.lock() {
+            synced.insert(watch.to_string());
         }
     }
 
@@ -142,14 +171,15 @@ impl Table {
         }
     }
 
-    /// Removes the rows of `kind` not in `keep` (after a relist).
-    fn retain(&self, kind: RolloutKind, keep: &HashSet<String>) {
+    /// Removes the rows of `kind` (in `namespace`, if given) not in `keep` (after a relist).
+    fn retain(&self, kind: RolloutKind, namespace: Option<&str>, keep: &HashSet<String>) {
         let gone: Vec<String> = self
             .rows
             .read()
             .map(|rows| {
                 rows.values()
                     .filter(|r| r.kind == kind.kind() && !keep.contains(&r.key))
+                    .filter(|r| namespace.is_none_or(|ns| r.namespace == ns))
                     .map(|r| r.key.clone())
                     .collect()
             })
@@ -159,9 +189,26 @@ impl Table {
         }
     }
 
-    /// Watches `kind` in the table's scope until the process ends.
-    pub async fn watch(self: Arc<Self>, client: Client, kind: RolloutKind) {
-        let api = self.scope.api(&client, kind);
+    /// Starts the table's watches: each kind, cluster-wide or in each namespace of the scope.
+    pub fn start(self: &Arc<Self>, client: &Client) {
+        for kind in RolloutKind::ALL {
+            for (namespace, api) in self.scope.apis(client, kind) {
+                tokio::spawn(self.clone().watch(kind, namespace, api));
+            }
+        }
+    }
+
+    /// Follows one watch until the process ends.
+    async fn watch(
+        self: Arc<Self>,
+        kind: RolloutKind,
+        namespace: Option<String>,
+        api: Api<DynamicObject>,
+    ) {
+        let id = match &namespace {
+            Some(ns) => format!("{}s in {ns}", kind.kind()),
+            None => format!("{}s", kind.kind()),
+        };
         let mut events = watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
@@ -175,12 +222,10 @@ impl Table {
                     self.upsert(r);
                 }
                 Ok(watcher::Event::InitDone) => {
-                    self.retain(kind, &listed);
+                    self.retain(kind, namespace.as_deref(), &listed);
                     listed.clear();
-                    self.note(kind, None);
-                    if let Ok(mut synced) = self.synced.lock() {
-                        synced.insert(kind.kind());
-                    }
+                    self.note(&id, None);
+                    self.synced(&id);
                 }
                 Ok(watcher::Event::Apply(obj)) => self.upsert(row_of(kind, &obj)),
                 Ok(watcher::Event::Delete(obj)) => self.remove(&key(
@@ -189,12 +234,10 @@ impl Table {
                     obj.metadata.name.as_deref().unwrap_or_default(),
                 )),
                 Err(e) => {
-                    self.note(kind, Some(format!("{}s: {e}", kind.kind())));
-                    // A kind that cannot be listed (not installed, forbidden) still counts as
+                    self.note(&id, Some(format!("{id}: {e}")));
+                    // A watch that cannot list (kind not installed, forbidden) still counts as
                     // synced: the table is as complete as it will get, and says why.
-                    if let Ok(mut synced) = self.synced.lock() {
-                        synced.insert(kind.kind());
-                    }
+                    self.synced(&id);
                 }
             }
         }
@@ -205,28 +248,73 @@ fn row_of(kind: RolloutKind, obj: &DynamicObject) -> Row {
     row(kind, &serde_json::to_value(obj).unwrap_or_default())
 }
 
+/// At most this many namespaces are probed one by one when rollouts cannot be listed
+/// cluster-wide.
+const PROBED_NAMESPACES: usize = 500;
+
 /// The widest scope the user may list: every namespace when `namespace` is `None` and a
-/// cluster-wide list of rollouts is allowed, else the namespace given (or the context's). The
-/// second value says why the scope is narrower than asked, for the page.
+/// cluster-wide list of rollouts is allowed; else the namespaces in which the user may list
+/// PipelineRollouts (when namespaces may be listed), else the context's namespace. `-n` gives
+/// exactly that namespace. The second value says why the scope is narrower than asked.
 pub async fn scope(
     client: &Client,
     namespace: Option<&str>,
     default_namespace: &str,
 ) -> (Scope, Option<String>) {
     if let Some(ns) = namespace {
-        return (Scope::Namespace(ns.to_string()), None);
+        return (Scope::Namespaces(vec![ns.to_string()]), None);
     }
-    let probe = Scope::AllNamespaces.api(client, RolloutKind::Pipeline);
-    match probe.list(&ListParams::default().limit(1)).await {
-        Err(kube::Error::Api(e)) if e.code == 403 => (
-            Scope::Namespace(default_namespace.to_string()),
+    let cluster_wide =
+        Api::<DynamicObject>::all_with(client.clone(), &RolloutKind::Pipeline.rollout_resource());
+    let refusal = match cluster_wide.list(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => e.message,
+        _ => return (Scope::AllNamespaces, None),
+    };
+    let fallback = |why: String| {
+        (
+            Scope::Namespaces(vec![default_namespace.to_string()]),
             Some(format!(
-                "rollouts cannot be listed in all namespaces ({}): showing namespace {default_namespace}",
-                e.message
+                "rollouts cannot be listed in all namespaces ({refusal}){why}: showing namespace {default_namespace}"
             )),
-        ),
-        _ => (Scope::AllNamespaces, None),
+        )
+    };
+    let names: Vec<String> = match Api::<Namespace>::all(client.clone())
+        .list_metadata(&ListParams::default().limit(PROBED_NAMESPACES as u32))
+        .await
+    {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect(),
+        Err(e) => return fallback(format!(" and namespaces cannot be listed ({e})")),
+    };
+    let mut allowed: Vec<String> = futures::stream::iter(names)
+        .map(|ns| async move {
+            let api = Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                &ns,
+                &RolloutKind::Pipeline.rollout_resource(),
+            );
+            match api.list(&ListParams::default().limit(1)).await {
+                Err(kube::Error::Api(e)) if e.code == 403 => None,
+                _ => Some(ns),
+            }
+        })
+        .buffer_unordered(8)
+        .filter_map(|ns| async move { ns })
+        .collect()
+        .await;
+    if allowed.is_empty() {
+        return fallback(" nor in any namespace".to_string());
     }
+    allowed.sort();
+    let scope = Scope::Namespaces(allowed);
+    let why = format!(
+        "rollouts cannot be listed in all namespaces ({refusal}): showing the {} you may list them in (namespaces created later appear after a restart)",
+        scope.describe()
+    );
+    (scope, Some(why))
 }
 
 #[cfg(test)]
@@ -269,7 +357,12 @@ mod tests {
         assert_eq!(seen[2]["op"], "upsert");
         assert_eq!(seen[2]["row"]["phase"], "Deployed");
         let keep: HashSet<String> = ["ns/PipelineRollout/b".to_string()].into();
-        t.retain(RolloutKind::Pipeline, &keep);
+        t.retain(RolloutKind::Pipeline, Some("other"), &keep);
+        assert!(
+            rx.try_recv().is_err(),
+            "another namespace's relist removes nothing here"
+        );
+        t.retain(RolloutKind::Pipeline, Some("ns"), &keep);
         let removed = rx
             .try_recv()
             .map(|c| serde_json::to_value(&c).unwrap_or_default());

@@ -12,16 +12,13 @@ pub mod table;
 
 use crate::cli::DashboardArgs;
 use crate::cluster::Cluster;
-use crate::kinds::RolloutKind;
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 
 pub async fn run(cluster: &Cluster, args: &DashboardArgs, namespace: Option<&str>) -> Result<i32> {
     let (scope, narrowed) = live::scope(&cluster.client, namespace, &cluster.namespace).await;
     let table = live::Table::new(scope);
-    for kind in RolloutKind::ALL {
-        tokio::spawn(table.clone().watch(cluster.client.clone(), kind));
-    }
+    table.start(&cluster.client);
     let addr = SocketAddr::new(args.address, args.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
