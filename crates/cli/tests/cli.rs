@@ -9,13 +9,15 @@ use numaplane_api::keys::{annotations, labels};
 use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline, Vertex};
 use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
 use numaplane_testenv::TestEnv;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::fmt::Debug;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
+
+mod support;
+use support::{condition, create, deployed_status, pipeline_rollout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-numaplane");
 
@@ -49,36 +51,6 @@ async fn run(env: &TestEnv, ns: &str, args: &[&str]) -> Out {
     }
 }
 
-/// Creates an object, then writes its status through the status subresource.
-async fn create<K>(client: &Client, ns: &str, manifest: Value, status: Option<Value>) -> K
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let obj: K = serde_json::from_value(manifest).expect("manifest");
-    let created = api
-        .create(&PostParams::default(), &obj)
-        .await
-        .expect("create");
-    match status {
-        Some(status) => {
-            let name = created.meta().name.clone().expect("name");
-            api.patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .expect("patch status")
-        }
-        None => created,
-    }
-}
-
 async fn set_status<K>(client: &Client, ns: &str, name: &str, status: Value)
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
@@ -96,19 +68,6 @@ where
         .expect("patch status");
 }
 
-fn pipeline_rollout(name: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "PipelineRollout",
-        "metadata": {"name": name},
-        "spec": {"pipeline": {"spec": {
-            "interStepBufferServiceName": "default",
-            "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
-            "edges": [{"from": "in", "to": "out"}]
-        }}}
-    })
-}
-
 fn mono_vertex_rollout(name: &str) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
@@ -116,21 +75,6 @@ fn mono_vertex_rollout(name: &str) -> Value {
         "metadata": {"name": name},
         "spec": {"monoVertex": {"spec": {"source": {"udsource": {"container": {"image": "src"}}},
                                          "sink": {"log": {}}}}}
-    })
-}
-
-fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Value {
-    json!({"type": type_, "status": status, "reason": reason, "message": message,
-           "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1})
-}
-
-fn deployed_status(generation: i64) -> Value {
-    json!({
-        "phase": "Deployed", "message": "Deployed", "observedGeneration": generation,
-        "conditions": [
-            condition("ChildResourceDeployed", "True", "Successful", "Successful"),
-            condition("ChildResourcesHealthy", "True", "Successful", "Successful"),
-        ]
     })
 }
 

@@ -6,20 +6,20 @@
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, Resource};
 use numaplane_api::numaflow::MonoVertex;
 use numaplane_api::{MonoVertexRollout, PipelineRollout};
 use numaplane_testenv::TestEnv;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use std::fmt::Debug;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+
+mod support;
+use support::{create, deployed_status, pipeline_rollout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-numaplane");
 const WAIT: Duration = Duration::from_secs(30);
@@ -186,57 +186,6 @@ impl Events {
     }
 }
 
-async fn create<K>(client: &Client, ns: &str, manifest: Value, status: Option<Value>)
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let obj: K = serde_json::from_value(manifest).expect("manifest");
-    let created = api
-        .create(&PostParams::default(), &obj)
-        .await
-        .expect("create");
-    if let Some(status) = status {
-        let name = created.meta().name.clone().expect("name");
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .expect("patch status");
-    }
-}
-
-fn pipeline_rollout(name: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "PipelineRollout",
-        "metadata": {"name": name},
-        "spec": {"pipeline": {"spec": {
-            "interStepBufferServiceName": "default",
-            "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
-            "edges": [{"from": "in", "to": "out"}]
-        }}}
-    })
-}
-
-fn deployed(generation: i64) -> Value {
-    json!({
-        "phase": "Deployed", "message": "Deployed", "observedGeneration": generation,
-        "conditions": [
-            {"type": "ChildResourceDeployed", "status": "True", "reason": "Successful",
-             "message": "Successful", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-            {"type": "ChildResourcesHealthy", "status": "True", "reason": "Successful",
-             "message": "Successful", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-        ]
-    })
-}
-
 /// A MonoVertexRollout in the middle of a progressive upgrade: promoted `mvr-0`, trial `mvr-1`.
 async fn upgrading_mono_vertex(client: &Client, ns: &str, deadline: &str) {
     create::<MonoVertexRollout>(
@@ -291,7 +240,13 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
     let env = TestEnv::shared().await;
     let client = env.client();
     let ns = env.create_namespace("dash").await;
-    create::<PipelineRollout>(&client, &ns, pipeline_rollout("p"), Some(deployed(1))).await;
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("p"),
+        Some(deployed_status(1)),
+    )
+    .await;
     upgrading_mono_vertex(&client, &ns, "2099-01-01T00:00:00Z").await;
 
     let admin = Dashboard::start(&env.kubeconfig_path(), &[]).await;
@@ -522,7 +477,13 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
 
     // A user who may list namespaces and read rollouts in two of them: both, and only them.
     let ns2 = env.create_namespace("dash-two").await;
-    create::<PipelineRollout>(&client, &ns2, pipeline_rollout("q"), Some(deployed(1))).await;
+    create::<PipelineRollout>(
+        &client,
+        &ns2,
+        pipeline_rollout("q"),
+        Some(deployed_status(1)),
+    )
+    .await;
     for n in [&ns, &ns2] {
         env.grant_read_only(n, "dash-reader")
             .await
@@ -616,7 +577,7 @@ async fn memory_with_a_thousand_rollouts() {
             let client = client.clone();
             let ns = ns.clone();
             async move {
-                let mut status = deployed(1);
+                let mut status = deployed_status(1);
                 status["upgradeHistory"] = json!((0..10).map(|j| json!({
                     "child": format!("p{i}-{j}"), "previousChild": format!("p{i}-{}", j.max(1) - 1),
                     "strategy": "Progressive", "generation": j + 1,

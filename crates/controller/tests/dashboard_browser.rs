@@ -9,12 +9,13 @@ mod support;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use numaplane_api::MonoVertexRollout;
-use numaplane_api::common::{Phase, UpgradeOutcome, UpgradeStrategy};
+use numaplane_api::common::UpgradeOutcome;
 use numaplane_api::numaflow::MonoVertex;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use support::scenario::settled;
 use support::{Harness, condition, free_port};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -49,16 +50,6 @@ fn mvr(image: &str) -> Value {
             "sink": {"blackhole": {}}
         }}}
     })
-}
-
-fn settled(r: Option<&MonoVertexRollout>) -> Option<MonoVertexRollout> {
-    let r = r?;
-    let st = r.status.as_ref()?;
-    (st.status.phase == Phase::Deployed
-        && st.status.upgrade_in_progress == UpgradeStrategy::NoOp
-        && st.status.observed_generation == r.metadata.generation?
-        && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
-        .then(|| r.clone())
 }
 
 /// The plugin binary, built beside this test by `cargo test --workspace` (`make test`).
@@ -255,7 +246,8 @@ async fn act(b: &Browser, action: &str) -> (String, String) {
 async fn the_dashboard_in_a_browser() {
     let h = Harness::start_real("dash-ui", CONFIG).await;
     h.apply::<MonoVertexRollout>(mvr(GO)).await;
-    h.until("deployed", "mvr", settled).await;
+    h.until::<MonoVertexRollout, _, _>("deployed", "mvr", settled)
+        .await;
 
     let (_admin, url) = dashboard(&h.env.kubeconfig_path()).await;
     let profile = tempfile::tempdir().expect("profile");
@@ -349,11 +341,13 @@ async fn the_dashboard_in_a_browser() {
         text.contains("labelled numaplane.numaproj.io/force-promote"),
         "{text}"
     );
-    let done = h.until("promoted on mvr-1", "mvr", settled).await;
+    h.until::<MonoVertexRollout, _, _>("promoted on mvr-1", "mvr", settled)
+        .await;
     assert!(
         asked.elapsed() < Duration::from_secs(60),
         "promoted by the click, not the schedule"
     );
+    let done: MonoVertexRollout = h.api().get("mvr").await.expect("mvr");
     let last = done
         .status
         .as_ref()
