@@ -71,7 +71,7 @@ pub struct Table {
     pub scope: Scope,
     rows: RwLock<BTreeMap<String, Row>>,
     changes: broadcast::Sender<Change>,
-    /// Per kind: why its rows are missing or stale (not installed, forbidden, watch error).
+    /// Per watch: why its rows are missing or stale (not installed, forbidden, watch error).
     notes: Mutex<BTreeMap<String, String>>,
     /// Watches (kind and namespace) whose first list has completed or failed.
     synced: Mutex<HashSet<String>>,
