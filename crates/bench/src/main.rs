@@ -5,6 +5,7 @@
 
 mod audit;
 mod controller;
+mod floor;
 mod measure;
 mod numaflow;
 mod procfs;
@@ -94,13 +95,15 @@ async fn main() -> Result<()> {
         machine: machine.summary(),
         command,
         scenarios: Vec::new(),
+        floors: Vec::new(),
         method: report::method(),
         machine_detail: machine,
     };
     for n in &args.sizes {
-        let got = scenarios::run(*n, &settings)
+        let (got, floor) = scenarios::run(*n, &settings)
             .await
             .with_context(|| format!("benchmark at N={n}"))?;
+        results.floors.push(floor);
         for s in &got {
             tracing::info!(
                 name = s.name,
@@ -114,6 +117,7 @@ async fn main() -> Result<()> {
                 writes_per_rollout = s.api_writes_per_rollout,
                 p50_ms = s.reconcile_p50_ms,
                 p99_ms = s.reconcile_p99_ms,
+                wall_to_floor = s.wall_to_floor,
                 "scenario"
             );
         }

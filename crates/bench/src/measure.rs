@@ -158,6 +158,7 @@ impl Window {
             converge_p99_seconds: None,
             vm_hwm_mib: round3(hwm as f64 / MIB),
             ready_seconds: None,
+            wall_to_floor: None,
             other_cpu_seconds,
         })
     }

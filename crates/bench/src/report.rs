@@ -9,6 +9,8 @@ pub struct Results {
     pub machine: String,
     pub command: String,
     pub scenarios: Vec<Scenario>,
+    /// The API server's own capacity for each N, measured before its scenarios (`floor.rs`).
+    pub floors: Vec<crate::floor::Floor>,
     /// How each figure is measured.
     pub method: BTreeMap<&'static str, &'static str>,
     pub machine_detail: Machine,
@@ -47,6 +49,10 @@ pub struct Scenario {
     /// Restart only: seconds until `/readyz` answered 200.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_seconds: Option<f64>,
+    /// `wall_seconds` divided by the floor's (the API server's own time for a cold start's
+    /// writes at this N); not for idle, whose length is fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_to_floor: Option<f64>,
     /// CPU seconds of the other processes on the machine during the scenario.
     pub other_cpu_seconds: BTreeMap<String, f64>,
 }
@@ -101,6 +107,14 @@ impl Machine {
 
 pub fn method() -> BTreeMap<&'static str, &'static str> {
     BTreeMap::from([
+        (
+            "floors",
+            "before an N's scenarios, on the same control plane in a namespace of its own, with no operator and no Numaflow stand-in running: a plain admin client applies the same rollouts as the cold start, then writes for each what the operator writes for a new rollout (finalizer patch, child apply with the rollout's spec, one Event, one status apply), at the operator's concurrency (--workers); wall_seconds covers both, operator_writes_seconds the second part. It leaves out the operator's reads and the Numaflow stand-in's writes",
+        ),
+        (
+            "wall_to_floor",
+            "the scenario's wall_seconds / the floor's wall_seconds at the same N",
+        ),
         (
             "wall_seconds",
             "cold_start/update_storm: first user request until an independent watcher sees every rollout Deployed, observedGeneration == generation and ChildResourcesHealthy=True; idle: the idle period; restart: controller spawn until /readyz is 200, every rollout was reconciled once (the *_syncs_total counters) and all are converged",

@@ -32,8 +32,8 @@ pub struct Settings {
     pub work_dir: PathBuf,
 }
 
-/// Runs every scenario for `n` PipelineRollouts.
-pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
+/// Measures the API server's floor, then runs every scenario for `n` PipelineRollouts.
+pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor::Floor)> {
     let dir = s.work_dir.join(format!("n{n}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let audit_log = dir.join("audit.log");
@@ -50,6 +50,17 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
     .await?;
     let client = env.client();
     rbac::install(&client).await?;
+    // The floor first, while nothing else runs (its objects stay in their own namespace,
+    // outside the operator's and the stand-in's).
+    let floor_ns = env.try_create_namespace("floor").await?;
+    info!(n, "api-server floor");
+    let floor = crate::floor::measure(&client, &floor_ns, n, usize::from(s.workers)).await?;
+    info!(
+        n,
+        seconds = floor.wall_seconds,
+        operator_writes_seconds = floor.operator_writes_seconds,
+        "api-server floor measured"
+    );
     let ns = env.try_create_namespace("bench").await?;
     let _sim = if s.real_stack {
         None
@@ -231,7 +242,12 @@ pub async fn run(n: usize, s: &Settings) -> Result<Vec<Scenario>> {
     drop(controller);
     drop(watcher);
     drop(env);
-    Ok(out)
+    for sc in &mut out {
+        if sc.name != "idle" && floor.wall_seconds > 0.0 {
+            sc.wall_to_floor = Some(crate::measure::round3(sc.wall_seconds / floor.wall_seconds));
+        }
+    }
+    Ok((out, floor))
 }
 
 fn with_convergence(sc: &mut Scenario, per_object: &[f64]) {
