@@ -374,6 +374,52 @@ async fn the_dashboard_in_a_browser() {
          && document.getElementById('countdown')",
     )
     .await;
+    // Escape and Cancel in the dialog send nothing, also after an earlier "yes".
+    for dismiss in ["escape", "cancel"] {
+        click(&b, "button.action[data-action='abort']:not([disabled])").await;
+        until(
+            &b,
+            "the confirmation dialog",
+            "document.getElementById('confirm').open",
+        )
+        .await;
+        if dismiss == "escape" {
+            b.find(Locator::Css("#confirm"))
+                .await
+                .expect("dialog")
+                .send_keys("\u{e00c}")
+                .await
+                .expect("press Escape");
+        } else {
+            click(&b, "#confirm-cancel").await;
+        }
+        until(
+            &b,
+            "the dialog closed",
+            "!document.getElementById('confirm').open",
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let trial: MonoVertex = h.api().get("mvr-2").await.expect("mvr-2");
+    assert!(
+        !trial
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key("numaplane.numaproj.io/abort")),
+        "a dismissed dialog aborted the trial"
+    );
+    let shown = until(
+        &b,
+        "the last answer",
+        "document.getElementById('action-result').textContent",
+    )
+    .await;
+    assert!(
+        shown.as_str().is_some_and(|t| t.starts_with("promote:")),
+        "{shown}"
+    );
     let (status, text) = act(&b, "abort").await;
     assert_eq!(status, "200", "{text}");
     h.until::<MonoVertexRollout, _, _>("the trial failed by the abort", "mvr", |r| {

@@ -308,6 +308,8 @@ function ask(base, r, action) {
   document.getElementById("confirm-text").textContent =
     `${ACTIONS[action].ask}\n\n${r.kind} ${r.namespace}/${r.name}`;
   asking = { base, action };
+  // A dialog closed without a button (Escape) may keep its last value: never an old "yes".
+  dialog.returnValue = "";
   dialog.showModal();
 }
 
