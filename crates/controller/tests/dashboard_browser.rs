@@ -109,6 +109,20 @@ async fn dashboard(kubeconfig: &Path) -> (Running, String) {
     (run, url)
 }
 
+/// Kills the Chromium of a profile when dropped: chromedriver quits it only when the session is
+/// closed, which a failing test never reaches.
+struct KillChromium(PathBuf);
+
+impl Drop for KillChromium {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("pkill")
+            .arg("-KILL")
+            .arg("-f")
+            .arg(format!("--user-data-dir={}", self.0.display()))
+            .status();
+    }
+}
+
 /// chromedriver and a headless Chromium session with the flags this machine's closed network
 /// needs (no background connections).
 async fn browser(profile: &Path) -> (Running, Browser) {
@@ -251,6 +265,7 @@ async fn the_dashboard_in_a_browser() {
 
     let (_admin, url) = dashboard(&h.env.kubeconfig_path()).await;
     let profile = tempfile::tempdir().expect("profile");
+    let _kill = KillChromium(profile.path().to_path_buf());
     let (_driver, b) = browser(profile.path()).await;
     let key = format!("{}/MonoVertexRollout/mvr", h.ns);
     let row = format!("document.querySelector('tr[data-key=\"{key}\"]')");
