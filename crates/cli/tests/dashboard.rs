@@ -63,6 +63,20 @@ impl Dashboard {
         self.child.id().expect("running")
     }
 
+    /// Ctrl-C: the exit code, which must come within 10 s.
+    async fn interrupt(mut self) -> i32 {
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &self.pid().to_string()])
+            .status()
+            .expect("kill -INT");
+        assert!(sent.success());
+        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("the dashboard did not stop within 10 s of Ctrl-C")
+            .expect("wait");
+        status.code().unwrap_or(-1)
+    }
+
     /// An HTTP/1.0 request (the server then closes the connection after the body).
     async fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))
@@ -550,6 +564,10 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
     ];
     want.sort();
     assert_eq!(keys.into_iter().collect::<Vec<_>>(), want);
+
+    // Ctrl-C stops it at once, even with a browser's event streams open.
+    let _open = (table, page);
+    assert_eq!(admin.interrupt().await, 0);
 }
 
 fn rss_kib(pid: u32) -> u64 {

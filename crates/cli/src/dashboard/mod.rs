@@ -31,11 +31,13 @@ pub async fn run(cluster: &Cluster, args: &DashboardArgs, namespace: Option<&str
         "Showing rollouts of {}; every read and action uses your kubeconfig. Ctrl-C to stop.",
         table.scope.describe()
     );
-    axum::serve(listener, server::router(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving the dashboard")?;
+    // Not a graceful shutdown: the browsers' event streams never end, so waiting for them would
+    // keep Ctrl-C from stopping it. Nothing is left half-done: actions are single requests.
+    tokio::select! {
+        served = axum::serve(listener, server::router(state)) => {
+            served.context("serving the dashboard")?;
+        }
+        _ = tokio::signal::ctrl_c() => {}
+    }
     Ok(crate::commands::EXIT_OK)
 }
