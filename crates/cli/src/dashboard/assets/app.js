@@ -45,7 +45,7 @@ function countdown(until, id) {
 
 function left(until) {
   const secs = (Date.parse(until) - Date.now()) / 1000;
-  return secs > 0 ? `${duration(secs)} left` : "ending";
+  return secs > 0 ? `${duration(secs)} left` : "due now";
 }
 
 function tick() {
