@@ -153,7 +153,8 @@ pub struct RiderNode {
     pub name: String,
 }
 
-fn s(v: &Value, ptr: &str) -> String {
+/// The string at `ptr`, empty when absent.
+pub(crate) fn s(v: &Value, ptr: &str) -> String {
     v.pointer(ptr)
         .and_then(Value::as_str)
         .unwrap_or_default()

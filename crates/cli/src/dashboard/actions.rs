@@ -31,21 +31,13 @@ pub async fn run(
         namespace: namespace.to_string(),
     };
     let rollout = name.to_string();
+    let trial = || TrialArgs {
+        rollout: rollout.clone(),
+        kind: Some(kind),
+    };
     let result = match action {
-        "promote" => {
-            let args = TrialArgs {
-                rollout,
-                kind: Some(kind),
-            };
-            promote::promote_trial(&cluster, &args).await
-        }
-        "abort" => {
-            let args = TrialArgs {
-                rollout,
-                kind: Some(kind),
-            };
-            promote::abort_trial(&cluster, &args).await
-        }
+        "promote" => promote::promote_trial(&cluster, &trial()).await,
+        "abort" => promote::abort_trial(&cluster, &trial()).await,
         "pause" => {
             let args = PauseArgs {
                 rollout,

@@ -5,7 +5,7 @@ use super::table::row;
 use crate::cluster::Cluster;
 use crate::commands::get::children;
 use crate::kinds::RolloutKind;
-use crate::tree::{RolloutNode, RolloutObjects, build};
+use crate::tree::{RolloutNode, RolloutObjects, build, s};
 use anyhow::{Context, Result};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
@@ -73,13 +73,6 @@ pub struct EventView {
     pub object: String,
     pub note: String,
     pub count: i32,
-}
-
-fn s(v: &Value, ptr: &str) -> String {
-    v.pointer(ptr)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn n(v: &Value, ptr: &str) -> i64 {
