@@ -1,6 +1,7 @@
 //! What every reconcile shares: the client, live settings, watch caches, Event recorders, and
 //! small per-object memories (read-your-writes status cache, failure counts).
 
+use crate::child_cache::ChildCache;
 use crate::events::EventSink;
 use crate::settings::Settings;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -17,9 +18,9 @@ use std::time::{Duration, Instant};
 /// `parent-rollout-name` label only, with `managedFields` stripped.
 #[derive(Clone)]
 pub struct Stores {
-    pub pipelines: Store<Pipeline>,
-    pub monovertices: Store<MonoVertex>,
-    pub isbsvcs: Store<InterStepBufferService>,
+    pub pipelines: ChildCache<Pipeline>,
+    pub monovertices: ChildCache<MonoVertex>,
+    pub isbsvcs: ChildCache<InterStepBufferService>,
     pub isb_rollouts: Store<ISBServiceRollout>,
     /// NumaflowControllerRollouts: their pause requests apply to every pipeline of their namespace.
     pub nc_rollouts: Store<NumaflowControllerRollout>,

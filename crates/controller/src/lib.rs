@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod api_metrics;
+pub mod child_cache;
 pub mod children;
 pub mod cli;
 pub mod config_watch;

@@ -10,6 +10,7 @@ use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::PipelineRollout;
 use numaplane_api::common::{PauseStatus, Status, UpgradeStrategy};
@@ -26,9 +27,8 @@ pub fn requests_for_pipeline(stores: &Stores, ns: &str, isb_rollout: &str) -> Ve
     };
     let mut out: Vec<String> = stores
         .isb_rollouts
-        .state()
-        .iter()
-        .filter(|r| r.namespace().as_deref() == Some(ns) && r.name_any() == isb_rollout)
+        .get(&ObjectRef::new(isb_rollout).within(ns))
+        .into_iter()
         .filter(|r| requesting(r.status.as_ref().map(|s| &s.status)))
         .map(|r| format!("ISBServiceRollout {}", r.name_any()))
         .collect();

@@ -1,13 +1,16 @@
 //! Wiring: one shared, label-selected watch per kind feeding both the caches the reconcilers
 //! read and the triggers that wake exactly the rollouts a change affects.
 
+use crate::child_cache::{ChildCache, ParentIndex};
 use crate::config_watch;
 use crate::context::{Ctx, Stores};
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::rollout::{self, Rollout};
 use crate::settings::Settings;
-use crate::watches::{config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe};
+use crate::watches::{
+    Feed, config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe,
+};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -123,16 +126,17 @@ impl Operator {
             deletions: &deletions,
             metrics: &opts.metrics,
         };
-        watches.spawn(children.clone(), pipelines_w);
-        watches.spawn(children.clone(), monovertices_w);
-        watches.spawn(children.clone(), isbsvcs_w);
-        watches.spawn(watcher::Config::default(), isb_rollouts_w);
-        watches.spawn(watcher::Config::default(), nc_rollouts_w);
+        let pipelines = watches.spawn_indexed(children.clone(), pipelines, pipelines_w);
+        let monovertices = watches.spawn_indexed(children.clone(), monovertices, monovertices_w);
+        let isbsvcs = watches.spawn_indexed(children.clone(), isbsvcs, isbsvcs_w);
+        watches.spawn(watcher::Config::default(), isb_rollouts_w, None);
+        watches.spawn(watcher::Config::default(), nc_rollouts_w, None);
         watches.spawn(
             watcher::Config::default().labels(labels::NUMAFLOW_ISBSVC_NAME),
             statefulsets_w,
+            None,
         );
-        watches.spawn(children, pdbs_w);
+        watches.spawn(children, pdbs_w, None);
 
         let stores = Stores {
             pipelines,
@@ -330,8 +334,33 @@ struct Watches<'a> {
 }
 
 impl Watches<'_> {
-    fn spawn<K>(&mut self, cfg: watcher::Config, writer: reflector::store::Writer<K>)
+    /// A watch of children, also filing them by parent rollout.
+    fn spawn_indexed<K>(
+        &mut self,
+        cfg: watcher::Config,
+        store: Store<K>,
+        writer: reflector::store::Writer<K>,
+    ) -> ChildCache<K>
     where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let index = Arc::new(ParentIndex::default());
+        self.spawn(cfg, writer, Some(index.clone()));
+        ChildCache::new(store, index)
+    }
+
+    fn spawn<K>(
+        &mut self,
+        cfg: watcher::Config,
+        writer: reflector::store::Writer<K>,
+        index: Option<Arc<ParentIndex>>,
+    ) where
         K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
             + Clone
             + Debug
@@ -356,7 +385,7 @@ impl Watches<'_> {
             self.cancel,
             scoped(self.client, self.namespace),
             cfg,
-            writer,
+            Feed { writer, index },
             self.metrics.clone(),
             on_delete,
         );
@@ -508,12 +537,9 @@ fn spawn_controllers(
                 .cloned()
                 .unwrap_or_default();
             isbsvc_store
-                .state()
-                .into_iter()
-                .filter(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == isb)
-                .filter_map(|i| i.labels().get(labels::PARENT_ROLLOUT_NAME).cloned())
+                .named(&ns, &isb)
+                .and_then(|i| i.labels().get(labels::PARENT_ROLLOUT_NAME).cloned())
                 .map(|r| ObjectRef::new(&r).within(&ns))
-                .collect::<Vec<_>>()
         })
         .watches_shared_stream(subs.pdbs, |pdb| {
             pdb.labels()

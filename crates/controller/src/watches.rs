@@ -2,6 +2,7 @@
 //! built on them (configuration changes, leadership): the plumbing below `runtime` and
 //! `numaflow_controller::wiring`, which both start controllers from it.
 
+use crate::child_cache::ParentIndex;
 use crate::metrics::Metrics;
 use crate::settings::{ConfigScope, Settings};
 use futures::{Stream, StreamExt};
@@ -38,23 +39,47 @@ where
         .ok_or_else(|| anyhow::anyhow!("store is not shared"))
 }
 
-/// A shared watch feeding `writer`, with a given reaction to deletions (which shared streams don't pass on).
+/// Where a shared watch's objects go: the store's writer and, for children, their parent index
+/// (fed first).
+pub(crate) struct Feed<K: Resource<DynamicType = ()> + Clone + 'static> {
+    pub writer: reflector::store::Writer<K>,
+    pub index: Option<Arc<ParentIndex>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> From<reflector::store::Writer<K>>
+    for Feed<K>
+{
+    fn from(writer: reflector::store::Writer<K>) -> Self {
+        Self {
+            writer,
+            index: None,
+        }
+    }
+}
+
+/// A shared watch feeding `feed`, with a given reaction to deletions (which shared streams don't pass on).
 pub(crate) fn spawn_watch_with<K>(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
     api: Api<K>,
     cfg: watcher::Config,
-    writer: reflector::store::Writer<K>,
+    feed: Feed<K>,
     metrics: Arc<Metrics>,
     on_delete: impl Fn(&K) + Send + Sync + 'static,
 ) where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let token = cancel.clone();
+    let Feed { writer, index } = feed;
     tasks.spawn(async move {
         let stream = watcher(api, cfg)
             .default_backoff()
             .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+            .inspect(move |ev| {
+                if let (Some(index), Ok(ev)) = (&index, ev) {
+                    index.observe(ev);
+                }
+            })
             .reflect_shared(writer)
             .for_each(|ev| {
                 match ev {

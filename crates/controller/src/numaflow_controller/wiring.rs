@@ -93,7 +93,7 @@ where
         cancel,
         scoped::<K>(w.client, w.watch_namespace),
         watcher::Config::default().labels(labels::TRACKING_ID),
-        writer,
+        writer.into(),
         ctx.metrics.clone(),
         move |obj: &K| {
             if let Some(nc) = controller_of::<NumaflowController, K>(obj) {
@@ -157,7 +157,7 @@ pub async fn start(
         cancel,
         scoped::<NumaflowController>(w.client, w.watch_namespace),
         watcher::Config::default(),
-        ncs_w,
+        ncs_w.into(),
         ctx.metrics.clone(),
         move |nc: &NumaflowController| {
             if let Some(r) = controller_of::<NumaflowControllerRollout, _>(nc) {

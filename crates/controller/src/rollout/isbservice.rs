@@ -2,6 +2,7 @@
 //! includes the JetStream StatefulSet's rollout.
 
 use super::kind::{Carry, Rollout};
+use crate::child_cache::ChildCache;
 use crate::children::{DesiredChild, FIELD_MANAGER};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext};
@@ -10,7 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::common::UpgradeStrategy;
@@ -67,13 +68,11 @@ fn pdb_current(pdb: &PodDisruptionBudget, isbsvc: &str) -> bool {
 
 /// The JetStream StatefulSet Numaflow runs an InterStepBufferService in, as JSON.
 fn statefulset_of(ctx: &Ctx, child: &InterStepBufferService) -> Option<Value> {
-    let ns = child.namespace();
+    let ns = child.namespace().unwrap_or_default();
     let sts_name = format!("isbsvc-{}-js", child.name_any());
     ctx.stores
         .statefulsets
-        .state()
-        .into_iter()
-        .find(|s| s.namespace() == ns && s.name_any() == sts_name)
+        .get(&ObjectRef::new(&sts_name).within(&ns))
         .and_then(|s| serde_json::to_value(&*s).ok())
 }
 
@@ -288,7 +287,7 @@ impl Rollout for ISBServiceRollout {
         self.status.as_ref()
     }
 
-    fn children(stores: &Stores) -> &Store<InterStepBufferService> {
+    fn children(stores: &Stores) -> &ChildCache<InterStepBufferService> {
         &stores.isbsvcs
     }
 
@@ -308,12 +307,7 @@ impl Rollout for ISBServiceRollout {
     ) -> Result<(), Error> {
         let ns = child.namespace().unwrap_or_default();
         let name = child.name_any();
-        let cached = ctx
-            .stores
-            .pdbs
-            .state()
-            .into_iter()
-            .find(|p| p.namespace().as_deref() == Some(&ns) && p.name_any() == name);
+        let cached = ctx.stores.pdbs.get(&ObjectRef::new(&name).within(&ns));
         if cached.is_some_and(|p| pdb_current(&p, &name)) {
             return Ok(());
         }

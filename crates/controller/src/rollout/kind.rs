@@ -8,7 +8,6 @@ use crate::status::RolloutStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::NamespaceResourceScope;
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::labels;
@@ -54,7 +53,7 @@ pub trait Rollout:
     fn rider_specs(&self) -> Vec<RiderSpec>;
     fn template_vars(child: &str, namespace: &str) -> TemplateVars;
     fn status_of(&self) -> Option<&Self::Status>;
-    fn children(stores: &crate::context::Stores) -> &Store<Self::Child>;
+    fn children(stores: &crate::context::Stores) -> &crate::child_cache::ChildCache<Self::Child>;
 
     /// Checks the user's child spec; the message names the field and the problem.
     fn validate(spec: &Value) -> Result<(), Error>;

@@ -1,8 +1,8 @@
 //! Children of a rollout found in the watch caches.
 
 use super::kind::Rollout;
+use crate::child_cache::ChildCache;
 use crate::context::Ctx;
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::numaflow::InterStepBufferService;
@@ -13,18 +13,9 @@ pub(crate) fn cached_children<R: Rollout>(
     ns: &str,
     rollout: &str,
 ) -> impl Iterator<Item = std::sync::Arc<R::Child>> {
-    let rollout = rollout.to_string();
-    let ns = ns.to_string();
     R::children(&ctx.stores)
-        .state()
+        .children_of(ns, rollout)
         .into_iter()
-        .filter(move |c| {
-            c.meta().namespace.as_deref() == Some(ns.as_str())
-                && c.labels()
-                    .get(labels::PARENT_ROLLOUT_NAME)
-                    .map(String::as_str)
-                    == Some(rollout.as_str())
-        })
 }
 
 /// The newest child labelled `upgrade-state=promoted`.
@@ -54,20 +45,15 @@ pub(crate) fn is_promoted(
 /// The ISB service child a pipeline of `isb_rollout` should use: the newest trial, else the
 /// newest promoted one.
 pub(crate) fn current_isbsvc(
-    store: &Store<InterStepBufferService>,
+    cache: &ChildCache<InterStepBufferService>,
     ns: &str,
     isb_rollout: &str,
 ) -> Option<String> {
-    let all = store.state();
+    let all = cache.children_of(ns, isb_rollout);
     let newest = |state: &str| {
         all.iter()
             .filter(|c| {
-                c.namespace().as_deref() == Some(ns)
-                    && c.labels()
-                        .get(labels::PARENT_ROLLOUT_NAME)
-                        .map(String::as_str)
-                        == Some(isb_rollout)
-                    && c.labels().get(labels::UPGRADE_STATE).map(String::as_str) == Some(state)
+                c.labels().get(labels::UPGRADE_STATE).map(String::as_str) == Some(state)
                     && c.meta().deletion_timestamp.is_none()
             })
             .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))

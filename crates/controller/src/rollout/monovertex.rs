@@ -2,13 +2,13 @@
 //! user resumes it slowly) and publishes the promoted pod selector for VPAs.
 
 use super::kind::Rollout;
+use crate::child_cache::ChildCache;
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::Error;
 use crate::events::source;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::{condition, event_reason, labels};
 use numaplane_api::numaflow::MonoVertex;
@@ -93,7 +93,7 @@ impl Rollout for MonoVertexRollout {
         self.status.as_ref()
     }
 
-    fn children(stores: &Stores) -> &Store<MonoVertex> {
+    fn children(stores: &Stores) -> &ChildCache<MonoVertex> {
         &stores.monovertices
     }
 

@@ -2,6 +2,7 @@
 //! it, and resumes vertices slowly after a user pause unless `fastResume` is set.
 
 use super::kind::{Carry, Rollout};
+use crate::child_cache::ChildCache;
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
@@ -9,7 +10,7 @@ use crate::events::source;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::{annotations, condition, event_reason, labels, upgrade_state};
@@ -433,7 +434,7 @@ impl Rollout for PipelineRollout {
         self.status.as_ref()
     }
 
-    fn children(stores: &Stores) -> &Store<Pipeline> {
+    fn children(stores: &Stores) -> &ChildCache<Pipeline> {
         &stores.pipelines
     }
 
@@ -448,9 +449,8 @@ impl Rollout for PipelineRollout {
         let exists = ctx
             .stores
             .isb_rollouts
-            .state()
-            .iter()
-            .any(|r| r.namespace().as_deref() == Some(&ns) && r.name_any() == rollout);
+            .get(&ObjectRef::new(&rollout).within(&ns))
+            .is_some();
         if !exists {
             return Err(Error::MissingIsbServiceRollout(rollout));
         }
@@ -475,24 +475,18 @@ impl Rollout for PipelineRollout {
     async fn retire_children(&self, ctx: &Ctx) -> Result<Option<String>, Error> {
         let ns = self.namespace().unwrap_or_default();
         let name = self.name_any();
-        let isbsvcs = ctx.stores.isbsvcs.state();
         let mut retired_now = Vec::new();
-        for p in ctx.stores.pipelines.state() {
-            let l = p.labels();
-            if p.namespace().as_deref() != Some(&ns)
-                || l.get(labels::PARENT_ROLLOUT_NAME) != Some(&name)
-                || l.get(labels::UPGRADE_STATE).map(String::as_str)
-                    == Some(upgrade_state::RECYCLABLE)
+        for p in ctx.stores.pipelines.children_of(&ns, &name) {
+            if p.labels().get(labels::UPGRADE_STATE).map(String::as_str)
+                == Some(upgrade_state::RECYCLABLE)
                 || p.meta().deletion_timestamp.is_some()
             {
                 continue;
             }
             let on = isbsvc_of(&p).unwrap_or_default();
-            let retired = isbsvcs.iter().find(|i| {
-                i.namespace().as_deref() == Some(&ns)
-                    && i.name_any() == on
-                    && i.labels().get(labels::UPGRADE_STATE).map(String::as_str)
-                        == Some(upgrade_state::RECYCLABLE)
+            let retired = ctx.stores.isbsvcs.named(&ns, on).filter(|i| {
+                i.labels().get(labels::UPGRADE_STATE).map(String::as_str)
+                    == Some(upgrade_state::RECYCLABLE)
             });
             if let Some(isb) = retired {
                 let reason = isb

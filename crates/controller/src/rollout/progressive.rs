@@ -838,11 +838,7 @@ impl<R: Rollout> Progress<'_, R> {
                 )
                 .await?;
                 for p in &previous {
-                    if let Some(c) = R::children(&ctx.stores)
-                        .state()
-                        .into_iter()
-                        .find(|c| c.namespace().as_deref() == Some(&ns) && &c.name_any() == p)
-                    {
+                    if let Some(c) = R::children(&ctx.stores).named(&ns, p) {
                         children::mark_recyclable(
                             ctx,
                             &*c,
