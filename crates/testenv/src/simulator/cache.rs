@@ -35,7 +35,9 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use super::{
-    dyn_scoped_api, scoped_api,
+    dyn_scoped_api,
+    label_index::LabelIndex,
+    scoped_api,
     util::{isbsvc_resource, vertex_resource},
 };
 
@@ -55,6 +57,7 @@ where
     K::DynamicType: Eq + Hash,
 {
     store: Store<K>,
+    index: Arc<LabelIndex>,
     dyntype: K::DynamicType,
     subscribers: Arc<Mutex<Vec<Subscriber<K>>>>,
 }
@@ -73,10 +76,18 @@ where
         let writer = Writer::new(dyntype.clone());
         let cache = Cache {
             store: writer.as_reader(),
+            index: Arc::default(),
             dyntype,
             subscribers: Arc::default(),
         };
-        let events = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let index = cache.index.clone();
+        // The index is fed before the store: what a woken reconcile reads is in both.
+        let watch = watcher(api, config).default_backoff().inspect(move |ev| {
+            if let Ok(ev) = ev {
+                index.observe(ev);
+            }
+        });
+        let events = reflector::reflector(writer, watch);
         let feed = forward(events, cache.subscribers.clone());
         (cache, feed)
     }
@@ -93,10 +104,19 @@ where
 
     /// The cached objects in `ns` carrying every label of `selector`.
     pub(crate) fn list(&self, ns: &str, selector: &BTreeMap<String, String>) -> Vec<Arc<K>> {
-        self.store.state_filter(|o| {
-            o.namespace().as_deref() == Some(ns)
-                && selector.iter().all(|(k, v)| o.labels().get(k) == Some(v))
-        })
+        let matches = |o: &K| selector.iter().all(|(k, v)| o.labels().get(k) == Some(v));
+        if selector.is_empty() {
+            return self
+                .store
+                .state_filter(|o| o.namespace().as_deref() == Some(ns));
+        }
+        self.index
+            .matching(ns, selector)
+            .iter()
+            .filter_map(|name| self.get(ns, name))
+            // The index runs a moment ahead of the store.
+            .filter(|o| matches(o))
+            .collect()
     }
 
     /// Every cached object passing `filter`, then each change of one, as a controller trigger.
