@@ -14,7 +14,8 @@ use serde_json::value::RawValue;
 /// The one key of a free-form field that could not be read.
 pub const UNREADABLE: &str = "numaplane.numaproj.io/unreadable";
 
-fn parse(raw: &RawValue) -> Value {
+/// Parses one free-form field, or says why it could not (see the module's comment).
+pub fn parse(raw: &RawValue) -> Value {
     serde_json::from_str(raw.get()).unwrap_or_else(|e| {
         let mut why = serde_json::Map::new();
         let msg = e.to_string();

@@ -6,6 +6,7 @@
 //! the child object.
 
 pub mod common;
+pub mod compact;
 pub mod crds;
 pub mod free_form;
 pub mod isbservice_rollout;

@@ -68,6 +68,16 @@ macro_rules! raw_object {
             }
         }
 
+        impl crate::compact::RawObject for $name {
+            fn from_parts(
+                metadata: ObjectMeta,
+                spec: serde_json::Value,
+                status: Option<serde_json::Value>,
+            ) -> Self {
+                Self { metadata, spec, status }
+            }
+        }
+
         impl $name {
             /// A new object with `apiVersion`/`kind` implied by the type.
             pub fn new(metadata: ObjectMeta, spec: serde_json::Value) -> Self {

@@ -8,6 +8,7 @@
 use kube::runtime::reflector::{ObjectRef, Store, store::WriterDropped};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use numaplane_api::compact::{Compact, RawObject};
 use numaplane_api::keys::labels;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -113,9 +114,9 @@ impl ParentIndex {
     }
 }
 
-/// A reflector store of children and its parent index.
+/// A reflector store of children (kept compact, parsed when read) and its parent index.
 pub struct ChildCache<K: Resource<DynamicType = ()> + 'static> {
-    store: Store<K>,
+    store: Store<Compact<K>>,
     index: Arc<ParentIndex>,
 }
 
@@ -130,24 +131,35 @@ impl<K: Resource<DynamicType = ()> + 'static> Clone for ChildCache<K> {
 
 impl<K> ChildCache<K>
 where
-    K: Resource<DynamicType = ()> + Clone + 'static,
+    K: RawObject + Clone + 'static,
 {
-    pub fn new(store: Store<K>, index: Arc<ParentIndex>) -> Self {
+    pub fn new(store: Store<Compact<K>>, index: Arc<ParentIndex>) -> Self {
         Self { store, index }
     }
 
-    /// Every cached object (O(all): for rare, namespace-wide questions).
+    /// Every cached object, parsed: O(all), for rare namespace-wide questions.
     pub fn state(&self) -> Vec<Arc<K>> {
-        self.store.state()
+        self.store
+            .state()
+            .iter()
+            .map(|c| Arc::new(c.full()))
+            .collect()
     }
 
-    pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
-        self.store.get(key)
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
     }
 
     /// The cached object `name` in `ns`.
     pub fn named(&self, ns: &str, name: &str) -> Option<Arc<K>> {
-        self.store.get(&ObjectRef::new(name).within(ns))
+        self.store
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|c| Arc::new(c.full()))
     }
 
     /// The cached children of rollout `parent` in `ns`, by name.
@@ -155,7 +167,7 @@ where
         self.index
             .names(ns, parent)
             .iter()
-            .filter_map(|name| self.named(ns, name))
+            .filter_map(|name| self.store.get(&ObjectRef::new(name).within(ns)))
             // The index runs a moment ahead of the store: a relabelled object is checked again.
             .filter(|o| {
                 o.labels()
@@ -163,43 +175,35 @@ where
                     .map(String::as_str)
                     == Some(parent)
             })
+            .map(|c| Arc::new(c.full()))
             .collect()
     }
 
     pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
         self.store.wait_until_ready().await
     }
-
-    pub fn store(&self) -> &Store<K> {
-        &self.store
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::ObjectMeta;
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
+    use numaplane_api::numaflow::Pipeline;
 
-    fn child(name: &str, parent: Option<&str>) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                labels: parent
-                    .map(|p| [(labels::PARENT_ROLLOUT_NAME.to_string(), p.to_string())].into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+    fn child(name: &str, parent: Option<&str>) -> Compact<Pipeline> {
+        let labels = parent.map(|p| serde_json::json!({labels::PARENT_ROLLOUT_NAME: p}));
+        let raw = serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "labels": labels},
+            "spec": {"vertices": []},
+        });
+        serde_json::from_str(&raw.to_string()).expect("compact")
     }
 
     /// The index and the store, fed as the watch feeds them: the index first.
     struct Fed {
-        cache: ChildCache<ConfigMap>,
-        writer: reflector::store::Writer<ConfigMap>,
+        cache: ChildCache<Pipeline>,
+        writer: reflector::store::Writer<Compact<Pipeline>>,
     }
 
     impl Fed {
@@ -209,7 +213,7 @@ mod tests {
             Self { cache, writer }
         }
 
-        fn feed(&mut self, events: Vec<Event<ConfigMap>>) -> &mut Self {
+        fn feed(&mut self, events: Vec<Event<Compact<Pipeline>>>) -> &mut Self {
             for e in events {
                 self.cache.index.observe(&e);
                 self.writer.apply_watcher_event(&e);

@@ -25,6 +25,7 @@ pub const FIELD_MANAGER: &str = "numaplane";
 /// A Numaflow object whose spec and status are raw JSON.
 pub trait ChildObject:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + numaplane_api::compact::RawObject
     + Clone
     + Debug
     + Serialize

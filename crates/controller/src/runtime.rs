@@ -19,6 +19,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use numaplane_api::compact::{Compact, RawObject};
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
@@ -90,11 +91,12 @@ impl Operator {
         let mut tasks = JoinSet::new();
         let (deletions, _) = broadcast::channel::<Deleted>(1024);
 
-        let (pipelines, pipelines_w) = reflector::store_shared::<Pipeline>(SUBSCRIBER_BUFFER);
+        let (pipelines, pipelines_w) =
+            reflector::store_shared::<Compact<Pipeline>>(SUBSCRIBER_BUFFER);
         let (monovertices, monovertices_w) =
-            reflector::store_shared::<MonoVertex>(SUBSCRIBER_BUFFER);
+            reflector::store_shared::<Compact<MonoVertex>>(SUBSCRIBER_BUFFER);
         let (isbsvcs, isbsvcs_w) =
-            reflector::store_shared::<InterStepBufferService>(SUBSCRIBER_BUFFER);
+            reflector::store_shared::<Compact<InterStepBufferService>>(SUBSCRIBER_BUFFER);
         let (isb_rollouts, isb_rollouts_w) =
             reflector::store_shared::<ISBServiceRollout>(SUBSCRIBER_BUFFER);
         let (nc_rollouts, nc_rollouts_w) =
@@ -298,12 +300,12 @@ impl Drop for Operator {
 }
 
 struct Subscriptions {
-    pipelines: reflector::ReflectHandle<Pipeline>,
-    pipelines_for_isbr: reflector::ReflectHandle<Pipeline>,
+    pipelines: reflector::ReflectHandle<Compact<Pipeline>>,
+    pipelines_for_isbr: reflector::ReflectHandle<Compact<Pipeline>>,
     nc_rollouts_for_pr: reflector::ReflectHandle<NumaflowControllerRollout>,
-    monovertices: reflector::ReflectHandle<MonoVertex>,
-    isbsvcs_for_isbr: reflector::ReflectHandle<InterStepBufferService>,
-    isbsvcs_for_pr: reflector::ReflectHandle<InterStepBufferService>,
+    monovertices: reflector::ReflectHandle<Compact<MonoVertex>>,
+    isbsvcs_for_isbr: reflector::ReflectHandle<Compact<InterStepBufferService>>,
+    isbsvcs_for_pr: reflector::ReflectHandle<Compact<InterStepBufferService>>,
     isb_rollouts: reflector::ReflectHandle<ISBServiceRollout>,
     isb_rollouts_for_pr: reflector::ReflectHandle<ISBServiceRollout>,
     statefulsets: reflector::ReflectHandle<StatefulSet>,
@@ -334,20 +336,17 @@ struct Watches<'a> {
 }
 
 impl Watches<'_> {
-    /// A watch of children, also filing them by parent rollout.
+    /// A watch of children, kept compact and filed by parent rollout.
     fn spawn_indexed<K>(
         &mut self,
         cfg: watcher::Config,
-        store: Store<K>,
-        writer: reflector::store::Writer<K>,
+        store: Store<Compact<K>>,
+        writer: reflector::store::Writer<Compact<K>>,
     ) -> ChildCache<K>
     where
         K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + RawObject
             + Clone
-            + Debug
-            + DeserializeOwned
-            + Send
-            + Sync
             + 'static,
     {
         let index = Arc::new(ParentIndex::default());
@@ -430,9 +429,9 @@ fn spawn_cache_gauges(
                 _ = tick.tick() => {}
             }
             let s = &ctx.stores;
-            let n = s.pipelines.state().len()
-                + s.monovertices.state().len()
-                + s.isbsvcs.state().len()
+            let n = s.pipelines.len()
+                + s.monovertices.len()
+                + s.isbsvcs.len()
                 + s.isb_rollouts.state().len()
                 + s.nc_rollouts.state().len()
                 + s.statefulsets.state().len()

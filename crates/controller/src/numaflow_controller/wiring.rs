@@ -40,7 +40,8 @@ pub struct Wiring<'a> {
     pub gained: &'a broadcast::Sender<()>,
     /// Pipelines: a NumaflowControllerRollout's pause request waits until those of its
     /// namespace are paused.
-    pub pipelines: ReflectHandle<numaplane_api::numaflow::Pipeline>,
+    pub pipelines:
+        ReflectHandle<numaplane_api::compact::Compact<numaplane_api::numaflow::Pipeline>>,
 }
 
 type Wake<K> = mpsc::UnboundedSender<ObjectRef<K>>;

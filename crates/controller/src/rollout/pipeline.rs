@@ -596,12 +596,11 @@ impl Rollout for PipelineRollout {
             return false;
         }
         let isb = isbsvc_of(child).unwrap_or("default");
-        let key = kube::runtime::reflector::ObjectRef::new(isb)
-            .within(&child.namespace().unwrap_or_default());
+        let ns = child.namespace().unwrap_or_default();
         // Coming up (or just up, the pipeline not yet told), not broken: a pipeline on an ISB
         // service Numaflow itself marked Failed is reported at once. The status hold bounds
         // the wait either way.
-        ctx.stores.isbsvcs.get(&key).is_some_and(|svc| {
+        ctx.stores.isbsvcs.named(&ns, isb).is_some_and(|svc| {
             svc.status
                 .as_ref()
                 .and_then(|s| s.get("phase"))
