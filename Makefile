@@ -13,7 +13,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench bench-large fuzz fuzz-specs fuzz-parsers chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state)
@@ -75,6 +75,11 @@ bench: testenv-binaries
 	$${CARGO_TARGET_DIR:-target}/release/numaplane-bench \
 		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
 		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)
+
+## bench-large: the same at N=1000 and N=10,000 (~1 hour on 2 cores), written to
+## bench/results-large.json with the memory one more rollout costs (rss_per_rollout_kib)
+bench-large:
+	$(MAKE) --no-print-directory bench BENCH_ARGS="--n 1000,10000 --idle-seconds 60 --converge-timeout-seconds 3600 --out bench/results-large.json"
 
 ## fuzz: the hostile-input suite at full size: FUZZ_CASES (10,000) generated rollout specs sent
 ## through the real API server to the operator (figures in bench/fuzz-results.json; `make test`

@@ -96,6 +96,7 @@ async fn main() -> Result<()> {
         command,
         scenarios: Vec::new(),
         floors: Vec::new(),
+        rss_per_rollout_kib: None,
         method: report::method(),
         machine_detail: machine,
     };
@@ -122,6 +123,7 @@ async fn main() -> Result<()> {
             );
         }
         results.scenarios.extend(got);
+        results.rss_per_rollout_kib = report::rss_per_rollout_kib(&results.scenarios);
         // Written after every N so a later failure keeps what was measured.
         write(&args.out, &results)?;
     }

@@ -11,6 +11,10 @@ pub struct Results {
     pub scenarios: Vec<Scenario>,
     /// The API server's own capacity for each N, measured before its scenarios (`floor.rs`).
     pub floors: Vec<crate::floor::Floor>,
+    /// Steady RSS each further rollout (with its child in the cache) costs, KiB: the slope of
+    /// the cold start's steady RSS between the smallest and the largest N of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_per_rollout_kib: Option<f64>,
     /// How each figure is measured.
     pub method: BTreeMap<&'static str, &'static str>,
     pub machine_detail: Machine,
@@ -63,6 +67,21 @@ pub struct Machine {
     pub cpu_model: String,
     pub memory_gib: f64,
     pub kernel: String,
+}
+
+/// The slope of the cold start's steady RSS over the rollouts it ran with, KiB per rollout.
+pub fn rss_per_rollout_kib(scenarios: &[Scenario]) -> Option<f64> {
+    let cold: Vec<&Scenario> = scenarios
+        .iter()
+        .filter(|s| s.name == "cold_start")
+        .collect();
+    let small = cold.iter().min_by_key(|s| s.rollouts)?;
+    let large = cold.iter().max_by_key(|s| s.rollouts)?;
+    let more = large
+        .rollouts
+        .checked_sub(small.rollouts)
+        .filter(|d| *d > 0)?;
+    Some((large.rss_steady_mib - small.rss_steady_mib) * 1024.0 / more as f64)
 }
 
 impl Machine {
@@ -156,6 +175,10 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
             "histogram_quantile-style interpolation over the difference of numaplane_reconcile_duration_seconds buckets (all controllers) scraped before and after the scenario; 0 when no reconcile ran",
         ),
         (
+            "rss_per_rollout_kib",
+            "(cold_start rss_steady_mib at the largest N - at the smallest N) * 1024 / (their difference in rollouts): what one more rollout and its child cost in memory, fixed costs cancelled out",
+        ),
+        (
             "converge_p50_seconds",
             "per-rollout time from the scenario start until the watcher first saw it converged",
         ),
@@ -178,6 +201,25 @@ mod tests {
             m.summary(),
             "2 cores (Intel(R) Xeon(R) Processor), 23.5 GiB RAM, Linux 6.1.0"
         );
+    }
+
+    #[test]
+    fn rss_per_rollout_is_the_slope_between_the_smallest_and_largest_n() {
+        let cold = |rollouts, rss| Scenario {
+            name: "cold_start",
+            rollouts,
+            rss_steady_mib: rss,
+            ..Scenario::default()
+        };
+        let idle = Scenario {
+            name: "idle",
+            rollouts: 1,
+            rss_steady_mib: 1.0,
+            ..Scenario::default()
+        };
+        let got = rss_per_rollout_kib(&[cold(111, 30.0), idle, cold(11_001, 100.0)]);
+        assert_eq!(got, Some(70.0 * 1024.0 / 10_890.0));
+        assert_eq!(rss_per_rollout_kib(&[cold(111, 30.0)]), None);
     }
 
     #[test]
