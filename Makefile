@@ -76,7 +76,7 @@ bench: testenv-binaries
 		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
 		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)
 
-## bench-large: the same at N=1000 and N=10,000 (~1 hour on 2 cores), written to
+## bench-large: the same at N=1000 and N=10,000 (~30 min on 2 cores), written to
 ## bench/results-large.json with the memory one more rollout costs (rss_per_rollout_kib)
 bench-large:
 	$(MAKE) --no-print-directory bench BENCH_ARGS="--n 1000,10000 --idle-seconds 60 --converge-timeout-seconds 3600 --out bench/results-large.json"

@@ -153,6 +153,13 @@ pub fn mark(path: &Path) -> Result<u64> {
 /// Counts `user`'s requests appended to the log since `from` (up to the last complete line).
 pub fn count_since(path: &Path, from: u64, user: &str) -> Result<Counts> {
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    // A log shorter than the mark was rotated away under us: its requests are lost, not zero.
+    if f.metadata()?.len() < from {
+        anyhow::bail!(
+            "{} shrank below the scenario's start: the apiserver rotated it",
+            path.display()
+        );
+    }
     f.seek(SeekFrom::Start(from))?;
     let mut text = String::new();
     f.read_to_string(&mut text)
@@ -286,6 +293,10 @@ mod tests {
         assert_eq!(c.total(), 1);
         assert_eq!(c.by_verb["get"], 1);
         assert_eq!(c.writes(), 0);
+        // Rotated: the new file is shorter than the mark.
+        std::fs::write(&path, format!("{new}\n")).expect("write");
+        let err = count_since(&path, from + 1_000, OP).expect_err("rotated");
+        assert!(err.to_string().contains("rotated"), "{err}");
     }
 
     #[test]

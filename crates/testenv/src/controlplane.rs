@@ -619,6 +619,9 @@ impl TestEnv {
             args.push(format!("--audit-log-path={}", log.display()));
             // Events are written before the response is sent, so a test can read them at once.
             args.push("--audit-log-mode=blocking".into());
+            // Never rotated (0 means lumberjack's 100 MB): the benchmark reads one file, and at
+            // N=10,000 a cold start alone writes more than that.
+            args.push("--audit-log-maxsize=1000000".into());
         }
         args
     }
