@@ -58,11 +58,16 @@ impl<K> std::fmt::Debug for Compact<K> {
 impl<K: RawObject> Compact<K> {
     /// The object with `spec` and `status` parsed (as the watch would have parsed `K`).
     pub fn full(&self) -> K {
-        let parse = |raw: &RawValue| free_form::parse(raw);
         K::from_parts(
             self.metadata.clone(),
-            self.spec.as_deref().map(parse).unwrap_or(Value::Null),
-            self.status.as_deref().map(parse).filter(|v| !v.is_null()),
+            self.spec
+                .as_deref()
+                .map(free_form::parse)
+                .unwrap_or(Value::Null),
+            self.status
+                .as_deref()
+                .map(free_form::parse)
+                .filter(|v| !v.is_null()),
         )
     }
 }

@@ -11,6 +11,7 @@ pub mod crds;
 pub mod free_form;
 pub mod isbservice_rollout;
 pub mod keys;
+pub mod label_index;
 pub mod manifests;
 pub mod monovertex_rollout;
 pub mod numaflow;

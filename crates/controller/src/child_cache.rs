@@ -5,119 +5,21 @@
 //! of the operator's CPU went to comparing label strings, and a cold start took minutes longer
 //! than the API server needed. The index answers in O(children of the rollout).
 
+use kube::Resource;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store, store::WriterDropped};
-use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use numaplane_api::compact::{Compact, RawObject};
 use numaplane_api::keys::labels;
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, RwLock};
+use numaplane_api::label_index::LabelIndex;
+use std::sync::Arc;
 
-/// (namespace, name) of an object, or (namespace, parent rollout) of a group.
-type Key = (String, String);
-
-#[derive(Default)]
-struct Index {
-    /// Names of the cached objects of each (namespace, parent).
-    by_parent: HashMap<Key, BTreeSet<String>>,
-    /// The parent each indexed object was filed under, to move it when its label changes.
-    parent_of: HashMap<Key, String>,
-}
-
-impl Index {
-    fn insert(&mut self, ns: String, name: String, parent: Option<String>) {
-        self.remove(&ns, &name);
-        let Some(parent) = parent else { return };
-        self.by_parent
-            .entry((ns.clone(), parent.clone()))
-            .or_default()
-            .insert(name.clone());
-        self.parent_of.insert((ns, name), parent);
-    }
-
-    fn remove(&mut self, ns: &str, name: &str) {
-        let key = (ns.to_string(), name.to_string());
-        let Some(parent) = self.parent_of.remove(&key) else {
-            return;
-        };
-        let group = (key.0, parent);
-        if let Some(names) = self.by_parent.get_mut(&group) {
-            names.remove(name);
-            if names.is_empty() {
-                self.by_parent.remove(&group);
-            }
-        }
-    }
-}
-
-/// The index and the relist being built (a relist replaces the index at its end, as the store
-/// replaces its contents).
-#[derive(Default)]
-struct State {
-    live: Index,
-    relist: Option<Index>,
-}
-
-/// Names by (namespace, `parent-rollout-name` label), fed by the same watch as the store.
-#[derive(Default)]
-pub struct ParentIndex {
-    state: RwLock<State>,
-}
-
-impl ParentIndex {
-    /// Files one watch event. Called before the store sees the event, so a reconcile woken by
-    /// the store never finds the index behind it.
-    pub fn observe<K: Resource>(&self, event: &watcher::Event<K>) {
-        let Ok(mut st) = self.state.write() else {
-            return; // a panic elsewhere poisoned it: the process is going down
-        };
-        let entry = |o: &K| {
-            (
-                o.namespace().unwrap_or_default(),
-                o.name_any(),
-                o.labels().get(labels::PARENT_ROLLOUT_NAME).cloned(),
-            )
-        };
-        match event {
-            watcher::Event::Apply(o) => {
-                let (ns, name, parent) = entry(o);
-                st.live.insert(ns, name, parent);
-            }
-            watcher::Event::Delete(o) => st
-                .live
-                .remove(&o.namespace().unwrap_or_default(), &o.name_any()),
-            watcher::Event::Init => st.relist = Some(Index::default()),
-            watcher::Event::InitApply(o) => {
-                let (ns, name, parent) = entry(o);
-                match st.relist.as_mut() {
-                    Some(relist) => relist.insert(ns, name, parent),
-                    None => st.live.insert(ns, name, parent),
-                }
-            }
-            watcher::Event::InitDone => {
-                if let Some(relist) = st.relist.take() {
-                    st.live = relist;
-                }
-            }
-        }
-    }
-
-    fn names(&self, ns: &str, parent: &str) -> Vec<String> {
-        let Ok(st) = self.state.read() else {
-            return Vec::new();
-        };
-        st.live
-            .by_parent
-            .get(&(ns.to_string(), parent.to_string()))
-            .map(|names| names.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-}
+/// The labels a child cache files names under.
+pub const INDEXED_LABELS: &[&str] = &[labels::PARENT_ROLLOUT_NAME];
 
 /// A reflector store of children (kept compact, parsed when read) and its parent index.
 pub struct ChildCache<K: Resource<DynamicType = ()> + 'static> {
     store: Store<Compact<K>>,
-    index: Arc<ParentIndex>,
+    index: Arc<LabelIndex>,
 }
 
 impl<K: Resource<DynamicType = ()> + 'static> Clone for ChildCache<K> {
@@ -133,7 +35,7 @@ impl<K> ChildCache<K>
 where
     K: RawObject + Clone + 'static,
 {
-    pub fn new(store: Store<Compact<K>>, index: Arc<ParentIndex>) -> Self {
+    pub fn new(store: Store<Compact<K>>, index: Arc<LabelIndex>) -> Self {
         Self { store, index }
     }
 
@@ -165,7 +67,7 @@ where
     /// The cached children of rollout `parent` in `ns`, by name.
     pub fn children_of(&self, ns: &str, parent: &str) -> Vec<Arc<K>> {
         self.index
-            .names(ns, parent)
+            .matching(ns, &[(labels::PARENT_ROLLOUT_NAME, parent)])
             .iter()
             .filter_map(|name| self.store.get(&ObjectRef::new(name).within(ns)))
             // The index runs a moment ahead of the store: a relabelled object is checked again.
@@ -209,7 +111,7 @@ mod tests {
     impl Fed {
         fn new() -> Self {
             let (reader, writer) = reflector::store();
-            let cache = ChildCache::new(reader, Arc::new(ParentIndex::default()));
+            let cache = ChildCache::new(reader, Arc::new(LabelIndex::of_keys(INDEXED_LABELS)));
             Self { cache, writer }
         }
 

@@ -1,7 +1,7 @@
 //! Wiring: one shared, label-selected watch per kind feeding both the caches the reconcilers
 //! read and the triggers that wake exactly the rollouts a change affects.
 
-use crate::child_cache::{ChildCache, ParentIndex};
+use crate::child_cache::{ChildCache, INDEXED_LABELS};
 use crate::config_watch;
 use crate::context::{Ctx, Stores};
 use crate::events::EventSink;
@@ -21,6 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use numaplane_api::compact::{Compact, RawObject};
 use numaplane_api::keys::labels;
+use numaplane_api::label_index::LabelIndex;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
@@ -349,7 +350,7 @@ impl Watches<'_> {
             + Clone
             + 'static,
     {
-        let index = Arc::new(ParentIndex::default());
+        let index = Arc::new(LabelIndex::of_keys(INDEXED_LABELS));
         self.spawn(cfg, writer, Some(index.clone()));
         ChildCache::new(store, index)
     }
@@ -358,7 +359,7 @@ impl Watches<'_> {
         &mut self,
         cfg: watcher::Config,
         writer: reflector::store::Writer<K>,
-        index: Option<Arc<ParentIndex>>,
+        index: Option<Arc<LabelIndex>>,
     ) where
         K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
             + Clone

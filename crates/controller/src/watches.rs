@@ -2,7 +2,6 @@
 //! built on them (configuration changes, leadership): the plumbing below `runtime` and
 //! `numaflow_controller::wiring`, which both start controllers from it.
 
-use crate::child_cache::ParentIndex;
 use crate::metrics::Metrics;
 use crate::settings::{ConfigScope, Settings};
 use futures::{Stream, StreamExt};
@@ -10,6 +9,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use numaplane_api::label_index::LabelIndex;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ where
 /// (fed first).
 pub(crate) struct Feed<K: Resource<DynamicType = ()> + Clone + 'static> {
     pub writer: reflector::store::Writer<K>,
-    pub index: Option<Arc<ParentIndex>>,
+    pub index: Option<Arc<LabelIndex>>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> From<reflector::store::Writer<K>>

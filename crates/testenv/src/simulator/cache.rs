@@ -31,13 +31,12 @@ use kube::{
         watcher,
     },
 };
+use numaplane_api::label_index::LabelIndex;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use super::{
-    dyn_scoped_api,
-    label_index::LabelIndex,
-    scoped_api,
+    dyn_scoped_api, scoped_api,
     util::{isbsvc_resource, vertex_resource},
 };
 
@@ -104,18 +103,21 @@ where
 
     /// The cached objects in `ns` carrying every label of `selector`.
     pub(crate) fn list(&self, ns: &str, selector: &BTreeMap<String, String>) -> Vec<Arc<K>> {
-        let matches = |o: &K| selector.iter().all(|(k, v)| o.labels().get(k) == Some(v));
         if selector.is_empty() {
             return self
                 .store
                 .state_filter(|o| o.namespace().as_deref() == Some(ns));
         }
+        let pairs: Vec<(&str, &str)> = selector
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         self.index
-            .matching(ns, selector)
+            .matching(ns, &pairs)
             .iter()
             .filter_map(|name| self.get(ns, name))
             // The index runs a moment ahead of the store.
-            .filter(|o| matches(o))
+            .filter(|o| selector.iter().all(|(k, v)| o.labels().get(k) == Some(v)))
             .collect()
     }
 

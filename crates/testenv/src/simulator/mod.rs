@@ -16,7 +16,6 @@ mod behaviour;
 mod cache;
 mod expectations;
 mod isbsvc;
-mod label_index;
 mod monovertex;
 mod pipeline;
 mod pipeline_children;
