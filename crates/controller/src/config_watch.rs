@@ -81,12 +81,17 @@ pub async fn watch_file(
 /// Watches every ConfigMap labelled `numaplane.numaproj.io/config` and dispatches on the label.
 /// Scoped to one namespace (`--watch-namespace`), the operator's own namespace is watched too:
 /// the USDE config lives there whichever namespace the rollouts are in.
+///
+/// `listed` is sent once every scope has been listed: until then a missing USDE config may only
+/// be unread yet, and a change that needs a pause would be applied directly, so the operator
+/// reconciles nothing before it.
 pub async fn watch_configmaps(
     client: Client,
     watch_namespace: Option<String>,
     settings: Arc<Settings>,
     events: EventSink,
     operator_namespace: String,
+    listed: tokio::sync::oneshot::Sender<()>,
 ) {
     let scopes: Vec<Api<ConfigMap>> = match &watch_namespace {
         None => vec![Api::all(client)],
@@ -97,6 +102,8 @@ pub async fn watch_configmaps(
         ],
     };
     let cfg = watcher::Config::default().labels(labels::CONFIG);
+    let mut unlisted = scopes.len();
+    let mut listed = Some(listed);
     let mut stream = futures::stream::select_all(
         scopes
             .into_iter()
@@ -108,7 +115,15 @@ pub async fn watch_configmaps(
                 apply(&cm, &settings, &events, &operator_namespace).await;
             }
             Ok(watcher::Event::Delete(cm)) => delete(&cm, &settings, &operator_namespace),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Ok(watcher::Event::InitDone) => {
+                unlisted = unlisted.saturating_sub(1);
+                if unlisted == 0
+                    && let Some(tx) = listed.take()
+                {
+                    let _ = tx.send(());
+                }
+            }
+            Ok(watcher::Event::Init) => {}
             // The backoff restarts the watch; a relist replays current objects.
             Err(e) => warn!(error = %e, "ConfigMap watch error"),
         }

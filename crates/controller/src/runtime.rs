@@ -150,6 +150,24 @@ impl Operator {
             statefulsets,
             pdbs,
         };
+        // The configuration first: a reconcile before the USDE config is read would apply a
+        // change that needs a pause directly.
+        let (config_listed, config_read) = tokio::sync::oneshot::channel();
+        {
+            let (c, s, e, ns) = (
+                client.clone(),
+                settings.clone(),
+                events.clone(),
+                opts.operator_namespace.clone(),
+            );
+            let (token, scope) = (cancel.clone(), opts.watch_namespace.clone());
+            tasks.spawn(async move {
+                tokio::select! {
+                    _ = token.cancelled() => {}
+                    _ = config_watch::watch_configmaps(c, scope, s, e, ns, config_listed) => {}
+                }
+            });
+        }
         stores.pipelines.wait_until_ready().await?;
         stores.monovertices.wait_until_ready().await?;
         stores.isbsvcs.wait_until_ready().await?;
@@ -157,6 +175,9 @@ impl Operator {
         stores.nc_rollouts.wait_until_ready().await?;
         stores.statefulsets.wait_until_ready().await?;
         stores.pdbs.wait_until_ready().await?;
+        config_read
+            .await
+            .map_err(|_| anyhow::anyhow!("the ConfigMap watch ended before its first list"))?;
         info!("caches synced");
 
         let mut ctx = Ctx::new(
@@ -228,21 +249,6 @@ impl Operator {
         spawn_cache_gauges(&mut tasks, &cancel, &ctx, &client);
 
         {
-            let (c, s, e, ns) = (
-                client.clone(),
-                settings.clone(),
-                events.clone(),
-                opts.operator_namespace.clone(),
-            );
-            let (token, scope) = (cancel.clone(), opts.watch_namespace.clone());
-            tasks.spawn(async move {
-                tokio::select! {
-                    _ = token.cancelled() => {}
-                    _ = config_watch::watch_configmaps(c, scope, s, e, ns) => {}
-                }
-            });
-        }
-        {
             let (s, e, ns) = (
                 settings.clone(),
                 events.clone(),
@@ -282,7 +288,12 @@ impl Operator {
             cfg,
             deletions,
         };
-        spawn_controllers(&mut tasks, &cancel, ctx.clone(), wiring);
+        let (prs, mvrs) = spawn_controllers(&mut tasks, &cancel, ctx.clone(), wiring);
+        // Returned once the rollouts are listed too: a controller stopped before its first list
+        // would wait for it forever (kube-runtime holds its runner until the store is ready).
+        crate::watches::until_listed(&prs).await?;
+        crate::watches::until_listed(&mvrs).await?;
+        info!("rollouts listed");
         Ok(Operator { cancel, tasks, ctx })
     }
 
@@ -456,12 +467,14 @@ struct Wiring {
     deletions: broadcast::Sender<Deleted>,
 }
 
+/// Starts the rollout controllers and returns the stores of those that watch their rollouts
+/// themselves: they are ready once the controller has listed.
 fn spawn_controllers(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
     ctx: Arc<Ctx>,
     wiring: Wiring,
-) {
+) -> (Store<PipelineRollout>, Store<MonoVertexRollout>) {
     let Wiring {
         gained,
         client,
@@ -476,6 +489,7 @@ fn spawn_controllers(
         .with_config(cfg.clone());
     let pr_store = prs.store();
     let (by_isbsvc, by_isbr, by_ncr) = (pr_store.clone(), pr_store.clone(), pr_store.clone());
+    let pr_listed = pr_store.clone();
     let prs = prs
         .owns_shared_stream(subs.pipelines)
         .watches_shared_stream(subs.isbsvcs_for_pr, move |isb| {
@@ -511,6 +525,7 @@ fn spawn_controllers(
     let mvrs = stripped_controller(scoped::<MonoVertexRollout>(&client, watch_namespace))
         .with_config(cfg.clone());
     let mvr_store = mvrs.store();
+    let mvr_listed = mvr_store.clone();
     let mvrs = mvrs
         .owns_shared_stream(subs.monovertices)
         .reconcile_on(config_triggers(&ctx.settings, mvr_store))
@@ -559,6 +574,7 @@ fn spawn_controllers(
             d.isb_rollout.clone()
         }));
     run_controller(tasks, cancel, isbrs, ctx, &gained);
+    (pr_listed, mvr_listed)
 }
 
 /// Rollouts whose children of `kinds` were deleted.

@@ -13,9 +13,26 @@ use numaplane_api::label_index::LabelIndex;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// Waits until a controller's own store has been listed. kube-runtime's readiness wakes one
+/// waiter only, and the controller's runner waits on the same store: the second waiter would
+/// sleep forever, so it looks again every 100 ms instead of trusting the wake-up.
+pub(crate) async fn until_listed<K>(store: &Store<K>) -> Result<(), reflector::store::WriterDropped>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        let look = tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready());
+        if let Ok(ready) = look.await {
+            return ready;
+        }
+    }
+}
 
 /// An API over the watched scope.
 pub(crate) fn scoped<K>(client: &Client, ns: &Option<String>) -> Api<K>

@@ -136,3 +136,43 @@ async fn config_file_changes_apply_live_and_bad_ones_are_refused() {
     .await;
     h.assert_invariants().await;
 }
+
+/// The ConfigMaps are read before the operator reconciles anything: a reconcile that found no
+/// USDE config yet would apply a change that needs a pause directly.
+#[tokio::test]
+async fn configmaps_are_read_before_the_first_reconcile() {
+    let mut h = Harness::start_real("cfgfirst", TEST_CONFIG).await;
+    // The watch says it has listed only once what it listed is in force.
+    let settings = std::sync::Arc::new(numaplane::settings::Settings::new(Default::default()));
+    let (listed, read) = tokio::sync::oneshot::channel();
+    let watch = tokio::spawn(numaplane::config_watch::watch_configmaps(
+        h.env.operator_client(),
+        Some(h.ns.clone()),
+        settings.clone(),
+        numaplane::events::EventSink::new(h.client.clone(), None),
+        h.ns.clone(),
+        listed,
+    ));
+    read.await
+        .expect("the ConfigMap watch says when it has listed");
+    assert!(
+        settings
+            .usde()
+            .is_some_and(|u| u.for_kind("pipeline").is_some()),
+        "the ConfigMap watch said it had listed before the USDE config was in force"
+    );
+    watch.abort();
+
+    // The operator, the moment `Operator::start` returns. Also: an operator stopped the moment
+    // it started stops (it once hung, its controllers' runners waiting for a first list their
+    // stopped watches would never make).
+    for _ in 0..3 {
+        h.restart_operator().await;
+        let operator = h.operator.as_ref().expect("operator running");
+        let usde = operator.ctx.settings.usde();
+        assert!(
+            usde.is_some_and(|u| u.for_kind("pipeline").is_some()),
+            "the operator started reconciling before it read the USDE ConfigMap"
+        );
+    }
+}

@@ -189,7 +189,17 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
         if pausing {
             break;
         }
-        assert!(attempt < 3, "three changes applied without a pause");
+        // Why it was not paused, should this be the last attempt: the operator says in an Event.
+        let said: Vec<String> =
+            Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns)
+                .list(&Default::default())
+                .await
+                .map(|l| l.items.into_iter().filter_map(|e| e.note).collect())
+                .unwrap_or_default();
+        assert!(
+            attempt < 3,
+            "three changes applied without a pause; the operator said: {said:#?}"
+        );
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
     a.signal("-STOP");

@@ -266,7 +266,7 @@ pub async fn start(
     )
     .with_config(w.cfg.clone());
     let nfcr_store = nfcrs.store();
-    let by_pipeline = nfcr_store.clone();
+    let (by_pipeline, listed) = (nfcr_store.clone(), nfcr_store.clone());
     let nfcrs = nfcrs
         .owns_shared_stream(ncs_for_rollouts)
         .watches_shared_stream(w.pipelines, move |p| {
@@ -293,5 +293,8 @@ pub async fn start(
             })
             .await;
     });
+    // A controller stopped before its first list would wait for it forever (kube-runtime holds
+    // its runner until the store is ready).
+    crate::watches::until_listed(&listed).await?;
     Ok(())
 }
