@@ -5,6 +5,7 @@
 //! of the operator's CPU went to comparing label strings, and a cold start took minutes longer
 //! than the API server needed. The index answers in O(children of the rollout).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store, store::WriterDropped};
@@ -39,10 +40,11 @@ where
         Self { store, index }
     }
 
-    /// Every cached object, parsed: O(all), for rare namespace-wide questions.
-    pub fn state(&self) -> Vec<Arc<K>> {
+    /// The cached objects whose metadata passes `keep`, parsed: a scan of all (for rare
+    /// namespace-wide questions) that parses only what it returns.
+    pub fn filtered(&self, keep: impl Fn(&ObjectMeta) -> bool) -> Vec<Arc<K>> {
         self.store
-            .state()
+            .state_filter(|c| keep(&c.metadata))
             .iter()
             .map(|c| Arc::new(c.full()))
             .collect()

@@ -9,9 +9,9 @@
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use numaplane_api::PipelineRollout;
 use numaplane_api::common::{PauseStatus, Status, UpgradeStrategy};
 use numaplane_api::keys::{annotations, condition, labels, message, reason};
@@ -61,17 +61,17 @@ pub async fn pipelines_not_paused(
 ) -> Result<Vec<String>, Error> {
     let mut out = Vec::new();
     let prs: Api<PipelineRollout> = Api::namespaced(ctx.client.clone(), ns);
-    let mut pipelines: Vec<_> = ctx
-        .stores
-        .pipelines
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(ns) && p.meta().deletion_timestamp.is_none())
-        .filter(|p| {
-            isb_rollout
-                .is_none_or(|i| p.labels().get(labels::ISBSVC_NAME).map(String::as_str) == Some(i))
-        })
-        .collect();
+    let mut pipelines: Vec<_> = ctx.stores.pipelines.filtered(|m| {
+        m.namespace.as_deref() == Some(ns)
+            && m.deletion_timestamp.is_none()
+            && isb_rollout.is_none_or(|i| {
+                m.labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::ISBSVC_NAME))
+                    .map(String::as_str)
+                    == Some(i)
+            })
+    });
     pipelines.sort_by_key(|p| p.name_any());
     for p in pipelines {
         let ph = phase(p.status.as_ref());

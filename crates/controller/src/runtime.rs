@@ -488,8 +488,12 @@ fn spawn_controllers(
     let prs = stripped_controller(scoped::<PipelineRollout>(&client, watch_namespace))
         .with_config(cfg.clone());
     let pr_store = prs.store();
-    let (by_isbsvc, by_isbr, by_ncr) = (pr_store.clone(), pr_store.clone(), pr_store.clone());
-    let pr_listed = pr_store.clone();
+    let (by_isbsvc, by_isbr, by_ncr, pr_listed) = (
+        pr_store.clone(),
+        pr_store.clone(),
+        pr_store.clone(),
+        pr_store.clone(),
+    );
     let prs = prs
         .owns_shared_stream(subs.pipelines)
         .watches_shared_stream(subs.isbsvcs_for_pr, move |isb| {
