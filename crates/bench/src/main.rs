@@ -9,6 +9,7 @@ mod floor;
 mod measure;
 mod numaflow;
 mod procfs;
+mod progressive;
 mod prom;
 mod rbac;
 mod report;
@@ -48,6 +49,10 @@ struct Args {
     /// Concurrent reconciles per kind of the simulated Numaflow controller.
     #[arg(long, default_value_t = 8)]
     simulator_concurrency: u16,
+    /// Run the progressive scenarios only for N up to this (at N=10,000 their 2,000 upgrades
+    /// at once are paced by the API server on two cores: over 20 minutes for the first run).
+    #[arg(long)]
+    progressive_max_n: Option<usize>,
     /// Give up on convergence after this many seconds.
     #[arg(long, default_value_t = 900)]
     converge_timeout_seconds: u64,
@@ -88,6 +93,7 @@ async fn main() -> Result<()> {
         idle: Duration::from_secs(args.idle_seconds),
         settle: Duration::from_secs(args.settle_seconds),
         converge_timeout: Duration::from_secs(args.converge_timeout_seconds),
+        progressive_max_n: args.progressive_max_n.unwrap_or(usize::MAX),
         work_dir: args.work_dir.canonicalize()?,
     };
     let machine = report::Machine::detect();

@@ -160,6 +160,7 @@ impl Window {
             ready_seconds: None,
             wall_to_floor: None,
             other_cpu_seconds,
+            progressive: None,
         })
     }
 }

@@ -26,6 +26,16 @@ pub(crate) fn read<K: DeserializeOwned>(rel: &str) -> Result<K> {
     serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+/// Every document of a multi-document YAML file of the repository.
+pub(crate) fn read_documents(rel: &str) -> Result<Vec<serde_json::Value>> {
+    let path = repo(rel);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_saphyr::from_multiple::<serde_json::Value>(&text)
+        .with_context(|| format!("parsing {}", path.display()))
+        .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
 pub(crate) async fn apply<K>(api: Api<K>, obj: &K) -> Result<()>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Serialize,

@@ -59,6 +59,9 @@ pub struct Scenario {
     pub wall_to_floor: Option<f64>,
     /// CPU seconds of the other processes on the machine during the scenario.
     pub other_cpu_seconds: BTreeMap<String, f64>,
+    /// The progressive scenarios' own figures (verdicts and their lateness).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progressive: Option<crate::progressive::Figures>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -181,6 +184,10 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
         (
             "converge_p50_seconds",
             "per-rollout time from the scenario start until the watcher first saw it converged",
+        ),
+        (
+            "progressive",
+            "progressive scenarios: N/10 PipelineRollouts and N/10 MonoVertexRollouts under the progressive strategy (schedule 0,120,5,1), all given a new image at once: progressive, progressive_half_failing (every other trial never comes up), progressive_analysis (also judged by the samples' AnalysisTemplates, 8 measurements a second apart, by the real Argo Rollouts analysis controller and Prometheus, started just before this run); wall_seconds until every trial is promoted, its rollout Deployed and the replaced child deleted (or the trial labelled failed: the half made to fail, and any other, counted as failed_unexpectedly); api_writes_per_rollout and api_requests_per_upgrade divide by the upgrades; promotion lateness = when the benchmark's own watch saw the trial labelled promoted - the later of (trialWindowStartTime + period) and when it saw the trial's AnalysisRun finished, failure lateness = when it saw it labelled failed - (basicAssessmentStartTime + end + 1 s)",
         ),
     ])
 }

@@ -1,5 +1,5 @@
-//! The four scenarios for one N, in order on one fresh control plane: cold start, idle, update
-//! storm, restart.
+//! The scenarios for one N, in order on one fresh control plane: cold start, idle, update storm,
+//! restart, then progressive upgrades at scale (all succeeding, then half failing).
 
 use crate::controller::{Controller, Launch};
 use crate::measure::{Window, other_processes};
@@ -29,6 +29,8 @@ pub struct Settings {
     pub idle: Duration,
     pub settle: Duration,
     pub converge_timeout: Duration,
+    /// The largest N the progressive scenarios run at.
+    pub progressive_max_n: usize,
     pub work_dir: PathBuf,
 }
 
@@ -39,7 +41,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
     let audit_log = dir.join("audit.log");
     let _ = std::fs::remove_file(&audit_log);
     info!(n, "starting the control plane");
-    let env = TestEnv::start_with(TestEnvOptions {
+    let mut env = TestEnv::start_with(TestEnvOptions {
         audit_log: Some(audit_log.clone()),
         audit_policy: Some(crate::audit::policy_for(
             numaplane_testenv::controlplane::OPERATOR_USER,
@@ -239,11 +241,79 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
     sc.ready_seconds = Some(crate::measure::round3(ready.as_secs_f64()));
     out.push(sc);
 
+    // 5. Progressive upgrades at scale: N/10 + N/10 rollouts under progressive, all upgraded at
+    // once; then again with every other trial failing; then again judged by AnalysisRuns too
+    // (the real Argo Rollouts analysis controller and Prometheus, started only for that run so
+    // that their load does not weigh on the others).
+    if n <= s.progressive_max_n {
+        use crate::progressive::{self as prog, merged};
+        prog::configure(&client, &ns).await?;
+        let observer = prog::Observer::start(&client, &ns);
+        let (p, m) = prog::apply(&client, &ns, n, "stable", false, |_| false).await?;
+        observer.settle(&merged(p, m), s.converge_timeout).await?;
+        tokio::time::sleep(s.settle).await;
+        for (name, tag, half_fail, analysis) in [
+            ("progressive", "v1", false, false),
+            ("progressive_half_failing", "v2", true, false),
+            ("progressive_analysis", "v3", false, true),
+        ] {
+            let fails = |i: usize| half_fail && i.is_multiple_of(2);
+            if analysis {
+                if !s.real_stack {
+                    env.start_analysis_path().await?;
+                }
+                prog::apply_templates(&client, &ns).await?;
+            }
+            info!(n, name, "progressive upgrades");
+            let w = Window::open(&audit_log, Some(&controller), &others).await?;
+            let (p, m) = prog::apply(&client, &ns, n, tag, analysis, fails).await?;
+            let want = merged(p, m);
+            let fails_name = |rollout: &str| {
+                rollout
+                    .rsplit_once('-')
+                    .and_then(|(_, i)| i.parse::<usize>().ok())
+                    .is_some_and(fails)
+            };
+            let (wall, mut figures) = observer
+                .wait(&want, &fails_name, s.converge_timeout)
+                .await?;
+            info!(
+                n,
+                name,
+                seconds = wall.as_secs_f64(),
+                ?figures,
+                "progressive upgrades judged"
+            );
+            let steady_from = Instant::now();
+            tokio::time::sleep(s.settle).await;
+            let mut sc = w
+                .close(
+                    name,
+                    n,
+                    wall.as_secs_f64(),
+                    &controller,
+                    &rss,
+                    steady_from,
+                    want.len(),
+                )
+                .await?;
+            figures.api_requests_per_upgrade =
+                crate::measure::round3(sc.api_requests as f64 / want.len().max(1) as f64);
+            sc.progressive = Some(figures);
+            out.push(sc);
+        }
+        drop(observer);
+    }
+
     drop(controller);
     drop(watcher);
     drop(env);
     for sc in &mut out {
-        if sc.name != "idle" && floor.wall_seconds > 0.0 {
+        // (not for the fixed-length idle, nor the progressive runs, paced by their schedule)
+        if !sc.name.starts_with("idle")
+            && !sc.name.starts_with("progressive")
+            && floor.wall_seconds > 0.0
+        {
             sc.wall_to_floor = Some(crate::measure::round3(sc.wall_seconds / floor.wall_seconds));
         }
     }

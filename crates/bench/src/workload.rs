@@ -120,7 +120,11 @@ pub struct Watcher {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-fn reflect<K>(api: Api<K>) -> (Store<K>, tokio::task::JoinHandle<()>)
+/// A reflector cache of `api`, calling `seen` with every object as its watch event arrives.
+pub fn reflect<K>(
+    api: Api<K>,
+    seen: impl Fn(&K) + Send + Sync + 'static,
+) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
@@ -130,7 +134,12 @@ where
         reflector::reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff()
             .touched_objects()
-            .for_each(|_| futures::future::ready(()))
+            .for_each(|o| {
+                if let Ok(o) = o {
+                    seen(&o);
+                }
+                futures::future::ready(())
+            })
             .await;
     });
     (reader, task)
@@ -159,9 +168,9 @@ pub struct Convergence {
 
 impl Watcher {
     pub fn start(client: &Client, ns: &str) -> Self {
-        let (pipelines, a) = reflect(Api::namespaced(client.clone(), ns));
-        let (monovertices, b) = reflect(Api::namespaced(client.clone(), ns));
-        let (isbsvcs, c) = reflect(Api::namespaced(client.clone(), ns));
+        let (pipelines, a) = reflect(Api::namespaced(client.clone(), ns), |_| {});
+        let (monovertices, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
+        let (isbsvcs, c) = reflect(Api::namespaced(client.clone(), ns), |_| {});
         Self {
             pipelines,
             monovertices,

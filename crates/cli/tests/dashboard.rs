@@ -214,7 +214,7 @@ async fn upgrading_mono_vertex(client: &Client, ns: &str, deadline: &str) {
         }),
         Some(json!({
             "phase": "Pending", "observedGeneration": 1, "upgradeInProgress": "Progressive",
-            "message": format!("trial mvr-1: healthy for 3s of 60s, must complete by {deadline}"),
+            "message": format!("trial mvr-1: healthy since 2026-12-01T00:00:10Z, succeeds at 2026-12-01T00:01:10Z if it stays healthy, must complete by {deadline}"),
             "progressiveStatus": {"upgradingMonoVertexStatus": {"name": "mvr-1",
                 "basicAssessmentStartTime": "2026-12-01T00:00:00Z"}}
         })),
@@ -299,7 +299,7 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
     assert!(
         mv["waiting"]
             .as_str()
-            .is_some_and(|w| w.contains("healthy for 3s")),
+            .is_some_and(|w| w.contains("healthy since 2026-12-01T00:00:10Z")),
         "{mv}"
     );
     let p = rows

@@ -66,6 +66,13 @@ where
             .map(|c| Arc::new(c.full()))
     }
 
+    /// Label `label` of the cached object `ns/name`, read without parsing the object.
+    pub fn label_of(&self, ns: &str, name: &str, label: &str) -> Option<String> {
+        self.store
+            .get(&ObjectRef::new(name).within(ns))
+            .and_then(|c| c.metadata.labels.as_ref()?.get(label).cloned())
+    }
+
     /// The cached children of rollout `parent` in `ns`, by name.
     pub fn children_of(&self, ns: &str, parent: &str) -> Vec<Arc<K>> {
         self.index

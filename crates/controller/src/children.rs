@@ -86,20 +86,41 @@ impl DesiredChild {
     }
 }
 
-/// Whether the live child differs from what the rollout wants: spec (numbers compared by
-/// value), a wanted label or annotation missing or different, or our owner reference missing.
-pub fn needs_apply<K: ChildObject>(live: &K, desired: &DesiredChild) -> bool {
-    !json_eq(live.spec(), &desired.spec)
-        || !is_subset(&desired.labels, live.labels())
-        || !is_subset(&desired.annotations, live.annotations())
-        || !live
-            .owner_references()
-            .iter()
-            .any(|o| o.uid == desired.owner.uid && o.controller == Some(true))
+impl DesiredChild {
+    /// The parts of it a pass compares with the live child.
+    pub fn view(&self) -> numaplane_core::pass::DesiredView<'_> {
+        numaplane_core::pass::DesiredView {
+            labels: &self.labels,
+            annotations: &self.annotations,
+            spec: &self.spec,
+        }
+    }
 }
 
-fn is_subset(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
-    want.iter().all(|(k, v)| have.get(k) == Some(v))
+/// A child as a pass sees it; `rollout_uid` is the uid of the rollout it may belong to.
+pub fn view<'a, K: ChildObject>(
+    child: &'a K,
+    rollout_uid: &str,
+) -> numaplane_core::pass::ChildView<'a> {
+    let meta = child.meta();
+    numaplane_core::pass::ChildView {
+        name: meta.name.as_deref().unwrap_or_default(),
+        labels: child.labels(),
+        annotations: child.annotations(),
+        spec: child.spec(),
+        deleting: meta.deletion_timestamp.is_some(),
+        created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        controlled: child
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == rollout_uid && o.controller == Some(true)),
+    }
+}
+
+/// Whether the live child differs from what the rollout wants
+/// ([`numaplane_core::pass::differs`]).
+pub fn needs_apply<K: ChildObject>(live: &K, desired: &DesiredChild) -> bool {
+    numaplane_core::pass::differs(&view(live, &desired.owner.uid), &desired.view())
 }
 
 fn api<K: ChildObject>(ctx: &Ctx, ns: &str) -> Api<K> {

@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,8 @@ pub struct Stores {
     pub nc_rollouts: Store<NumaflowControllerRollout>,
     pub statefulsets: Store<StatefulSet>,
     pub pdbs: Store<PodDisruptionBudget>,
+    /// Numaplane's AnalysisRuns (`run_watch.rs`); empty without Argo Rollouts' CRDs.
+    pub analysis_runs: Store<AnalysisRun>,
 }
 
 pub struct Ctx {

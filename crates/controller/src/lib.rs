@@ -18,6 +18,7 @@ pub mod numaflow_controller;
 pub mod pause_requests;
 pub mod riders;
 pub mod rollout;
+pub mod run_watch;
 pub mod runtime;
 pub mod settings;
 pub mod status;

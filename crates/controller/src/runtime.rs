@@ -9,7 +9,7 @@ use crate::metrics::Metrics;
 use crate::rollout::{self, Rollout};
 use crate::settings::Settings;
 use crate::watches::{
-    Feed, config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe,
+    Announced, Feed, config_triggers, leadership_gained, scoped, spawn_watch_with, subscribe,
 };
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -19,14 +19,14 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use numaplane_api::compact::{Compact, RawObject};
+use numaplane_api::compact::{Compact, RawObject, Unreadable};
 use numaplane_api::keys::labels;
 use numaplane_api::label_index::LabelIndex;
-use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
 };
-use numaplane_core::child::isb_rollout_name;
+use numaplane_core::child::isb_rollout_name_in;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::path::PathBuf;
@@ -90,7 +90,7 @@ impl Operator {
         let events = EventSink::new(client.clone(), opts.instance.clone());
         let cancel = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        let (deletions, _) = broadcast::channel::<Deleted>(1024);
+        let (deletions, _) = broadcast::channel::<Announced>(1024);
 
         let (pipelines, pipelines_w) =
             reflector::store_shared::<Compact<Pipeline>>(SUBSCRIBER_BUFFER);
@@ -105,6 +105,7 @@ impl Operator {
         let (statefulsets, statefulsets_w) =
             reflector::store_shared::<StatefulSet>(SUBSCRIBER_BUFFER);
         let (pdbs, pdbs_w) = reflector::store_shared::<PodDisruptionBudget>(SUBSCRIBER_BUFFER);
+        let (analysis_runs, analysis_runs_w) = reflector::store::<AnalysisRun>();
 
         let pipelines_for_ncr = subscribe(&pipelines_w)?;
         let subs = Subscriptions {
@@ -149,6 +150,7 @@ impl Operator {
             nc_rollouts,
             statefulsets,
             pdbs,
+            analysis_runs,
         };
         // The configuration first: a reconcile before the USDE config is read would apply a
         // change that needs a pause directly.
@@ -280,6 +282,17 @@ impl Operator {
         )
         .await?;
 
+        crate::run_watch::spawn(
+            &mut tasks,
+            &cancel,
+            scoped(&client, &opts.watch_namespace),
+            crate::run_watch::Trials {
+                pipelines: ctx.stores.pipelines.clone(),
+                monovertices: ctx.stores.monovertices.clone(),
+            },
+            analysis_runs_w,
+            deletions.clone(),
+        );
         let wiring = Wiring {
             gained: gained_tx,
             client,
@@ -324,18 +337,6 @@ struct Subscriptions {
     pdbs: reflector::ReflectHandle<PodDisruptionBudget>,
 }
 
-/// Runs one watch into a shared store, without `managedFields` (a third of cached bytes).
-/// Shared watches don't pass deletions on to controllers, so deletions of labelled children
-/// are announced here and mapped back to their rollout (a deleted child must be recreated).
-#[derive(Clone, Debug)]
-pub struct Deleted {
-    pub kind: String,
-    pub namespace: String,
-    pub parent: String,
-    /// The ISBServiceRollout a deleted pipeline ran on: a recreate waits for its pipelines.
-    pub isb_rollout: Option<String>,
-}
-
 /// Starts the shared watches of one operator, all in the same scope, announcing deletions of
 /// labelled children and counting watch errors.
 struct Watches<'a> {
@@ -343,7 +344,7 @@ struct Watches<'a> {
     cancel: &'a CancellationToken,
     client: &'a Client,
     namespace: &'a Option<String>,
-    deletions: &'a broadcast::Sender<Deleted>,
+    deletions: &'a broadcast::Sender<Announced>,
     metrics: &'a Arc<Metrics>,
 }
 
@@ -383,7 +384,7 @@ impl Watches<'_> {
         let deletions = self.deletions.clone();
         let on_delete = move |obj: &K| {
             if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
-                let _ = deletions.send(Deleted {
+                let _ = deletions.send(Announced {
                     kind: K::kind(&()).into_owned(),
                     namespace: obj.namespace().unwrap_or_default(),
                     parent: parent.clone(),
@@ -403,16 +404,25 @@ impl Watches<'_> {
     }
 }
 
-/// A controller on every object of `api`, cached without `managedFields`: a rollout the user
-/// applies server-side carries a field tree per manager, kilobytes per object in memory.
-fn stripped_controller<K>(api: Api<K>) -> Controller<K>
+/// A controller on every rollout of `api`, cached compact: without `managedFields` (a rollout
+/// the user applies server-side carries a field tree per manager) and with `spec` and `status`
+/// as text, parsed when reconciled (parsed, a PipelineRollout's pipeline spec alone takes
+/// about 9 KiB; at 10,000 rollouts that was most of the operator's memory). `key` files each
+/// rollout under what other objects find it by.
+fn compact_controller<K>(
+    api: Api<Compact<K>>,
+    key: fn(&str) -> Option<String>,
+) -> Controller<Compact<K>>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .modify(move |o: &mut Compact<K>| {
+            o.meta_mut().managed_fields = None;
+            o.with_key(key);
+        })
         .reflect(writer)
         .applied_objects();
     Controller::for_stream(stream, reader)
@@ -464,7 +474,7 @@ struct Wiring {
     watch_namespace: Option<String>,
     subs: Subscriptions,
     cfg: ControllerConfig,
-    deletions: broadcast::Sender<Deleted>,
+    deletions: broadcast::Sender<Announced>,
 }
 
 /// Starts the rollout controllers and returns the stores of those that watch their rollouts
@@ -474,7 +484,10 @@ fn spawn_controllers(
     cancel: &CancellationToken,
     ctx: Arc<Ctx>,
     wiring: Wiring,
-) -> (Store<PipelineRollout>, Store<MonoVertexRollout>) {
+) -> (
+    Store<Compact<PipelineRollout>>,
+    Store<Compact<MonoVertexRollout>>,
+) {
     let Wiring {
         gained,
         client,
@@ -485,8 +498,11 @@ fn spawn_controllers(
     } = wiring;
     let (watch_namespace, deletions) = (&watch_namespace, &deletions);
     // PipelineRollout: its Pipelines, the ISB services and ISBServiceRollouts it refers to.
-    let prs = stripped_controller(scoped::<PipelineRollout>(&client, watch_namespace))
-        .with_config(cfg.clone());
+    let prs = compact_controller(
+        scoped::<Compact<PipelineRollout>>(&client, watch_namespace),
+        isb_rollout_name_in,
+    )
+    .with_config(cfg.clone());
     let pr_store = prs.store();
     let (by_isbsvc, by_isbr, by_ncr, pr_listed) = (
         pr_store.clone(),
@@ -523,18 +539,27 @@ fn spawn_controllers(
                 .collect::<Vec<_>>()
         })
         .reconcile_on(config_triggers(&ctx.settings, pr_store))
-        .reconcile_on(deletion_triggers(deletions, &["Pipeline"]));
-    run_controller(tasks, cancel, prs, ctx.clone(), &gained);
+        .reconcile_on(deletion_triggers(
+            deletions,
+            &["Pipeline", crate::run_watch::PIPELINE_RUN],
+        ));
+    run_controller::<PipelineRollout, _>(tasks, cancel, prs, ctx.clone(), &gained);
 
-    let mvrs = stripped_controller(scoped::<MonoVertexRollout>(&client, watch_namespace))
-        .with_config(cfg.clone());
+    let mvrs = compact_controller(
+        scoped::<Compact<MonoVertexRollout>>(&client, watch_namespace),
+        |_| None,
+    )
+    .with_config(cfg.clone());
     let mvr_store = mvrs.store();
     let mvr_listed = mvr_store.clone();
     let mvrs = mvrs
         .owns_shared_stream(subs.monovertices)
         .reconcile_on(config_triggers(&ctx.settings, mvr_store))
-        .reconcile_on(deletion_triggers(deletions, &["MonoVertex"]));
-    run_controller(tasks, cancel, mvrs, ctx.clone(), &gained);
+        .reconcile_on(deletion_triggers(
+            deletions,
+            &["MonoVertex", crate::run_watch::MONOVERTEX_RUN],
+        ));
+    run_controller::<MonoVertexRollout, _>(tasks, cancel, mvrs, ctx.clone(), &gained);
 
     // ISBServiceRollout: its ISB services, their StatefulSets (health) and PDBs (self-heal).
     let isbrs = Controller::for_shared_stream(subs.isb_rollouts, ctx.stores.isb_rollouts.clone())
@@ -577,13 +602,13 @@ fn spawn_controllers(
         .reconcile_on(deletion_triggers_by(deletions, &["Pipeline"], |d| {
             d.isb_rollout.clone()
         }));
-    run_controller(tasks, cancel, isbrs, ctx, &gained);
+    run_controller::<ISBServiceRollout, _>(tasks, cancel, isbrs, ctx, &gained);
     (pr_listed, mvr_listed)
 }
 
 /// Rollouts whose children of `kinds` were deleted.
 fn deletion_triggers<R>(
-    deletions: &broadcast::Sender<Deleted>,
+    deletions: &broadcast::Sender<Announced>,
     kinds: &'static [&'static str],
 ) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
 where
@@ -594,9 +619,9 @@ where
 
 /// Rollouts named by `rollout` of deleted objects of `kinds`.
 fn deletion_triggers_by<R>(
-    deletions: &broadcast::Sender<Deleted>,
+    deletions: &broadcast::Sender<Announced>,
     kinds: &'static [&'static str],
-    rollout: fn(&Deleted) -> Option<String>,
+    rollout: fn(&Announced) -> Option<String>,
 ) -> impl Stream<Item = ObjectRef<R>> + Send + 'static
 where
     R: Resource<DynamicType = ()> + 'static,
@@ -618,25 +643,52 @@ where
 
 /// PipelineRollouts whose pipeline runs on ISBServiceRollout `isb_rollout`.
 fn prs_using(
-    store: &Store<PipelineRollout>,
+    store: &Store<Compact<PipelineRollout>>,
     ns: &str,
     isb_rollout: &str,
-) -> Vec<ObjectRef<PipelineRollout>> {
+) -> Vec<ObjectRef<Compact<PipelineRollout>>> {
     store
         .state()
         .iter()
-        .filter(|pr| {
-            pr.namespace().as_deref() == Some(ns)
-                && isb_rollout_name(&pr.spec.pipeline.spec) == isb_rollout
-        })
+        .filter(|pr| pr.namespace().as_deref() == Some(ns) && pr.key() == Some(isb_rollout))
         .map(|pr| ObjectRef::from_obj(&**pr))
         .collect()
 }
 
-fn run_controller<R: Rollout>(
+/// What a rollout controller caches: the rollout itself, or [`Compact`] text parsed for each
+/// reconcile.
+trait Cached<R: Rollout>:
+    Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static
+{
+    fn rollout(self: Arc<Self>) -> Result<Arc<R>, Unreadable>;
+}
+
+impl<R: Rollout> Cached<R> for R {
+    fn rollout(self: Arc<Self>) -> Result<Arc<R>, Unreadable> {
+        Ok(self)
+    }
+}
+
+impl<R: Rollout> Cached<R> for Compact<R> {
+    fn rollout(self: Arc<Self>) -> Result<Arc<R>, Unreadable> {
+        self.typed().map(Arc::new)
+    }
+}
+
+async fn reconcile_cached<R: Rollout, O: Cached<R>>(
+    obj: Arc<O>,
+    ctx: Arc<Ctx>,
+) -> Result<kube::runtime::controller::Action, crate::error::Error> {
+    match obj.clone().rollout() {
+        Ok(parsed) => rollout::reconcile::<R>(parsed, ctx).await,
+        Err(e) => Ok(rollout::unreadable::<R>(&*obj, &e, &ctx).await),
+    }
+}
+
+fn run_controller<R: Rollout, O: Cached<R>>(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
-    controller: Controller<R>,
+    controller: Controller<O>,
     ctx: Arc<Ctx>,
     gained: &broadcast::Sender<()>,
 ) {
@@ -646,7 +698,7 @@ fn run_controller<R: Rollout>(
         controller
             .reconcile_all_on(gained)
             .graceful_shutdown_on(async move { token.cancelled().await })
-            .run(rollout::reconcile::<R>, rollout::error_policy::<R>, ctx)
+            .run(reconcile_cached::<R, O>, rollout::error_policy::<O>, ctx)
             .for_each(|res| async move {
                 if let Err(e) = res {
                     tracing::debug!(error = %e, "controller event");

@@ -156,3 +156,17 @@ pub(crate) fn leadership_gained(
         }
     })
 }
+
+/// What wakes a rollout that its controller's streams don't carry: shared watches don't pass
+/// deletions on, so deletions of labelled children are announced and mapped back to their
+/// rollout (a deleted child must be recreated); and a trial's AnalysisRun finishing
+/// (`crate::run_watch`, kind `AnalysisRun/<child kind>`).
+#[derive(Clone, Debug)]
+pub struct Announced {
+    /// The deleted child's kind, or `AnalysisRun/<child kind>`.
+    pub kind: String,
+    pub namespace: String,
+    pub parent: String,
+    /// The ISBServiceRollout a deleted pipeline ran on: a recreate waits for its pipelines.
+    pub isb_rollout: Option<String>,
+}

@@ -170,6 +170,12 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
         } else {
             two_vertices(30)
         };
+        // Messages in flight for a few seconds: the pause lasts long enough to be seen and to
+        // stop the leader in (a drained pipeline pauses, updates and resumes between two polls).
+        env.real()
+            .expect("the real stack has a daemon stand-in")
+            .daemon()
+            .drain_after(&ns, "pr-0", Duration::from_secs(10));
         let mut live = prs.get("pr").await.expect("pr");
         live.spec = pr(spec).spec;
         live.metadata.managed_fields = None;

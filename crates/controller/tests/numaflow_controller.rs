@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use std::fmt::Debug;
 use std::time::Duration;
 use support::fixtures::definitions;
-use support::{Harness, TEST_CONFIG, condition, eventually};
+use support::{Harness, TEST_CONFIG, condition, eventually, samples};
 
 const NAME: &str = "numaflow-controller";
 const TRACKING: &str = "numaplane.numaproj.io/tracking-id";
@@ -395,7 +395,7 @@ fn edit_definition(mut cm: Value, drop_name: &str, edit: impl Fn(&str) -> String
 
 #[tokio::test]
 async fn self_heal_prune_and_recreate() {
-    let h = Harness::start_real_with_config("nc-heal", &config()).await;
+    let mut h = Harness::start_real_with_config("nc-heal", &config()).await;
     load_definitions(&h, "1.8.1").await;
     h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
         .await;
@@ -496,6 +496,43 @@ async fn self_heal_prune_and_recreate() {
     assert!(
         cms.get_opt("not-ours").await.expect("get").is_some(),
         "an object we don't own survives pruning"
+    );
+
+    // A restart applies again only what no longer holds its rendering: here the one object
+    // edited while no operator ran, which is reverted.
+    let applies = |h: &Harness| -> f64 {
+        samples(
+            &h.metrics.encode(),
+            "numaflow_controller_kubectl_execution_total",
+        )
+        .iter()
+        .map(|(_, v)| v)
+        .sum()
+    };
+    h.stop_operator().await;
+    let before = applies(&h);
+    h.merge::<ConfigMap>(
+        "numaflow-cmd-params-config",
+        json!({"data": {"namespaced": "false"}}),
+    )
+    .await;
+    h.restart_operator().await;
+    h.until::<ConfigMap, _, _>(
+        "edit made while stopped reverted",
+        "numaflow-cmd-params-config",
+        |c| (c?.data.as_ref()?.get("namespaced")? == "true").then_some(()),
+    )
+    .await;
+    h.until("healthy after the restart", NAME, healthy).await;
+    eventually("the revert counted", || async {
+        (applies(&h) > before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        applies(&h) - before,
+        1.0,
+        "objects applied again after the restart besides the edited one"
     );
     h.assert_invariants().await;
 }

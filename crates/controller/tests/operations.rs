@@ -208,6 +208,47 @@ async fn probes_metrics_and_live_log_level() {
         "ISBServiceRollout health series"
     );
 
+    // A new rollout's first pass creates its child from the cache alone: the finalizer patch
+    // that tested it absent proves no child was made before (no live LIST of pipelines).
+    let lists = |t: &str| -> f64 {
+        samples(t, "numaplane_kube_requests_total")
+            .iter()
+            .filter(|(l, _)| l.contains(r#"verb="LIST""#) && l.contains(r#"resource="pipelines""#))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let before = lists(&p.metrics_text().await);
+    let mut second = pr.clone();
+    second.metadata.name = Some("pr-second".into());
+    prs.create(&Default::default(), &second)
+        .await
+        .expect("create pr-second");
+    eventually("pr-second deployed", || async {
+        let pr = prs.get("pr-second").await.ok()?;
+        (pr.status?.status.phase == Phase::Deployed).then_some(())
+    })
+    .await;
+    let created: Vec<_> =
+        kube::Api::<numaplane_api::numaflow::Pipeline>::namespaced(client.clone(), &ns)
+            .list(&Default::default())
+            .await
+            .expect("pipelines")
+            .items
+            .into_iter()
+            .filter(|c| {
+                c.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("pr-second-"))
+            })
+            .collect();
+    assert_eq!(created.len(), 1, "one child for pr-second");
+    assert_eq!(
+        lists(&p.metrics_text().await) - before,
+        0.0,
+        "a new rollout's child is created without a live list"
+    );
+
     // Log level follows the config file: no DEBUG lines at INFO, some after switching.
     assert!(
         !p.log_text().contains(r#""level":"DEBUG""#),

@@ -305,3 +305,43 @@ async fn monovertex_trials_are_judged_by_merged_nested_templates() {
         .await;
     h.assert_invariants().await;
 }
+
+/// A finished AnalysisRun is acted on when Argo Rollouts finishes it, not at the trial's next
+/// assessment sample: with a 30 s sample interval, the trial is promoted within seconds of its
+/// run succeeding (the rollout is woken by the run's watch event).
+#[tokio::test]
+async fn a_finished_run_is_acted_on_before_the_next_sample() {
+    use numaplane_api::MonoVertexRollout;
+    use numaplane_api::numaflow::MonoVertex;
+    use std::time::{Duration, Instant};
+    let h = Harness::start_real("real-ar-wake", CONFIG).await;
+    apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml").await;
+    let slow_samples = |sink: &str| {
+        let mut r = mvr(sink);
+        r["spec"]["strategy"]["progressive"] = json!({"assessmentSchedule": "0,120,1,30"});
+        r
+    };
+    h.apply::<MonoVertexRollout>(slow_samples(SINK)).await;
+    h.until::<MonoVertexRollout, _, _>("mvr-0 deployed", "mvr", settled)
+        .await;
+    h.apply::<MonoVertexRollout>(slow_samples(SINK2)).await;
+    h.until::<AnalysisRun, _, _>("the run succeeded", "monovertex-mvr-1", |r| {
+        (run_phase(r?) == "Successful").then_some(())
+    })
+    .await;
+    let finished = Instant::now();
+    h.until::<MonoVertex, _, _>("mvr-1 promoted", "mvr-1", |m| {
+        (m?.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str)
+            == Some("promoted"))
+        .then_some(())
+    })
+    .await;
+    let after = finished.elapsed();
+    assert!(
+        after < Duration::from_secs(10),
+        "promoted {after:?} after its run succeeded: waited for the 30 s sample"
+    );
+    h.assert_invariants().await;
+}

@@ -272,7 +272,8 @@ fn diff(at: &str, live: &Value, desired: &Value, out: &mut Vec<String>) {
                 diff(&format!("{at}[{i}]"), lv, dv, out);
             }
         }
-        (l, d) if l != d => out.push(at.to_string()),
+        // Numbers by value (`1` and `1.0` are one replica count), as the apply compares them.
+        (l, d) if !crate::usde::json_eq(l, d) => out.push(at.to_string()),
         _ => {}
     }
 }

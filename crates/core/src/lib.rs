@@ -9,6 +9,8 @@
 //! - [`conditions`]: maintaining a rollout's status conditions.
 //! - [`riders`]: rendering, permitting and diffing riders.
 //! - [`config`]: the controller config file and the ConfigMap-borne configs.
+//! - [`pass`]: one pass of a rollout: which children to retire or recycle, what happens to
+//!   the promoted child.
 //! - [`usde`]: the upgrade strategy decision (no-op, direct apply, pause-and-drain, progressive).
 //! - [`progressive`]: the progressive upgrade engine (scale split, assessment, state machine).
 //!
@@ -19,8 +21,9 @@ pub mod conditions;
 pub mod config;
 pub mod health;
 pub mod history;
-mod json;
+pub mod json;
 pub mod naming;
+pub mod pass;
 pub mod ppnd;
 pub mod progressive;
 pub mod recycle;

@@ -75,6 +75,10 @@ pub struct TestEnvOptions {
     /// every Numaflow controller Deployment and the daemon stand-in. Not to be combined with the
     /// Numaflow simulator, which plays the same part.
     pub real_stack: bool,
+    /// Also start the real analysis path alone ([`crate::realstack::analysis`]): the metrics
+    /// stand-in, Prometheus and the Argo Rollouts analysis controller, for the pods the
+    /// simulator makes. Implied by `real_stack`.
+    pub analysis: bool,
     /// Start without any CustomResourceDefinition: an API server as empty as a new cluster's.
     pub no_crds: bool,
 }
@@ -103,6 +107,7 @@ pub struct TestEnv {
     processes: std::sync::Mutex<Vec<Process>>,
     watchdog: Option<Child>,
     real: Option<crate::realstack::RealStack>,
+    analysis: Option<crate::realstack::analysis::AnalysisStack>,
 }
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
@@ -118,7 +123,7 @@ impl TestEnv {
     /// released before the processes bind them, so another process can take one in between).
     pub async fn start_with(opts: TestEnvOptions) -> Result<Self> {
         let bins = Binaries::locate()?;
-        let real_bins = if opts.real_stack {
+        let real_bins = if opts.real_stack || opts.analysis {
             Some(crate::binaries::RealStackBinaries::locate()?)
         } else {
             None
@@ -315,6 +320,11 @@ impl TestEnv {
         self.real.as_ref()
     }
 
+    /// The analysis path's services, when started with [`TestEnvOptions::analysis`] alone.
+    pub fn analysis(&self) -> Option<&crate::realstack::analysis::AnalysisStack> {
+        self.analysis.as_ref()
+    }
+
     /// The audit log, when enabled.
     pub fn audit_log_path(&self) -> Option<&Path> {
         self.audit_log.as_deref()
@@ -403,6 +413,7 @@ impl TestEnv {
             processes: Default::default(),
             watchdog: Some(watchdog),
             real: None,
+            analysis: None,
         };
         debug!(dir = %env.dir.display(), "starting control plane");
         env.write_files(&pki, opts)?;
@@ -426,7 +437,7 @@ impl TestEnv {
         env.spawn(
             "kube-controller-manager",
             &bins.kube_controller_manager,
-            &env.controller_manager_args(real_bins.is_some()),
+            &env.controller_manager_args(opts.real_stack),
         )?;
 
         if !opts.no_crds {
@@ -438,8 +449,10 @@ impl TestEnv {
         }
         // A controller manager that rejected its flags has exited by now.
         env.check_alive()?;
-        if let Some(rb) = real_bins {
-            env.start_real_stack(rb, &pki).await?;
+        match real_bins {
+            Some(rb) if opts.real_stack => env.start_real_stack(rb, &pki).await?,
+            Some(rb) => env.start_analysis(rb).await?,
+            None => {}
         }
         Ok(env)
     }
@@ -497,13 +510,27 @@ impl TestEnv {
             serving_key_pem: &pki.serving_key_pem,
         })
         .await?;
-        // Prometheus on the host, scraping the metrics stand-in.
+        let controller = self
+            .start_analysis_services(rb, &state, stack.metrics().addr())
+            .await?;
+        let mut stack = stack;
+        stack.attach_analysis(controller);
+        self.real = Some(stack);
+        debug!("real stack ready");
+        Ok(())
+    }
+
+    /// Prometheus on the host, scraping the metrics stand-in at `metrics`, and the Argo
+    /// Rollouts analysis controller reaching it; returns the controller's pod.
+    async fn start_analysis_services(
+        &mut self,
+        rb: &crate::binaries::RealStackBinaries,
+        state: &Path,
+        metrics: std::net::SocketAddr,
+    ) -> Result<crate::netns::Pod> {
         let [prom_port] = free_ports()?;
         let prom_cfg = state.join("prometheus.yaml");
-        write(
-            &prom_cfg,
-            &realstack::prometheus_config(stack.metrics().addr()),
-        )?;
+        write(&prom_cfg, &crate::realstack::prometheus_config(metrics))?;
         self.spawn(
             "prometheus",
             &rb.prometheus,
@@ -518,17 +545,41 @@ impl TestEnv {
             ],
         )?;
         self.wait_for_port("prometheus", prom_port).await?;
-        let mut stack = stack;
-        stack.start_analysis(
-            rb,
-            &state,
-            &self.dir.join("pids"),
-            &self.kubeconfig_path(),
-            port,
-            ([127, 0, 0, 1], prom_port).into(),
-        )?;
-        self.real = Some(stack);
-        debug!("real stack ready");
+        crate::realstack::analysis::start_controller(
+            &crate::realstack::analysis::ControllerInputs {
+                program: &rb.rollouts_controller,
+                dir: state,
+                pids: &self.dir.join("pids"),
+                kubeconfig: &self.kubeconfig_path(),
+                apiserver_port: self.cluster_url.port_u16().unwrap_or(443),
+                prometheus: ([127, 0, 0, 1], prom_port).into(),
+            },
+        )
+    }
+
+    /// Starts the analysis path alone ([`TestEnvOptions::analysis`]) on a running environment
+    /// without the real stack (which has its own): for a benchmark that wants it only for its
+    /// last scenario.
+    pub async fn start_analysis_path(&mut self) -> Result<()> {
+        if self.real.is_some() || self.analysis.is_some() {
+            bail!("the analysis path is already running");
+        }
+        let rb = crate::binaries::RealStackBinaries::locate()?;
+        self.start_analysis(&rb).await
+    }
+
+    /// The analysis path alone ([`TestEnvOptions::analysis`]).
+    async fn start_analysis(&mut self, rb: &crate::binaries::RealStackBinaries) -> Result<()> {
+        use crate::realstack::{self, analysis};
+        let state = realstack::state_dir(&self.dir);
+        fs::create_dir_all(&state)?;
+        let mut stack = analysis::AnalysisStack::start(self.config()).await?;
+        let controller = self
+            .start_analysis_services(rb, &state, stack.metrics().addr())
+            .await?;
+        stack.attach_controller(controller);
+        self.analysis = Some(stack);
+        debug!("analysis path ready");
         Ok(())
     }
 
@@ -837,6 +888,7 @@ impl Drop for TestEnv {
     fn drop(&mut self) {
         // The real stack's pods first: they talk to the apiserver.
         self.real = None;
+        self.analysis = None;
         // Reverse start order: the controller manager and apiserver go before etcd.
         for p in self.procs().iter_mut().rev() {
             let _ = p.child.kill();

@@ -86,8 +86,8 @@ pub fn row(kind: RolloutKind, v: &Value) -> Row {
 }
 
 /// When the wait ends at the latest, as the status message says it: the last RFC 3339 time
-/// after "by", "until", "after" or "before" ("trial p-1: healthy for 3s of 60s, must complete by
-/// 2026-12-04T07:30:00Z"). The message is the one place the controller states it (the
+/// after "by", "until", "after" or "before" ("trial p-1: healthy since 2026-12-04T07:20:00Z,
+/// succeeds at 2026-12-04T07:21:00Z if it stays healthy, must complete by 2026-12-04T07:30:00Z"). The message is the one place the controller states it (the
 /// assessment window's end is not a status field until it has passed).
 pub fn deadline(message: &str) -> Option<String> {
     let words: Vec<&str> = message.split_whitespace().collect();
@@ -137,11 +137,11 @@ mod tests {
     fn a_trial_waits_until_its_assessment_window_ends() {
         let status = json!({
             "phase": "Pending", "upgradeInProgress": "Progressive", "observedGeneration": 3,
-            "message": "trial p-1: healthy for 3s of 60s, must complete by 2026-12-01T00:05:00Z",
+            "message": "trial p-1: healthy since 2026-12-01T00:01:00Z, succeeds at 2026-12-01T00:02:00Z if it stays healthy, must complete by 2026-12-01T00:05:00Z",
         });
         let r = row(RolloutKind::Pipeline, &pr(status, 3));
         assert_eq!(r.strategy, "Progressive");
-        assert!(r.waiting.contains("healthy for 3s"), "{}", r.waiting);
+        assert!(r.waiting.contains("healthy since"), "{}", r.waiting);
         assert_eq!(r.until.as_deref(), Some("2026-12-01T00:05:00Z"));
         assert_eq!(r.healthy, "Unknown");
     }

@@ -6,13 +6,15 @@
 //! API calls are kept to what changed: a pass whose inputs (definition, spec, included kinds) are
 //! those last applied only re-applies objects whose cached copy differs from what the last apply
 //! returned, or that are gone. A full pass (new inputs, operator restart, or every
-//! [`crate::context::RESYNC`]) applies everything and prunes.
+//! [`crate::context::RESYNC`]) checks every object against its cached copy, applies those that
+//! do not hold the rendering (objects of kinds we don't watch always), and prunes.
 
 use super::nc_ctx::{Applied, NcCtx};
 use super::owned::{Cached, Seen, seen_after_apply};
 use super::render::{ObjKey, RenderedObject};
 use crate::children::FIELD_MANAGER;
 use crate::error::{Error, KubeContext, is_not_found};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
@@ -23,6 +25,7 @@ use kube::{Resource, ResourceExt};
 use numaplane_api::NumaflowController;
 use numaplane_api::common::GroupVersionKind;
 use numaplane_api::keys::labels;
+use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use tracing::{debug, info, warn};
 
@@ -55,9 +58,26 @@ pub async fn sync(
     let ns = nc.namespace().unwrap_or_default();
     let mut out = Synced::default();
     for obj in rendered {
-        let last = previous.and_then(|p| p.seen.get(&obj.key)).copied();
-        let needed = full
-            || match nctx.owned.cached(&obj.key, &ns) {
+        let mut last = previous.and_then(|p| p.seen.get(&obj.key)).copied();
+        let cached = nctx.owned.cached(&obj.key, &ns);
+        let needed = if full {
+            // Nothing remembered (a restart) or a resync: the cached copy is enough when it
+            // holds all this rendering sets, its stamp included (see `render::stamped`); it is
+            // then what later passes compare with.
+            let differs = nctx
+                .owned
+                .cached_value(&obj.key, &ns)
+                .map(|live| numaplane_core::json::first_difference(&as_stored(obj), &live));
+            let held = matches!(differs, Some(None));
+            if let Some(Some(path)) = &differs {
+                debug!(kind = %obj.key.kind, name = %obj.key.name, %path, "cached copy differs from the rendering");
+            }
+            if let (true, Cached::Present(live)) = (held, &cached) {
+                last = Some(*live);
+            }
+            !held
+        } else {
+            match cached {
                 Cached::Unwatched => false,
                 Cached::Missing => true,
                 // A cache older than our apply proves nothing; a newer one with another
@@ -65,7 +85,8 @@ pub async fn sync(
                 Cached::Present(live) => last.is_none_or(|l| {
                     live.resource_version > l.resource_version && live.fingerprint != l.fingerprint
                 }),
-            };
+            }
+        };
         if !needed {
             if let Some(l) = last {
                 out.seen.insert(obj.key.clone(), l);
@@ -93,6 +114,30 @@ pub async fn sync(
         out.pruned = prune(nctx, nc, rendered).await?;
     }
     Ok(out)
+}
+
+/// The rendered object as the API server stores it, where that differs in form: a Secret's
+/// `stringData` is kept base64-encoded in `data`.
+fn as_stored(obj: &RenderedObject) -> std::borrow::Cow<'_, Value> {
+    let string_data = match obj.body.get("stringData") {
+        Some(Value::Object(m)) if obj.key.group.is_empty() && obj.key.kind == "Secret" => m,
+        _ => return std::borrow::Cow::Borrowed(&obj.body),
+    };
+    let mut body = obj.body.clone();
+    let mut data = body
+        .get("data")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in string_data {
+        let bytes = ByteString(v.as_str().unwrap_or_default().as_bytes().to_vec());
+        data.insert(k.clone(), serde_json::to_value(bytes).unwrap_or_default());
+    }
+    if let Some(m) = body.as_object_mut() {
+        m.remove("stringData");
+        m.insert("data".into(), Value::Object(data));
+    }
+    std::borrow::Cow::Owned(body)
 }
 
 fn gvk(obj: &RenderedObject) -> GroupVersionKind {
@@ -263,4 +308,36 @@ async fn discover(nctx: &NcCtx, group: &str, kind: &str) -> Result<Vec<ApiResour
         warn!(%group, %kind, "includedResources names no namespaced kind the cluster serves: nothing of it is pruned");
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rendered(kind: &str, body: Value) -> RenderedObject {
+        RenderedObject {
+            api_version: "v1".into(),
+            key: ObjKey {
+                group: String::new(),
+                kind: kind.into(),
+                name: "s".into(),
+            },
+            body,
+        }
+    }
+
+    #[test]
+    fn a_secrets_string_data_is_compared_as_stored() {
+        let secret = rendered(
+            "Secret",
+            json!({"data": {"a": "eA=="}, "stringData": {"b": "<ID>"}}),
+        );
+        assert_eq!(
+            *as_stored(&secret),
+            json!({"data": {"a": "eA==", "b": "PElEPg=="}})
+        );
+        let cm = rendered("ConfigMap", json!({"stringData": {"b": "x"}}));
+        assert_eq!(*as_stored(&cm), cm.body, "only Secrets");
+    }
 }

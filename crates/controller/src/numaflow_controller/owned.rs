@@ -105,7 +105,29 @@ where
     }
 }
 
+fn value_in<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Value>
+where
+    K: Resource<DynamicType = ()> + Serialize + Clone + 'static,
+{
+    serde_json::to_value(&*store.get(&ObjectRef::new(name).within(ns))?).ok()
+}
+
 impl OwnedStores {
+    /// The cached copy of the rendered object `key` in `ns`, as JSON; `None` when missing or
+    /// not a kind we watch.
+    pub fn cached_value(&self, key: &ObjKey, ns: &str) -> Option<Value> {
+        let n = key.name.as_str();
+        match Watched::of(key)? {
+            Watched::Deployment => value_in(&self.deployments, ns, n),
+            Watched::ConfigMap => value_in(&self.configmaps, ns, n),
+            Watched::ServiceAccount => value_in(&self.serviceaccounts, ns, n),
+            Watched::Role => value_in(&self.roles, ns, n),
+            Watched::RoleBinding => value_in(&self.rolebindings, ns, n),
+            Watched::Service => value_in(&self.services, ns, n),
+            Watched::Secret => value_in(&self.secrets, ns, n),
+        }
+    }
+
     /// The cached state of the rendered object `key` in `ns`.
     pub fn cached(&self, key: &ObjKey, ns: &str) -> Cached {
         let n = key.name.as_str();

@@ -4,7 +4,7 @@
 //! Pure: no I/O.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use numaplane_api::keys::labels;
+use numaplane_api::keys::{annotations, labels};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
@@ -203,8 +203,34 @@ fn prepare(doc: Value, target: &Target) -> Result<RenderedObject, String> {
     Ok(RenderedObject {
         api_version,
         key: ObjKey { group, kind, name },
-        body: Value::Object(obj),
+        body: stamped(obj),
     })
+}
+
+/// The object with annotation `numaplane.numaproj.io/hash` set to the hash of the rest of it
+/// (as riders carry theirs): a live object that contains the rendered one, stamp included,
+/// holds everything an apply would set and nothing an earlier rendering set that this one
+/// dropped, so a pass with nothing remembered (after a restart) need not re-apply it.
+fn stamped(mut obj: Map<String, Value>) -> Value {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+        && let Some(Value::Object(a)) = meta.get_mut("annotations")
+    {
+        a.remove(annotations::HASH);
+        if a.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+    let hash = numaplane_core::riders::rider_hash(&Value::Object(obj.clone()));
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+        if !ann.is_object() {
+            *ann = json!({});
+        }
+        if let Some(ann) = ann.as_object_mut() {
+            ann.insert(annotations::HASH.into(), Value::String(hash));
+        }
+    }
+    Value::Object(obj)
 }
 
 #[cfg(test)]
@@ -325,8 +351,18 @@ status:
             }
         );
         assert_eq!(cm.version(), "v1");
+        // Stamped with the hash of the rest of the object.
+        let mut body = cm.body.clone();
+        let stamp = body["metadata"]
+            .as_object_mut()
+            .and_then(|m| m.remove("annotations"))
+            .unwrap();
         assert_eq!(
-            cm.body,
+            stamp,
+            json!({annotations::HASH: numaplane_core::riders::rider_hash(&body)})
+        );
+        assert_eq!(
+            body,
             json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -360,6 +396,31 @@ status:
         assert_eq!(refs[0]["uid"], "uid-other");
         assert_eq!(refs[1]["uid"], "uid-1");
         assert_eq!(d.body["spec"]["replicas"], 1);
+    }
+
+    #[test]
+    fn the_stamp_follows_the_rendering() {
+        let stamp = |objs: &[RenderedObject]| objs[0].body["metadata"]["annotations"].clone();
+        let seven = render(MANIFEST, &target(Some("7"))).unwrap();
+        assert_eq!(
+            stamp(&seven),
+            stamp(&render(MANIFEST, &target(Some("7"))).unwrap())
+        );
+        assert_ne!(
+            stamp(&seven),
+            stamp(&render(MANIFEST, &target(Some("8"))).unwrap())
+        );
+        // A stamp in the definition itself is replaced, not hashed.
+        let stamped = MANIFEST.replacen(
+            "kind: ConfigMap\nmetadata:\n",
+            "kind: ConfigMap\nmetadata:\n  annotations:\n    numaplane.numaproj.io/hash: old\n",
+            1,
+        );
+        assert_ne!(stamped, MANIFEST);
+        assert_eq!(
+            stamp(&render(&stamped, &target(Some("7"))).unwrap()),
+            stamp(&seven)
+        );
     }
 
     #[test]

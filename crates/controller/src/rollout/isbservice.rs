@@ -106,7 +106,7 @@ async fn recreate(
     rollout: &ISBServiceRollout,
     ctx: &Ctx,
     live: &InterStepBufferService,
-    fields: &[&str],
+    fields: &[String],
 ) -> Result<Carry<InterStepBufferService>, Error> {
     let child =
         crate::children::mark_recyclable(ctx, live, upgrade_state_reason::DELETE_RECREATE).await?;
@@ -132,13 +132,11 @@ async fn recreate(
     })
 }
 
-/// Carries a change of the InterStepBufferService. A change of a `recreate` field deletes and
-/// recreates it (directly under `no-strategy`). Under `pause-and-drain` (api.md §14,
-/// progressive.md §8.4) a change of a data-loss or recreate field first requests a pause of the
-/// pipelines on this ISB service (`status.upgradeInProgress`, read by the PipelineRollouts),
-/// waits until each is Paused or won't pause, updates (or recreates) the InterStepBufferService,
-/// waits until Numaflow has rolled it out, then releases the request. (Long: the strategy's
-/// steps in their order, each short.)
+/// Carries a change of the InterStepBufferService as [`numaplane_core::ppnd::isbservice::plan`]
+/// decides: directly, by a delete and recreate, or by pause-and-drain (ask the pipelines on it
+/// to pause, wait, update or recreate it, wait until Numaflow rolled it out, release). The
+/// pipelines' pause states are read live, only when the plan asks. (Long: one arm per action,
+/// each a write or an Event.)
 async fn carry(
     rollout: &ISBServiceRollout,
     ctx: &Ctx,
@@ -146,89 +144,102 @@ async fn carry(
     live: &InterStepBufferService,
     desired: DesiredChild,
 ) -> Result<Carry<InterStepBufferService>, Error> {
+    use numaplane_core::ppnd::isbservice::{IsbAction, IsbInput};
     let ns = desired.namespace.clone();
     let name = rollout.name_any();
-    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
-    let user = ctx.settings.user_strategy(&ns);
     let needs_apply = crate::children::needs_apply(live, &desired);
-    if !in_progress {
-        if !needs_apply {
-            return Ok(Carry::Apply(Box::new(desired)));
-        }
-        let decision = decide(ctx, user, live, &desired);
-        let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
-        return match decision.strategy {
-            UpgradeStrategy::PipelinePauseAndDrain => {
-                info!(child = %desired.name, ?fields, recreate = decision.recreate,
-                    "pause-and-drain: requesting a pause of the pipelines before the update");
-                st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
-                Ok(Carry::Prepared {
-                    child: live.clone(),
-                    pending: Some(format!(
-                        "pause-and-drain: requesting a pause of the pipelines using ISBServiceRollout {name} before applying a change of {}",
-                        fields.join(", ")
-                    )),
-                })
-            }
-            UpgradeStrategy::DirectApply if decision.recreate => {
-                recreate(rollout, ctx, live, &fields).await
-            }
-            _ => Ok(Carry::Apply(Box::new(desired))),
-        };
-    }
-    if needs_apply {
-        let waiting = crate::pause_requests::pipelines_not_paused(ctx, &ns, Some(&name)).await?;
-        if !waiting.is_empty() {
-            return Ok(Carry::Prepared {
-                child: live.clone(),
-                pending: Some(format!(
-                    "pause-and-drain: waiting for pipelines {} to pause before updating InterStepBufferService {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
-                    waiting.join(", "),
-                    desired.name,
-                    numaplane_api::keys::annotations::ALLOW_DATA_LOSS
-                )),
-            });
-        }
-        ctx.events
-            .publish(
-                source::ISBSVC_ROLLOUT,
-                &rollout.object_ref(&()),
-                EventType::Normal,
-                event_reason::PIPELINES_PAUSED,
-                format!(
-                    "pipelines using ISBServiceRollout {name} paused; updating InterStepBufferService {}",
-                    desired.name
-                ),
-            )
-            .await;
-        let decision = decide(ctx, user, live, &desired);
-        if decision.recreate {
-            let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
-            return recreate(rollout, ctx, live, &fields).await;
-        }
-        let child = crate::children::apply(ctx, live, &desired).await?;
-        info!(child = %desired.name, "pause-and-drain: pipelines paused, InterStepBufferService updated");
-        return Ok(Carry::Prepared {
-            child,
-            pending: Some(format!(
-                "pause-and-drain: InterStepBufferService {} updated; waiting for it to be reconciled before resuming the pipelines",
-                desired.name
-            )),
+    let decision = if needs_apply {
+        decide(ctx, ctx.settings.user_strategy(&ns), live, &desired)
+    } else {
+        numaplane_core::usde::Decision::no_op()
+    };
+    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    // Read only where the plan looks at it: a pause-and-drain whose update is applied.
+    let reconciled = if in_progress && !needs_apply {
+        health::isbsvc_reconciled(&live.to_json(), statefulset_of(ctx, live).as_ref())
+    } else {
+        Ok(())
+    };
+    let mut not_paused: Option<Vec<String>> = None;
+    let action = loop {
+        let action = numaplane_core::ppnd::isbservice::plan(&IsbInput {
+            needs_apply,
+            in_progress,
+            decision: &decision,
+            not_paused: not_paused.as_deref(),
+            reconciled: reconciled.as_ref().map(|_| ()).map_err(String::as_str),
         });
-    }
-    let sts = statefulset_of(ctx, live);
-    if let Err(why) = health::isbsvc_reconciled(&live.to_json(), sts.as_ref()) {
-        return Ok(Carry::Prepared {
+        if action == IsbAction::ObservePipelines && not_paused.is_none() {
+            not_paused =
+                Some(crate::pause_requests::pipelines_not_paused(ctx, &ns, Some(&name)).await?);
+            continue;
+        }
+        break action;
+    };
+    let pending = |m: String| -> Result<Carry<InterStepBufferService>, Error> {
+        Ok(Carry::Prepared {
             child: live.clone(),
-            pending: Some(format!(
-                "pause-and-drain: waiting for InterStepBufferService {} to be reconciled before resuming the pipelines: {why}",
-                desired.name
-            )),
-        });
+            pending: Some(m),
+        })
+    };
+    let regarding = rollout.object_ref(&());
+    match action {
+        IsbAction::Apply => Ok(Carry::Apply(Box::new(desired))),
+        IsbAction::RequestPause { fields, recreate } => {
+            info!(child = %desired.name, ?fields, recreate,
+                "pause-and-drain: requesting a pause of the pipelines before the update");
+            st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+            pending(format!(
+                "pause-and-drain: requesting a pause of the pipelines using ISBServiceRollout {name} before applying a change of {}",
+                fields.join(", ")
+            ))
+        }
+        IsbAction::Recreate { fields } => recreate(rollout, ctx, live, &fields).await,
+        IsbAction::ObservePipelines => pending(format!(
+            "pause-and-drain: reading the pause state of the pipelines using ISBServiceRollout {name}"
+        )),
+        IsbAction::WaitPipelines(waiting) => pending(format!(
+            "pause-and-drain: waiting for pipelines {} to pause before updating InterStepBufferService {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
+            waiting.join(", "),
+            desired.name,
+            numaplane_api::keys::annotations::ALLOW_DATA_LOSS
+        )),
+        IsbAction::UpdatePaused | IsbAction::RecreatePaused { .. } => {
+            ctx.events
+                .publish(
+                    source::ISBSVC_ROLLOUT,
+                    &regarding,
+                    EventType::Normal,
+                    event_reason::PIPELINES_PAUSED,
+                    format!(
+                        "pipelines using ISBServiceRollout {name} paused; updating InterStepBufferService {}",
+                        desired.name
+                    ),
+                )
+                .await;
+            if let IsbAction::RecreatePaused { fields } = action {
+                return recreate(rollout, ctx, live, &fields).await;
+            }
+            let child = crate::children::apply(ctx, live, &desired).await?;
+            info!(child = %desired.name, "pause-and-drain: pipelines paused, InterStepBufferService updated");
+            Ok(Carry::Prepared {
+                child,
+                pending: Some(format!(
+                    "pause-and-drain: InterStepBufferService {} updated; waiting for it to be reconciled before resuming the pipelines",
+                    desired.name
+                )),
+            })
+        }
+        IsbAction::WaitReconciled(why) => pending(format!(
+            "pause-and-drain: waiting for InterStepBufferService {} to be reconciled before resuming the pipelines: {why}",
+            desired.name
+        )),
+        IsbAction::Release => {
+            info!(child = %desired.name, "pause-and-drain: InterStepBufferService reconciled, pause released");
+            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+            Ok(Carry::Apply(Box::new(desired)))
+        }
     }
-    info!(child = %desired.name, "pause-and-drain: InterStepBufferService reconciled, pause released");
-    st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
-    Ok(Carry::Apply(Box::new(desired)))
 }
 
 impl Rollout for ISBServiceRollout {
@@ -250,29 +261,20 @@ impl Rollout for ISBServiceRollout {
     }
 
     fn rider_specs(&self) -> Vec<RiderSpec> {
-        self.spec
-            .riders
-            .iter()
-            .flatten()
-            .map(RiderSpec::from)
-            .collect()
+        super::kind::rider_specs(&self.spec.riders)
     }
 
     fn template_vars(child: &str, namespace: &str) -> TemplateVars {
         TemplateVars::isbsvc(child, namespace)
     }
 
-    fn progressive_parts(&self) -> Option<super::kind::Parts<'_>> {
-        Some(super::kind::Parts {
-            kind: numaplane_core::progressive::Kind::InterStepBufferService,
-            strategy: self
-                .spec
-                .strategy
-                .as_ref()
-                .and_then(|s| s.progressive.as_ref()),
-            analysis: None,
-            has_hpa_rider: false,
-        })
+    fn progressive_strategy(&self) -> Option<super::kind::ProgressiveOf<'_>> {
+        let s = self.spec.strategy.as_ref();
+        Some((
+            numaplane_core::progressive::Kind::InterStepBufferService,
+            s.and_then(|s| s.progressive.as_ref()),
+            None,
+        ))
     }
 
     fn read_record(st: &ISBServiceRolloutStatus) -> numaplane_core::progressive::Record {

@@ -111,15 +111,16 @@ pub trait Rollout:
         async { Ok(()) }
     }
 
-    /// Marks children recyclable because of something outside them (e.g. pipelines whose ISB
-    /// service is being recreated), saying what it did; the pass then ends, so nothing is
-    /// applied to a child from a cache that doesn't know it yet.
-    fn retire_children(
+    /// Children to retire because of something outside them (e.g. pipelines whose ISB service
+    /// is being recreated); the pass marks them recyclable and ends, so nothing is applied to a
+    /// child from a cache that doesn't know it yet. `children`: the rollout's cached children.
+    fn retiring(
         &self,
         ctx: &Ctx,
-    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
-        let _ = ctx;
-        async { Ok(None) }
+        children: &[std::sync::Arc<Self::Child>],
+    ) -> Vec<numaplane_core::pass::Retirement> {
+        let _ = (ctx, children);
+        Vec::new()
     }
 
     /// One step of getting rid of a `recyclable` child; returns when to look again if nothing
@@ -170,9 +171,27 @@ pub trait Rollout:
         false
     }
 
+    /// The kind, progressive strategy and analysis of this rollout; `None` for kinds without
+    /// the progressive strategy.
+    fn progressive_strategy(&self) -> Option<ProgressiveOf<'_>> {
+        None
+    }
+
     /// The progressive strategy's view of this rollout; `None` for kinds without it.
     fn progressive_parts(&self) -> Option<Parts<'_>> {
-        None
+        let (kind, strategy, analysis) = self.progressive_strategy()?;
+        // An HPA rider scales a pipeline's vertices or a MonoVertex; the engine removes it
+        // while a trial holds the pods split.
+        let has_hpa_rider = kind != Kind::InterStepBufferService
+            && self.rider_specs().iter().any(|r| {
+                r.definition.get("kind").and_then(Value::as_str) == Some("HorizontalPodAutoscaler")
+            });
+        Some(Parts {
+            kind,
+            strategy,
+            analysis,
+            has_hpa_rider,
+        })
     }
 
     /// The progressive engine's record in this kind's status.
@@ -202,6 +221,17 @@ pub enum Carry<C> {
     Apply(Box<DesiredChild>),
     /// A step was taken; the child is as returned and the rollout waits (message says for what).
     Prepared { child: C, pending: Option<String> },
+}
+
+/// A rollout's kind, `strategy.progressive` and `strategy.analysis`.
+pub type ProgressiveOf<'a> = (Kind, Option<&'a ProgressiveStrategy>, Option<&'a Analysis>);
+
+/// The rider specs of a rollout's `spec.riders`.
+pub(super) fn rider_specs<'a, T: 'a>(riders: &'a Option<Vec<T>>) -> Vec<RiderSpec>
+where
+    RiderSpec: From<&'a T>,
+{
+    riders.iter().flatten().map(RiderSpec::from).collect()
 }
 
 /// What a kind needs to take part in progressive upgrades.

@@ -57,28 +57,20 @@ impl Rollout for MonoVertexRollout {
     }
 
     fn rider_specs(&self) -> Vec<RiderSpec> {
-        self.spec
-            .riders
-            .iter()
-            .flatten()
-            .map(RiderSpec::from)
-            .collect()
+        super::kind::rider_specs(&self.spec.riders)
     }
 
     fn template_vars(child: &str, namespace: &str) -> TemplateVars {
         TemplateVars::monovertex(child, namespace)
     }
 
-    fn progressive_parts(&self) -> Option<super::kind::Parts<'_>> {
+    fn progressive_strategy(&self) -> Option<super::kind::ProgressiveOf<'_>> {
         let s = self.spec.strategy.as_ref();
-        Some(super::kind::Parts {
-            kind: numaplane_core::progressive::Kind::MonoVertex,
-            strategy: s.and_then(|s| s.progressive.as_ref()),
-            analysis: s.and_then(|s| s.analysis.as_ref()),
-            has_hpa_rider: self.spec.riders.iter().flatten().any(|r| {
-                r.definition.get("kind").and_then(Value::as_str) == Some("HorizontalPodAutoscaler")
-            }),
-        })
+        Some((
+            numaplane_core::progressive::Kind::MonoVertex,
+            s.and_then(|s| s.progressive.as_ref()),
+            s.and_then(|s| s.analysis.as_ref()),
+        ))
     }
 
     fn read_record(st: &MonoVertexRolloutStatus) -> numaplane_core::progressive::Record {

@@ -40,34 +40,6 @@ fn allows_data_loss(rollout: &PipelineRollout) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// `desired` with the user's own `lifecycle.desiredPhase` (from `user`) instead of a forced one.
-fn unforced(desired: &Value, user: &Value) -> Value {
-    let mut s = desired.clone();
-    match user.pointer("/lifecycle/desiredPhase") {
-        Some(p) => {
-            if let Some(l) = s.get_mut("lifecycle").and_then(Value::as_object_mut) {
-                l.insert("desiredPhase".into(), p.clone());
-            }
-        }
-        None => {
-            let emptied = match s.get_mut("lifecycle").and_then(Value::as_object_mut) {
-                Some(l) => {
-                    l.remove("desiredPhase");
-                    l.is_empty()
-                }
-                None => false,
-            };
-            if emptied
-                && user.get("lifecycle").is_none()
-                && let Some(m) = s.as_object_mut()
-            {
-                m.remove("lifecycle");
-            }
-        }
-    }
-    s
-}
-
 /// Keeps the pipeline paused while an ISBServiceRollout or NumaflowControllerRollout requests it
 /// (api.md §14): the live spec with `desiredPhase: Paused`, or, once Paused, the desired spec
 /// still paused. Marked `PipelinePauseAndDrain` in `status.upgradeInProgress`, so the pipeline
@@ -77,17 +49,14 @@ async fn paused_on_request(
     st: &mut PipelineRolloutStatus,
     live: &Pipeline,
     desired: DesiredChild,
+    pause_live: bool,
     by: &[String],
 ) -> Result<Carry<Pipeline>, Error> {
     use numaplane_api::common::UpgradeStrategy;
     st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
-    let target = if live_phase(live.status()) == "Paused" {
-        desired
-    } else {
-        DesiredChild {
-            spec: numaplane_core::ppnd::paused(&live.spec),
-            ..desired
-        }
+    let target = DesiredChild {
+        spec: numaplane_core::ppnd::pipeline::kept_paused(pause_live, &live.spec, &desired.spec),
+        ..desired
     };
     let by = by.join(", ");
     let child = if crate::children::needs_apply(live, &target) {
@@ -188,9 +157,10 @@ async fn clear_vertex_replicas(ctx: &Ctx, desired: &DesiredChild) -> Result<(), 
 /// Carries a change under the `pause-and-drain` strategy (api.md §14): a change of a data-loss
 /// field pauses the pipeline, waits until it has drained and paused, applies the change while
 /// paused, then resumes. The strategy in progress is kept in `status.upgradeInProgress`, so a
-/// restarted controller carries on where it stopped; each step is decided by
-/// [`numaplane_core::ppnd::step`] from the live pipeline. (Long: one arm per step of that
-/// decision, each a write or two, read best side by side.)
+/// restarted controller carries on where it stopped. Whether the pipeline is kept paused for
+/// another rollout, updated directly or taken a step further is decided by
+/// [`numaplane_core::ppnd::pipeline::plan`] from the live pipeline; this carries it out. (Long:
+/// one arm per step of that decision, each a write or two, read best side by side.)
 async fn pause_and_drain(
     rollout: &PipelineRollout,
     ctx: &Ctx,
@@ -199,7 +169,8 @@ async fn pause_and_drain(
     desired: DesiredChild,
 ) -> Result<Carry<Pipeline>, Error> {
     use numaplane_api::common::UpgradeStrategy;
-    use numaplane_core::ppnd::{PpndInput, PpndStep};
+    use numaplane_core::ppnd::PpndStep;
+    use numaplane_core::ppnd::pipeline::{PipelineAction, PipelineInput};
     let ns = desired.namespace.clone();
     let allow_data_loss = allows_data_loss(rollout);
     let mut desired = desired;
@@ -208,46 +179,42 @@ async fn pause_and_drain(
         &ns,
         &numaplane_core::child::isb_rollout_name(&rollout.spec.pipeline.spec),
     );
-    if !requests.is_empty() && !allow_data_loss {
-        if live_phase(live.status()) != "Failed" {
-            return paused_on_request(ctx, st, live, desired, &requests).await;
-        }
-        // A Failed pipeline won't pause: not kept paused for the request.
-        desired.spec = unforced(&desired.spec, &rollout.spec.pipeline.spec);
-    }
-    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
-    let user = ctx.settings.user_strategy(&ns);
-    if !in_progress && user != numaplane_core::config::UserStrategy::PauseAndDrain {
-        return Ok(Carry::Apply(Box::new(desired)));
-    }
     let usde = ctx.settings.usde();
-    let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
-        user_strategy: user,
-        config: usde.as_ref().and_then(|u| u.for_kind("pipeline")),
+    let plan = numaplane_core::ppnd::pipeline::plan(&PipelineInput {
         desired_spec: &desired.spec,
+        user_spec: &rollout.spec.pipeline.spec,
         live_spec: &live.spec,
+        live_status: live.status.as_ref(),
         desired_labels: &desired.labels,
         live_labels: live.labels(),
         desired_annotations: &desired.annotations,
         live_annotations: live.annotations(),
-        riders: &[],
-    });
-    if !in_progress && decision.strategy != UpgradeStrategy::PipelinePauseAndDrain {
-        return Ok(Carry::Apply(Box::new(desired)));
-    }
-    let fields: Vec<&str> = decision.reasons.iter().map(|r| r.path.as_str()).collect();
-    if !in_progress {
-        info!(child = %desired.name, ?fields, "pause-and-drain: change needs the pipeline paused");
-        st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
-    }
-    let step = numaplane_core::ppnd::step(&PpndInput {
-        desired_spec: &desired.spec,
-        live_spec: &live.spec,
-        live_status: live.status.as_ref(),
-        desired_annotations: &desired.annotations,
-        live_annotations: live.annotations(),
         allow_data_loss,
+        pause_requested: !requests.is_empty(),
+        in_progress: st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain,
+        user_strategy: ctx.settings.user_strategy(&ns),
+        usde: usde.as_ref().and_then(|u| u.for_kind("pipeline")),
     });
+    if let Some(spec) = plan.unforced {
+        desired.spec = spec;
+    }
+    let (step, fields) = match plan.action {
+        PipelineAction::KeepPaused { pause_live } => {
+            return paused_on_request(ctx, st, live, desired, pause_live, &requests).await;
+        }
+        PipelineAction::Apply => return Ok(Carry::Apply(Box::new(desired))),
+        PipelineAction::Step {
+            step,
+            starts,
+            fields,
+        } => {
+            if starts {
+                info!(child = %desired.name, ?fields, "pause-and-drain: change needs the pipeline paused");
+                st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+            }
+            (step, fields)
+        }
+    };
     let child_ref = live.object_ref(&());
     match step {
         PpndStep::Done => {
@@ -398,28 +365,20 @@ impl Rollout for PipelineRollout {
     }
 
     fn rider_specs(&self) -> Vec<RiderSpec> {
-        self.spec
-            .riders
-            .iter()
-            .flatten()
-            .map(RiderSpec::from)
-            .collect()
+        super::kind::rider_specs(&self.spec.riders)
     }
 
     fn template_vars(child: &str, namespace: &str) -> TemplateVars {
         TemplateVars::pipeline(child, namespace)
     }
 
-    fn progressive_parts(&self) -> Option<super::kind::Parts<'_>> {
+    fn progressive_strategy(&self) -> Option<super::kind::ProgressiveOf<'_>> {
         let s = self.spec.strategy.as_ref();
-        Some(super::kind::Parts {
-            kind: numaplane_core::progressive::Kind::Pipeline,
-            strategy: s.and_then(|s| s.progressive.as_ref()),
-            analysis: s.and_then(|s| s.analysis.as_ref()),
-            has_hpa_rider: self.spec.riders.iter().flatten().any(|r| {
-                r.definition.get("kind").and_then(Value::as_str) == Some("HorizontalPodAutoscaler")
-            }),
-        })
+        Some((
+            numaplane_core::progressive::Kind::Pipeline,
+            s.and_then(|s| s.progressive.as_ref()),
+            s.and_then(|s| s.analysis.as_ref()),
+        ))
     }
 
     fn read_record(st: &PipelineRolloutStatus) -> numaplane_core::progressive::Record {
@@ -472,18 +431,21 @@ impl Rollout for PipelineRollout {
 
     /// Pipelines on an ISB service that became recyclable follow it, with its reason (a
     /// recreate deletes them at once; api.md §13).
-    async fn retire_children(&self, ctx: &Ctx) -> Result<Option<String>, Error> {
+    fn retiring(
+        &self,
+        ctx: &Ctx,
+        children: &[std::sync::Arc<Pipeline>],
+    ) -> Vec<numaplane_core::pass::Retirement> {
         let ns = self.namespace().unwrap_or_default();
-        let name = self.name_any();
-        let mut retired_now = Vec::new();
-        for p in ctx.stores.pipelines.children_of(&ns, &name) {
+        let mut retiring = Vec::new();
+        for p in children {
             if p.labels().get(labels::UPGRADE_STATE).map(String::as_str)
                 == Some(upgrade_state::RECYCLABLE)
                 || p.meta().deletion_timestamp.is_some()
             {
                 continue;
             }
-            let on = isbsvc_of(&p).unwrap_or_default();
+            let on = isbsvc_of(p).unwrap_or_default();
             let retired = ctx.stores.isbsvcs.named(&ns, on).filter(|i| {
                 i.labels().get(labels::UPGRADE_STATE).map(String::as_str)
                     == Some(upgrade_state::RECYCLABLE)
@@ -495,15 +457,14 @@ impl Rollout for PipelineRollout {
                     .cloned()
                     .unwrap_or_default();
                 info!(child = %p.name_any(), isbsvc = %on, %reason, "pipeline follows its recyclable InterStepBufferService");
-                crate::children::mark_recyclable(ctx, &*p, &reason).await?;
-                retired_now.push(format!(
-                    "{} (InterStepBufferService {on} is {reason})",
-                    p.name_any()
-                ));
+                retiring.push(numaplane_core::pass::Retirement {
+                    child: p.name_any(),
+                    why: format!("{} (InterStepBufferService {on} is {reason})", p.name_any()),
+                    reason,
+                });
             }
         }
-        Ok((!retired_now.is_empty())
-            .then(|| format!("retiring pipelines {}", retired_now.join(", "))))
+        retiring
     }
 
     fn customize(&self, isb: &IsbTarget, desired: &mut DesiredChild) {

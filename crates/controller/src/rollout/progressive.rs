@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{RiderStatus, UpgradeStrategy};
 use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
@@ -28,7 +29,6 @@ use numaplane_core::progressive::{
     self, Action, Kind, ObservedRun, PromotedChild, PromotedPods, StepInput, TrialChild,
     TrialHealth, scale,
 };
-use numaplane_core::usde::json_eq;
 use serde_json::{Value, json};
 use tracing::info;
 
@@ -219,15 +219,36 @@ async fn health_sample<K: ChildObject>(
     ))
 }
 
-async fn observed_run(ctx: &Ctx, ns: &str, name: &str) -> Result<Option<ObservedRun>, Error> {
+/// The AnalysisRun of the trial with UID `trial`: from the watch of Numaplane's runs (a
+/// finished run wakes the rollout only once that cache shows it), read live when the cache
+/// does not show this trial's run (just created, or no Argo Rollouts CRDs to watch).
+async fn observed_run(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    trial: Option<&str>,
+) -> Result<Option<ObservedRun>, Error> {
+    if let Some(run) = ctx
+        .stores
+        .analysis_runs
+        .get(&ObjectRef::new(name).within(ns))
+        && run
+            .owner_references()
+            .iter()
+            .any(|o| Some(o.uid.as_str()) == trial)
+    {
+        return Ok(Some(observed(&run)));
+    }
     let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), ns);
-    let Some(run) = api
+    Ok(api
         .get_opt(name)
         .await
         .ctx(|| format!("reading AnalysisRun {name}"))?
-    else {
-        return Ok(None);
-    };
+        .as_ref()
+        .map(observed))
+}
+
+fn observed(run: &AnalysisRun) -> ObservedRun {
     let status = run.status.as_ref();
     let phase = status
         .and_then(|s| s.get("phase"))
@@ -238,10 +259,10 @@ async fn observed_run(ctx: &Ctx, ns: &str, name: &str) -> Result<Option<Observed
         .and_then(|s| s.get("completedAt"))
         .and_then(Value::as_str)
         .and_then(|s| s.parse::<Timestamp>().ok());
-    Ok(Some(ObservedRun {
+    ObservedRun {
         phase,
         completed_at,
-    }))
+    }
 }
 
 /// Pods of the promoted child per vertex (or under the MonoVertex's name), and its HPA.
@@ -620,10 +641,7 @@ impl<R: Rollout> Progress<'_, R> {
             return Ok(None);
         };
         let want = desired_child(obj, self.resolved, &t.name_any(), metadata, template)?;
-        let mut differs = !json_eq(
-            &scale::comparable_trial_spec(kind, t.spec(), &record.trial_scale),
-            &scale::comparable_trial_spec(kind, &want.spec, &scale::TrialScaleRecord::None),
-        );
+        let mut differs = scale::trial_differs(kind, t.spec(), &want.spec, &record.trial_scale);
         if !differs
             && rollout_changed
             && let Some(u) = record.upgrading_for(&t.name_any())
@@ -633,7 +651,7 @@ impl<R: Rollout> Progress<'_, R> {
         }
         let run_name = progressive::analysis_run_name(kind, &t.name_any());
         let run = if record.analysis.is_some() {
-            observed_run(ctx, &self.ns, &run_name).await?
+            observed_run(ctx, &self.ns, &run_name, t.meta().uid.as_deref()).await?
         } else {
             None
         };
@@ -660,11 +678,8 @@ impl<R: Rollout> Progress<'_, R> {
     ) -> Result<numaplane_core::progressive::Plan, Error> {
         let (ctx, live, parts, kind) = (self.ctx, self.live, &self.parts, self.parts.kind);
         let cfg = ctx.settings.controller();
-        let differs_from_promoted = riders_changed
-            || !json_eq(
-                &scale::comparable_promoted_spec(kind, live.spec()),
-                &scale::comparable_promoted_spec(kind, &desired.spec),
-            );
+        let differs_from_promoted =
+            riders_changed || scale::promoted_differs(kind, live.spec(), &desired.spec);
         let trial_input = trial.map(|t| TrialChild {
             name: t.child.meta().name.as_deref().unwrap_or_default(),
             spec: t.child.spec(),

@@ -5,7 +5,7 @@
 
 use crate::children::{self, FIELD_MANAGER};
 use crate::context::Ctx;
-use crate::error::{Error, KubeContext};
+use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use crate::events::source;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -76,9 +76,9 @@ async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Resul
     .ctx(|| format!("{what} of pipeline {}", p.name_any()))
 }
 
-/// Sets `min=max=n` (not disabled) on the named vertices, each guarded by its name at its index.
-async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Error> {
-    ctx.ensure_leader()?;
+/// JSON-patch ops setting `min=max=n` (not disabled) on the named vertices, each guarded by its
+/// name at its index.
+fn scale_ops(p: &Pipeline, want: &[(String, i64)]) -> Vec<Value> {
     let vertices = numaplane_core::child::vertex_names(&p.spec);
     let mut ops = Vec::new();
     for (name, n) in want {
@@ -91,8 +91,12 @@ async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Er
             "value": {"min": n, "max": n, "disabled": false}}),
         );
     }
-    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
-        .map_err(|e| Error::InvalidSpec(format!("scale patch: {e}")))?;
+    ops
+}
+
+async fn json_patch(ctx: &Ctx, p: &Pipeline, ops: Vec<Value>) -> kube::Result<Pipeline> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(ops)).map_err(kube::Error::SerdeError)?;
     let api: Api<Pipeline> =
         Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
     api.patch(
@@ -104,8 +108,34 @@ async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Er
         &Patch::<()>::Json(patch),
     )
     .await
-    .ctx(|| format!("scaling pipeline {}", p.name_any()))?;
+}
+
+/// Sets `min=max=n` (not disabled) on the named vertices.
+async fn scale(ctx: &Ctx, p: &Pipeline, want: &[(String, i64)]) -> Result<(), Error> {
+    ctx.ensure_leader()?;
+    json_patch(ctx, p, scale_ops(p, want))
+        .await
+        .ctx(|| format!("scaling pipeline {}", p.name_any()))?;
     Ok(())
+}
+
+/// Scales an expired pipeline to zero and labels it `recyclable-expired` in one write,
+/// conditional on the version read: a pass working from a copy older than its own last write
+/// (the watch has not delivered it yet) must not expire it, and report it, a second time.
+/// Returns whether this pass did it.
+async fn keep_expired(ctx: &Ctx, p: &Pipeline) -> Result<bool, Error> {
+    ctx.ensure_leader()?;
+    let mut ops = vec![json!({"op": "replace", "path": "/metadata/resourceVersion",
+        "value": p.resource_version()})];
+    ops.extend(scale_ops(p, &recycle::zero_scales(&p.spec)));
+    ops.push(json!({"op": "add",
+        "path": format!("/metadata/labels/{}", labels::UPGRADE_STATE.replace('/', "~1")),
+        "value": upgrade_state::RECYCLABLE_EXPIRED}));
+    match json_patch(ctx, p, ops).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(false),
+        Err(e) => Err(e).ctx(|| format!("expiring pipeline {}", p.name_any())),
+    }
 }
 
 /// The pipeline's Vertex objects, read live (only a force drain about to pause needs them).
@@ -250,15 +280,9 @@ pub async fn recycle(
         }
         Step::KeepExpired => {
             info!(%child, "recyclable pipeline expired undrained; kept scaled to zero");
-            scale(ctx, p, &recycle::zero_scales(&p.spec)).await?;
-            merge_patch(
-                ctx,
-                p,
-                json!({"metadata": {"labels": {labels::UPGRADE_STATE: upgrade_state::RECYCLABLE_EXPIRED}}}),
-                "labelling recyclable-expired",
-            )
-            .await?;
-            report(ctx, rollout, p, DrainResult::DrainIncomplete).await;
+            if keep_expired(ctx, p).await? {
+                report(ctx, rollout, p, DrainResult::DrainIncomplete).await;
+            }
         }
         Step::ScaleToZero(why) => {
             info!(%child, %why, "scaling recyclable pipeline to zero");

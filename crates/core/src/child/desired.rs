@@ -63,6 +63,31 @@ pub fn isb_rollout_name(spec: &Value) -> String {
         .to_string()
 }
 
+/// [`isb_rollout_name`] of a PipelineRollout's `spec.pipeline.spec`, read from the rollout
+/// spec's JSON text without building the rest of it; `None` when the text is not a rollout spec.
+pub fn isb_rollout_name_in(rollout_spec: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct RolloutSpec {
+        pipeline: Template,
+    }
+    #[derive(serde::Deserialize)]
+    struct Template {
+        #[serde(default)]
+        spec: Option<PipelineSpec>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PipelineSpec {
+        #[serde(default, rename = "interStepBufferServiceName")]
+        isbsvc: Option<Value>,
+    }
+    let parsed: RolloutSpec = serde_json::from_str(rollout_spec).ok()?;
+    let mut spec = serde_json::Map::new();
+    if let Some(isb) = parsed.pipeline.spec.and_then(|s| s.isbsvc) {
+        spec.insert("interStepBufferServiceName".into(), isb);
+    }
+    Some(isb_rollout_name(&Value::Object(spec)))
+}
+
 /// Vertex names of a pipeline spec, in order (empty for other kinds).
 pub fn vertex_names(spec: &Value) -> Vec<String> {
     spec.get("vertices")
@@ -144,6 +169,25 @@ mod tests {
         assert_eq!(c.spec["x"], "ns");
         assert_eq!(isb_rollout_name(&c.spec), "isb");
         assert_eq!(isb_rollout_name(&json!({})), "default");
+        for (text, want) in [
+            (
+                r#"{"pipeline":{"spec":{"vertices":[{"x":{}}],"interStepBufferServiceName":"isb"}}}"#,
+                Some("isb"),
+            ),
+            (
+                r#"{"pipeline":{"spec":{"interStepBufferServiceName":""}}}"#,
+                Some("default"),
+            ),
+            (
+                r#"{"pipeline":{"spec":{"interStepBufferServiceName":7}}}"#,
+                Some("default"),
+            ),
+            (r#"{"pipeline":{"spec":{}},"strategy":{}}"#, Some("default")),
+            (r#"{"pipeline":{}}"#, Some("default")),
+            (r#"{"riders":[]}"#, None),
+        ] {
+            assert_eq!(isb_rollout_name_in(text).as_deref(), want, "{text}");
+        }
         point_pipeline_at_isbsvc(&mut c.labels, &mut c.spec, "isb", "isb-1");
         assert_eq!(c.spec["interStepBufferServiceName"], "isb-1");
         assert_eq!(c.labels[labels::ISBSVC_CHILD_NAME], "isb-1");

@@ -8,8 +8,8 @@ mod desired;
 mod validate;
 
 pub use desired::{
-    RenderedChild, isb_rollout_name, keep_live_replicas, point_pipeline_at_isbsvc, render_child,
-    vertex_names,
+    RenderedChild, isb_rollout_name, isb_rollout_name_in, keep_live_replicas,
+    point_pipeline_at_isbsvc, render_child, vertex_names,
 };
 
 pub use validate::{

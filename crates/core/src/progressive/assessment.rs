@@ -138,9 +138,12 @@ pub(crate) fn basic(
             } else {
                 BasicVerdict::Wait {
                     wake_at: next_sample.min(window + period).min(fail_at),
+                    // Names times, not a count of seconds: the same on every sample of the
+                    // window, so sampling does not rewrite the rollout's status.
                     waiting_for: format!(
-                        "trial {trial}: healthy for {}s of {period}s, must complete by {until}",
-                        now - window
+                        "trial {trial}: healthy since {}, succeeds at {} if it stays healthy, must complete by {until}",
+                        timestamp_at(window),
+                        timestamp_at(window + period)
                     ),
                 }
             }

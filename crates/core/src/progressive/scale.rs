@@ -507,6 +507,25 @@ pub fn comparable_promoted_spec(kind: Kind, spec: &Value) -> Value {
     spec
 }
 
+/// Whether the promoted child differs from the spec the rollout asks for, the scale the engine
+/// itself changes on it set aside (`differs_from_promoted`).
+pub fn promoted_differs(kind: Kind, promoted: &Value, want: &Value) -> bool {
+    !crate::usde::json_eq(
+        &comparable_promoted_spec(kind, promoted),
+        &comparable_promoted_spec(kind, want),
+    )
+}
+
+/// Whether a trial no longer matches the spec the rollout asks for (`want`, rendered under the
+/// trial's name), its own scale set aside as [`comparable_trial_spec`] does: such a trial is
+/// replaced (`differs_from_rollout`).
+pub fn trial_differs(kind: Kind, trial: &Value, want: &Value, saved: &TrialScaleRecord) -> bool {
+    !crate::usde::json_eq(
+        &comparable_trial_spec(kind, trial, saved),
+        &comparable_trial_spec(kind, want, &TrialScaleRecord::None),
+    )
+}
+
 /// The trial's spec as compared with the rollout's (§7.4): its `scale` replaced by the saved
 /// original definition (removed when that is `null`), MonoVertex `replicas` removed. Without a
 /// saved definition (legacy status) the trial's scale is compared as it is.

@@ -351,6 +351,11 @@ fn scale_agnostic_comparisons_treat_null_as_absent() {
         &comparable_trial_spec(pl, &trial, &saved),
         &comparable_trial_spec(pl, &rollout, &TrialScaleRecord::None)
     ));
+    assert!(!super::scale::trial_differs(pl, &trial, &rollout, &saved));
+    assert!(!super::scale::promoted_differs(pl, &live, &rollout));
+    let edited = json!({"vertices": [{"name": "in", "scale": {"min": 1}, "udf": {}}]});
+    assert!(super::scale::trial_differs(pl, &trial, &edited, &saved));
+    assert!(super::scale::promoted_differs(pl, &live, &edited));
 }
 
 // ---- health, skip ----
@@ -626,7 +631,19 @@ fn monovertex_success_with_exact_wakeups() {
             until: Some(ts(1021))
         }
     );
-    assert!(p.message.contains("healthy for 0s of 30s"), "{}", p.message);
+    let counting =
+        "trial mvr-1: healthy since 1970-01-01T00:16:51Z, succeeds at 1970-01-01T00:17:21Z";
+    assert!(p.message.starts_with(counting), "{}", p.message);
+    // A later sample of the same window says the same: sampling writes no status.
+    w.now = 1021;
+    let again = w.run();
+    assert_eq!(again.message, p.message);
+    assert_eq!(
+        again.action,
+        Action::Wait {
+            until: Some(ts(1031))
+        }
+    );
     // At 1041 the 30 s window is complete.
     w.now = 1041;
     w.record.upgrading.as_mut().unwrap().trial_window_start_time = Some(

@@ -7,6 +7,7 @@
 //! Started by [`crate::TestEnv`] when [`crate::TestEnvOptions::real_stack`] is set; the services
 //! run on a runtime of their own, so no test's runtime owns them.
 
+pub mod analysis;
 pub mod daemon;
 pub mod metrics;
 pub mod numaflow;
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -119,19 +120,7 @@ impl RealStack {
             .spawn(async move {
                 // One watch of Numaflow's pods, for both stand-ins.
                 let client = Client::try_from(pods_config).context("stand-in client")?;
-                let (pods, writer) = kube::runtime::reflector::store::<Pod>();
-                let watch = kube::runtime::reflector::reflector(
-                    writer,
-                    kube::runtime::watcher(
-                        Api::<Pod>::all(client.clone()),
-                        kube::runtime::watcher::Config::default()
-                            .labels("app.kubernetes.io/part-of=numaflow"),
-                    ),
-                );
-                tokio::spawn(
-                    kube::runtime::WatchStreamExt::default_backoff(watch)
-                        .for_each(|_| futures::future::ready(())),
-                );
+                let pods = analysis::watch_pods(client.clone());
                 // And of the pipelines, for the daemon's view of their vertices.
                 let (pipelines, writer) =
                     kube::runtime::reflector::store::<numaplane_api::numaflow::Pipeline>();
@@ -180,50 +169,10 @@ impl RealStack {
         })
     }
 
-    /// Starts the Argo Rollouts controller with only its analysis controller, in a network
-    /// namespace where the samples' Prometheus address reaches `prometheus` and the API server
-    /// is forwarded.
-    pub fn start_analysis(
-        &mut self,
-        bins: &RealStackBinaries,
-        dir: &Path,
-        pids: &Path,
-        kubeconfig: &Path,
-        apiserver_port: u16,
-        prometheus: std::net::SocketAddr,
-    ) -> Result<()> {
-        let spec = crate::netns::PodSpec {
-            program: bins.rollouts_controller.clone(),
-            args: vec![
-                format!("--kubeconfig={}", kubeconfig.display()),
-                "--controllers=analysis".into(),
-                "--leader-elect=false".into(),
-                "--loglevel=info".into(),
-            ],
-            env: Vec::new(),
-            mounts: Vec::new(),
-            hosts: vec![
-                PROMETHEUS_HOST.to_string(),
-                "prometheus-kube-prometheus-prometheus.prometheus.svc".to_string(),
-            ],
-            forwards: vec![
-                crate::netns::Forward {
-                    port: apiserver_port,
-                    to: ([127, 0, 0, 1], apiserver_port).into(),
-                },
-                crate::netns::Forward {
-                    port: PROMETHEUS_PORT,
-                    to: prometheus,
-                },
-            ],
-        };
-        self.analysis = Some(crate::netns::Pod::start(
-            dir,
-            pids,
-            "rollouts-controller",
-            &spec,
-        )?);
-        Ok(())
+    /// Keeps the Argo Rollouts analysis controller ([`analysis::start_controller`]) running
+    /// as long as the stack.
+    pub fn attach_analysis(&mut self, controller: crate::netns::Pod) {
+        self.analysis = Some(controller);
     }
 
     /// The metrics stand-in Prometheus scrapes.

@@ -6,6 +6,9 @@
 //! first) → apply the new spec, still paused → resume with the user's desired phase. A pipeline
 //! that is Failed, or whose rollout allows data loss, is not waited on.
 
+pub mod isbservice;
+pub mod pipeline;
+
 use crate::usde::pipeline_needs_update_for_ppnd;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,0 +1,695 @@
+//! Progressive upgrades at scale: N/10 PipelineRollouts and N/10 MonoVertexRollouts under the
+//! progressive strategy (namespace-level config, the shipped USDE config) with a short
+//! assessment schedule, upgraded all at once; then upgraded again with half the trials made to
+//! fail (an image the simulator never brings up). Measures the time until every trial is judged
+//! (and, on success, every replaced child drained and deleted), and how late each verdict came
+//! against the moment it was due: for a promotion the end of the trial's continuous healthy
+//! `period`, for a failure the end of the assessment window. A third run upgrades them once more
+//! judged also by the shipped samples' AnalysisTemplates, evaluated by the real Argo Rollouts
+//! analysis controller with PromQL against a real Prometheus scraping the metrics stand-in (the
+//! counters of the simulator's Ready pods); a promotion is then due once the healthy period has
+//! passed and the AnalysisRun has succeeded, whichever comes last.
+
+use crate::workload::{self, ISB_NAME, converged, reflect};
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::Api;
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use numaplane_api::keys::labels;
+use numaplane_api::numaflow::{AnalysisRun, MonoVertex, Pipeline};
+use numaplane_api::{MonoVertexRollout, PipelineRollout};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `delay,end,period,interval`: promoted once healthy for 5 s, failed if not by 120 s after it
+/// starts (at N=1000 the simulator needs more than 20 s to bring a hundred new trials up, so a
+/// shorter window fails healthy trials: the first run did).
+pub const SCHEDULE: &str = "0,120,5,1";
+const PERIOD_S: f64 = 5.0;
+const END_S: f64 = 120.0;
+const IMAGE: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
+const SOURCE_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stable";
+/// The simulator never brings up a container with this in its image.
+const BAD: &str = "badcat";
+
+pub fn pipeline_names(n: usize) -> Vec<String> {
+    (0..(n / 10).max(1))
+        .map(|i| format!("ppr-{i:04}"))
+        .collect()
+}
+
+pub fn monovertex_names(n: usize) -> Vec<String> {
+    (0..(n / 10).max(1))
+        .map(|i| format!("pmvr-{i:04}"))
+        .collect()
+}
+
+/// The samples whose AnalysisTemplates the analysis run uses, and the templates' names.
+const PIPELINE_SAMPLE: &str = "config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml";
+const MONOVERTEX_SAMPLE: &str =
+    "config/samples/numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml";
+const PIPELINE_TEMPLATE: &str = "pipeline-template";
+const MONOVERTEX_TEMPLATE: &str = "mvtx-acknowledged-messages";
+
+/// The templates' arguments in seconds (they default to minutes): a measurement a second,
+/// eight successes in a row pass, so the run outlasts the 5 s healthy period and its verdict is
+/// what the promotion waits for; the first failure fails.
+fn analysis_args() -> Value {
+    json!([
+        {"name": "interval", "value": "1s"},
+        {"name": "success-limit", "value": "8"},
+        {"name": "failure-limit", "value": "0"}
+    ])
+}
+
+/// The rollout strategy: the short schedule, and with `template` an AnalysisTemplate too.
+fn strategy(template: Option<&str>) -> Value {
+    let mut s = json!({"progressive": {"assessmentSchedule": SCHEDULE}});
+    if let Some(t) = template {
+        s["analysis"] = json!({"templates": [{"templateName": t}], "args": analysis_args()});
+    }
+    s
+}
+
+/// A three-vertex pipeline whose `cat` vertex runs `tag` of the map-cat image; judged by the
+/// sample AnalysisTemplate too when `analysis`.
+pub fn pipeline_rollout(name: &str, tag: &str, analysis: bool) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "PipelineRollout",
+        "metadata": {"name": name},
+        "spec": {
+            "strategy": strategy(analysis.then_some(PIPELINE_TEMPLATE)),
+            "pipeline": {"spec": {
+                "interStepBufferServiceName": ISB_NAME,
+                "lifecycle": {"pauseGracePeriodSeconds": 10},
+                "vertices": [
+                    {"name": "in", "scale": {"min": 1, "max": 1},
+                     "source": {"generator": {"rpu": 5, "duration": "1s"}}},
+                    {"name": "cat", "scale": {"min": 1, "max": 1},
+                     "udf": {"container": {"image": image(IMAGE, tag)}}},
+                    {"name": "out", "scale": {"min": 1, "max": 1}, "sink": {"log": {}}}
+                ],
+                "edges": [{"from": "in", "to": "cat"}, {"from": "cat", "to": "out"}]
+            }}
+        }
+    })
+}
+
+/// A MonoVertex whose source runs `tag` of the simple-source image; judged by the sample
+/// AnalysisTemplate too when `analysis`.
+pub fn monovertex_rollout(name: &str, tag: &str, analysis: bool) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": name},
+        "spec": {
+            "strategy": strategy(analysis.then_some(MONOVERTEX_TEMPLATE)),
+            "monoVertex": {"spec": {
+                "scale": {"min": 1, "max": 1},
+                "source": {"udsource": {"container": {"image": image(SOURCE_IMAGE, tag)}}},
+                "sink": {"blackhole": {}}
+            }}
+        }
+    })
+}
+
+/// `base` with its tag replaced by `tag`; a tag naming [`BAD`] makes an image that never runs.
+fn image(base: &str, tag: &str) -> String {
+    let repo = base.rsplit_once(':').map_or(base, |(r, _)| r);
+    if tag.contains(BAD) {
+        format!("{repo}-{BAD}:{tag}")
+    } else {
+        format!("{repo}:{tag}")
+    }
+}
+
+/// Namespace `bench` under the progressive strategy, with the shipped USDE config in the
+/// operator's namespace (the progressive strategy needs it to classify a change).
+pub async fn configure(client: &Client, ns: &str) -> Result<()> {
+    let operator_ns = numaplane_testenv::controlplane::OPERATOR_NAMESPACE;
+    let namespace: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": operator_ns}
+    }))?;
+    crate::rbac::apply(Api::all(client.clone()), &namespace).await?;
+    let mut usde: ConfigMap = crate::rbac::read("config/manager/usde-config.yaml")?;
+    usde.metadata.namespace = Some(operator_ns.to_string());
+    crate::rbac::apply(Api::namespaced(client.clone(), operator_ns), &usde).await?;
+    let strategy: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bench-strategy", "namespace": ns,
+                     "labels": {"numaplane.numaproj.io/config": "namespace-level-config"}},
+        "data": {"upgradeStrategy": "progressive"}
+    }))?;
+    crate::rbac::apply(Api::namespaced(client.clone(), ns), &strategy).await
+}
+
+/// The samples' AnalysisTemplates, as shipped but for their namespace, in `ns`.
+pub async fn apply_templates(client: &Client, ns: &str) -> Result<()> {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "argoproj.io",
+        "v1alpha1",
+        "AnalysisTemplate",
+    ));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    for (file, name) in [
+        (PIPELINE_SAMPLE, PIPELINE_TEMPLATE),
+        (MONOVERTEX_SAMPLE, MONOVERTEX_TEMPLATE),
+    ] {
+        let Some(mut template) = crate::rbac::read_documents(file)?
+            .into_iter()
+            .find(|d| d["kind"] == "AnalysisTemplate" && d["metadata"]["name"] == name)
+        else {
+            bail!("{file} has no AnalysisTemplate {name}");
+        };
+        template["metadata"]["namespace"] = json!(ns);
+        let obj: DynamicObject = serde_json::from_value(template)?;
+        api.patch(
+            name,
+            &PatchParams::apply("numaplane-bench").force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("applying AnalysisTemplate {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Creates (or updates) every progressive rollout with image tag `tag`, the ones whose index
+/// `fails` picks with a tag that never comes up, judged by the sample AnalysisTemplates too when
+/// `analysis`; returns each rollout's generation.
+pub async fn apply(
+    client: &Client,
+    ns: &str,
+    n: usize,
+    tag: &str,
+    analysis: bool,
+    fails: impl Fn(usize) -> bool,
+) -> Result<(HashMap<String, i64>, HashMap<String, i64>)> {
+    let tag_of = |i: usize| {
+        if fails(i) {
+            format!("{tag}-{BAD}")
+        } else {
+            tag.to_string()
+        }
+    };
+    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), ns);
+    let mvrs: Api<MonoVertexRollout> = Api::namespaced(client.clone(), ns);
+    let p: Vec<Value> = pipeline_names(n)
+        .iter()
+        .enumerate()
+        .map(|(i, name)| pipeline_rollout(name, &tag_of(i), analysis))
+        .collect();
+    let m: Vec<Value> = monovertex_names(n)
+        .iter()
+        .enumerate()
+        .map(|(i, name)| monovertex_rollout(name, &tag_of(i), analysis))
+        .collect();
+    tokio::try_join!(workload::apply_all(&prs, p), workload::apply_all(&mvrs, m))
+}
+
+/// When each child was first seen labelled promoted, or its trial failed (seconds since the
+/// epoch), stamped as the watch event arrives.
+type Flips = std::sync::Arc<std::sync::Mutex<HashMap<String, (Option<f64>, Option<f64>)>>>;
+
+/// Stamps `o` in `flips` the first time it is seen labelled promoted, or failed.
+fn stamp(flips: &Flips, o: &impl kube::Resource) {
+    let now = epoch(SystemTime::now());
+    let l = o.labels();
+    let promoted = l.get(labels::UPGRADE_STATE).map(String::as_str) == Some("promoted");
+    let failed = l.get(labels::PROGRESSIVE_RESULT_STATE).map(String::as_str) == Some("failed");
+    let mut m = flips.lock().unwrap_or_else(|e| e.into_inner());
+    let e = m.entry(o.name_any()).or_default();
+    if promoted && e.0.is_none() {
+        e.0 = Some(now);
+    }
+    if failed && e.1.is_none() {
+        e.1 = Some(now);
+    }
+}
+
+/// When each AnalysisRun was first seen finished (seconds since the epoch), by name.
+type Finished = std::sync::Arc<std::sync::Mutex<HashMap<String, f64>>>;
+
+/// Stamps `run` in `finished` the first time it is seen in a final phase.
+fn stamp_run(finished: &Finished, run: &AnalysisRun) {
+    let phase = run
+        .status
+        .as_ref()
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str);
+    if matches!(
+        phase,
+        Some("Successful" | "Failed" | "Error" | "Inconclusive")
+    ) {
+        let now = epoch(SystemTime::now());
+        let mut m = finished.lock().unwrap_or_else(|e| e.into_inner());
+        m.entry(run.name_any()).or_insert(now);
+    }
+}
+
+/// How one rollout's upgrade went, as the observer saw it.
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    /// The trial's name and its assessment times (seconds since the epoch), last seen in the
+    /// rollout's status.
+    trial: Option<String>,
+    window_start: Option<f64>,
+    assessment_start: Option<f64>,
+    /// When the trial's AnalysisRun was seen finished, if it had one.
+    analysis_done: Option<f64>,
+    /// When the trial was seen promoted, or labelled failed (seconds since the epoch).
+    promoted_at: Option<f64>,
+    failed_at: Option<f64>,
+    /// Its trial was made to fail.
+    to_fail: bool,
+}
+
+/// Figures of one progressive scenario.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Figures {
+    pub upgrades: usize,
+    pub promoted: usize,
+    pub failed: usize,
+    /// Trials that failed though their image runs (judged unhealthy within the window).
+    pub failed_unexpectedly: usize,
+    /// Trials whose AnalysisRun was seen finished, and of them the ones it held back (it
+    /// finished after the healthy period ended).
+    pub analysis_runs: usize,
+    pub analysis_gated: usize,
+    /// Seconds from the moment a promotion was due (end of the healthy period, or the end of
+    /// its AnalysisRun if later) until the trial was seen labelled promoted.
+    pub promotion_lateness_p50_seconds: Option<f64>,
+    pub promotion_lateness_p99_seconds: Option<f64>,
+    pub promotion_lateness_max_seconds: Option<f64>,
+    /// The same for failures (due at the end of the assessment window).
+    pub failure_lateness_p50_seconds: Option<f64>,
+    pub failure_lateness_p99_seconds: Option<f64>,
+    pub api_requests_per_upgrade: f64,
+}
+
+fn epoch(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn time_at(v: &Value, pointer: &str) -> Option<f64> {
+    let s = v.pointer(pointer)?.as_str()?;
+    let t: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
+    Some(t.as_millisecond() as f64 / 1000.0)
+}
+
+/// Independent watches of the progressive rollouts and their children.
+pub struct Observer {
+    prs: Store<PipelineRollout>,
+    mvrs: Store<MonoVertexRollout>,
+    pipelines: Store<Pipeline>,
+    monovertices: Store<MonoVertex>,
+    flips: Flips,
+    finished: Finished,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Observer {
+    pub fn start(client: &Client, ns: &str) -> Self {
+        let flips = Flips::default();
+        let (prs, a) = reflect(Api::namespaced(client.clone(), ns), |_| {});
+        let (mvrs, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
+        let f = flips.clone();
+        let (pipelines, c) = reflect(Api::namespaced(client.clone(), ns), move |o: &Pipeline| {
+            stamp(&f, o)
+        });
+        let f = flips.clone();
+        let (monovertices, d) = reflect(
+            Api::namespaced(client.clone(), ns),
+            move |o: &MonoVertex| stamp(&f, o),
+        );
+        let finished = Finished::default();
+        let f = finished.clone();
+        let (_, e) = reflect(
+            Api::namespaced(client.clone(), ns),
+            move |o: &AnalysisRun| stamp_run(&f, o),
+        );
+        Observer {
+            prs,
+            mvrs,
+            pipelines,
+            monovertices,
+            flips,
+            finished,
+            tasks: vec![a, b, c, d, e],
+        }
+    }
+
+    /// Waits until every rollout in `want` (name → generation) is converged at its generation
+    /// with no replaced child left, or, for the ones `fails` names, has its trial labelled
+    /// failed; then returns the figures. Looked at every 200 ms; the label flips are stamped as
+    /// their watch events arrive.
+    pub async fn wait(
+        &self,
+        want: &HashMap<String, i64>,
+        fails: &dyn Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Result<(Duration, Figures)> {
+        let started = Instant::now();
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        let mut last_report = Instant::now();
+        loop {
+            let rollouts = self.rollouts(want);
+            let children = self.children(want);
+            let flips = self.flips.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let finished = self
+                .finished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut pending = Vec::new();
+            for (name, generation) in want {
+                let s = seen.entry(name.clone()).or_default();
+                let (status, observed) = match rollouts.get(name) {
+                    Some((st, g)) => (Some(st), *g >= *generation),
+                    None => (None, false),
+                };
+                let empty = Vec::new();
+                let kids = children.get(name).unwrap_or(&empty);
+                let seen_now = Looked {
+                    status,
+                    observed,
+                    children: kids,
+                    flips: &flips,
+                    finished: &finished,
+                };
+                if !look(&seen_now, fails(name), s) {
+                    pending.push(name.clone());
+                }
+            }
+            if pending.is_empty() {
+                return Ok((started.elapsed(), figures(&seen)));
+            }
+            if started.elapsed() > timeout {
+                bail!(
+                    "{} of {} progressive upgrades not finished after {timeout:?}, e.g. {:?}",
+                    pending.len(),
+                    want.len(),
+                    &pending[..pending.len().min(5)]
+                );
+            }
+            if last_report.elapsed() > Duration::from_secs(10) {
+                tracing::info!(pending = pending.len(), "waiting for progressive upgrades");
+                last_report = Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until every rollout in `want` is converged at its generation (not measured: the
+    /// setup before the upgrades).
+    pub async fn settle(&self, want: &HashMap<String, i64>, timeout: Duration) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            let rollouts = self.rollouts(want);
+            let pending = want
+                .iter()
+                .filter(|(name, generation)| {
+                    rollouts.get(*name).is_none_or(|(_, at)| at < *generation)
+                })
+                .count();
+            if pending == 0 {
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                bail!("{pending} progressive rollouts not Deployed after {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The wanted rollouts' statuses as JSON, each with the generation it is converged at (0
+    /// when it is not).
+    fn rollouts(&self, want: &HashMap<String, i64>) -> HashMap<String, (Value, i64)> {
+        fn of<K: kube::Resource<DynamicType = ()> + Clone>(
+            store: &Store<K>,
+            want: &HashMap<String, i64>,
+            status: impl Fn(&K) -> Option<(Value, Option<&numaplane_api::common::Status>)>,
+            out: &mut HashMap<String, (Value, i64)>,
+        ) {
+            for r in store.state() {
+                let name = r.name_any();
+                if !want.contains_key(&name) {
+                    continue;
+                }
+                if let Some((json, st)) = status(&r) {
+                    let g = r.meta().generation;
+                    let at = if converged(st, g) { g.unwrap_or(0) } else { 0 };
+                    out.insert(name, (json, at));
+                }
+            }
+        }
+        let mut out = HashMap::new();
+        of(
+            &self.prs,
+            want,
+            |r: &PipelineRollout| {
+                let st = r.status.as_ref()?;
+                Some((serde_json::to_value(st).ok()?, Some(&st.status)))
+            },
+            &mut out,
+        );
+        of(
+            &self.mvrs,
+            want,
+            |r: &MonoVertexRollout| {
+                let st = r.status.as_ref()?;
+                Some((serde_json::to_value(st).ok()?, Some(&st.status)))
+            },
+            &mut out,
+        );
+        out
+    }
+
+    /// The wanted rollouts' children: name and upgrade state.
+    fn children(&self, want: &HashMap<String, i64>) -> HashMap<String, Vec<(String, String)>> {
+        let mut out: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        let mut add = |l: &std::collections::BTreeMap<String, String>, name: String| {
+            if let Some(parent) = l.get(labels::PARENT_ROLLOUT_NAME)
+                && want.contains_key(parent)
+            {
+                let state = l.get(labels::UPGRADE_STATE).cloned().unwrap_or_default();
+                out.entry(parent.clone()).or_default().push((name, state));
+            }
+        };
+        for c in self.pipelines.state() {
+            add(c.labels(), c.name_any());
+        }
+        for c in self.monovertices.state() {
+            add(c.labels(), c.name_any());
+        }
+        out
+    }
+}
+
+/// One look at a rollout: its status, whether it is converged at the wanted generation, its
+/// children (name, upgrade state), and the label flips and finished AnalysisRuns seen so far.
+struct Looked<'a> {
+    status: Option<&'a Value>,
+    observed: bool,
+    children: &'a [(String, String)],
+    flips: &'a HashMap<String, (Option<f64>, Option<f64>)>,
+    finished: &'a HashMap<String, f64>,
+}
+
+/// Updates `s` from one look at a rollout; whether its upgrade is over: its trial failed
+/// (expected when `to_fail`, counted in the figures either way), or it was promoted, its
+/// rollout converged and no replaced child is left.
+fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
+    let Looked {
+        status,
+        observed,
+        children,
+        flips,
+        finished,
+    } = *l;
+    let up = status.and_then(|st| {
+        [
+            "/progressiveStatus/upgradingPipelineStatus",
+            "/progressiveStatus/upgradingMonoVertexStatus",
+        ]
+        .iter()
+        .find_map(|p| st.pointer(p))
+    });
+    if let Some(up) = up
+        && let Some(trial) = up.get("name").and_then(Value::as_str)
+    {
+        if s.trial.as_deref() != Some(trial) {
+            *s = Seen {
+                trial: Some(trial.to_string()),
+                ..Seen::default()
+            };
+        }
+        s.to_fail = to_fail;
+        if let Some(t) = time_at(up, "/trialWindowStartTime") {
+            s.window_start = Some(t);
+        }
+        if let Some(t) = time_at(up, "/basicAssessmentStartTime") {
+            s.assessment_start = Some(t);
+        }
+    }
+    if let Some((promoted, failed)) = s.trial.as_ref().and_then(|t| flips.get(t)) {
+        s.promoted_at = *promoted;
+        s.failed_at = *failed;
+    }
+    if let Some(t) = &s.trial {
+        // Numaplane names a trial's run after its kind and the trial.
+        s.analysis_done = ["pipeline", "monovertex"]
+            .iter()
+            .find_map(|k| finished.get(&format!("{k}-{t}")).copied());
+    }
+    if to_fail || s.failed_at.is_some() {
+        return s.failed_at.is_some();
+    }
+    let replaced_left = children
+        .iter()
+        .any(|(n, state)| Some(n) != s.trial.as_ref() && state != "promoted");
+    observed && s.promoted_at.is_some() && !replaced_left
+}
+
+fn figures(seen: &HashMap<String, Seen>) -> Figures {
+    let sorted = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    // Due when the healthy period has passed and the AnalysisRun (if any) has finished.
+    let due = |s: &Seen| {
+        let healthy = s.window_start? + PERIOD_S;
+        Some(s.analysis_done.map_or(healthy, |a| a.max(healthy)))
+    };
+    let promotion = sorted(
+        seen.values()
+            .filter_map(|s| Some(s.promoted_at? - due(s)?))
+            .collect(),
+    );
+    // A failure is due the first second after `start + end`.
+    let failure = sorted(
+        seen.values()
+            .filter_map(|s| Some(s.failed_at? - (s.assessment_start? + END_S + 1.0)))
+            .collect(),
+    );
+    let q = |v: &[f64], p: f64| workload::nearest_rank(v, p).map(crate::measure::round3);
+    Figures {
+        upgrades: seen.len(),
+        promoted: seen.values().filter(|s| s.promoted_at.is_some()).count(),
+        failed: seen.values().filter(|s| s.failed_at.is_some()).count(),
+        failed_unexpectedly: seen
+            .values()
+            .filter(|s| s.failed_at.is_some() && !s.to_fail)
+            .count(),
+        analysis_runs: seen.values().filter(|s| s.analysis_done.is_some()).count(),
+        analysis_gated: seen
+            .values()
+            .filter(|s| {
+                s.analysis_done
+                    .zip(s.window_start)
+                    .is_some_and(|(a, w)| a > w + PERIOD_S)
+            })
+            .count(),
+        promotion_lateness_p50_seconds: q(&promotion, 0.5),
+        promotion_lateness_p99_seconds: q(&promotion, 0.99),
+        promotion_lateness_max_seconds: q(&promotion, 1.0),
+        failure_lateness_p50_seconds: q(&failure, 0.5),
+        failure_lateness_p99_seconds: q(&failure, 0.99),
+        api_requests_per_upgrade: 0.0,
+    }
+}
+
+/// One name → generation map for both kinds.
+pub fn merged(a: HashMap<String, i64>, b: HashMap<String, i64>) -> HashMap<String, i64> {
+    a.into_iter().chain(b).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_tag_makes_an_image_the_simulator_never_runs() {
+        assert_eq!(image(IMAGE, "v1"), "quay.io/numaio/numaflow-go/map-cat:v1");
+        assert_eq!(
+            image(IMAGE, "v2-badcat"),
+            "quay.io/numaio/numaflow-go/map-cat-badcat:v2-badcat"
+        );
+        let p = pipeline_rollout("ppr-0000", "v1", false);
+        assert_eq!(
+            p["spec"]["strategy"]["progressive"]["assessmentSchedule"],
+            SCHEDULE
+        );
+        assert!(p["spec"]["strategy"].get("analysis").is_none());
+        let p = pipeline_rollout("ppr-0000", "v1", true);
+        assert_eq!(
+            p["spec"]["strategy"]["analysis"]["templates"][0]["templateName"],
+            PIPELINE_TEMPLATE
+        );
+        let m = monovertex_rollout("pmvr-0000", "v1", true);
+        assert_eq!(
+            m["spec"]["strategy"]["analysis"]["templates"][0]["templateName"],
+            MONOVERTEX_TEMPLATE
+        );
+        assert_eq!(pipeline_names(1000).len(), 100);
+        assert_eq!(monovertex_names(100)[9], "pmvr-0009");
+        assert_eq!(monovertex_names(5), vec!["pmvr-0000".to_string()]);
+    }
+
+    #[test]
+    fn lateness_is_measured_from_the_moment_the_verdict_was_due() {
+        let mut seen = HashMap::new();
+        seen.insert(
+            "a".to_string(),
+            Seen {
+                trial: Some("a-1".into()),
+                window_start: Some(100.0),
+                promoted_at: Some(105.4),
+                ..Seen::default()
+            },
+        );
+        seen.insert(
+            "b".to_string(),
+            Seen {
+                trial: Some("b-1".into()),
+                assessment_start: Some(100.0),
+                failed_at: Some(221.2),
+                to_fail: true,
+                ..Seen::default()
+            },
+        );
+        // Its AnalysisRun finished 2 s after the healthy period: due then.
+        seen.insert(
+            "c".to_string(),
+            Seen {
+                trial: Some("c-1".into()),
+                window_start: Some(100.0),
+                analysis_done: Some(107.0),
+                promoted_at: Some(107.3),
+                ..Seen::default()
+            },
+        );
+        let f = figures(&seen);
+        assert_eq!((f.upgrades, f.promoted, f.failed), (3, 2, 1));
+        assert_eq!((f.analysis_runs, f.analysis_gated), (1, 1));
+        assert_eq!(f.promotion_lateness_max_seconds, Some(0.4));
+        assert_eq!(f.promotion_lateness_p50_seconds, Some(0.3));
+        assert_eq!(f.failed_unexpectedly, 0);
+        assert_eq!(f.promotion_lateness_p99_seconds, Some(0.4));
+        assert_eq!(f.failure_lateness_p99_seconds, Some(0.2));
+    }
+}

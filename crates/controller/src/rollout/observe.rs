@@ -1,0 +1,168 @@
+//! Observe: everything one pass decides on, gathered in one value from the watch caches, plus
+//! the few live reads the safety rules require (a live list before a create, and before a
+//! duplicate is purged) and the riders when the rollout changed.
+
+use super::kind::Rollout;
+use super::lookup::cached_children;
+use crate::children;
+use crate::context::Ctx;
+use crate::error::Error;
+use crate::status::RolloutStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{Resource, ResourceExt};
+use numaplane_api::common::UpgradeStrategy;
+use numaplane_core::config::{UsdeConfig, UserStrategy};
+use numaplane_core::pass::{self, Retirement};
+use numaplane_core::usde::RiderChange;
+use std::sync::Arc;
+
+/// The promoted child's side of a pass.
+pub(super) enum Target<R: Rollout> {
+    /// What the child needs from other objects is not there yet: the rollout waits, saying
+    /// for what.
+    Waiting(String),
+    /// It cannot be had (e.g. no such ISBServiceRollout): the pass fails once its recycling is
+    /// done.
+    Failed(Error),
+    Ready {
+        resolved: R::Resolved,
+        promoted: PromotedSeen<R::Child>,
+        /// How the rollout's riders differ from the promoted child's (read when the rollout
+        /// changed or a progressive upgrade runs).
+        riders: Vec<RiderChange>,
+    },
+}
+
+/// How the promoted child was found.
+pub(super) enum PromotedSeen<C> {
+    /// The newest promoted child in the cache.
+    Cached(C),
+    /// None cached; this one is being deleted to be recreated.
+    Recreating(String),
+    /// None cached: the rollout's children as a live list shows them.
+    Missing(Vec<C>),
+}
+
+/// One pass's observation of a rollout.
+pub(super) struct Observed<R: Rollout> {
+    pub ns: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub now: Time,
+    /// `metadata.generation` differs from `status.observedGeneration`.
+    pub generation_changed: bool,
+    /// `status.upgradeInProgress`.
+    pub in_progress: UpgradeStrategy,
+    /// `status.nameCount`.
+    pub name_count: Option<i32>,
+    /// Children to retire because of something outside them; when there are any, the pass
+    /// retires them and ends, and nothing else was observed.
+    pub retire: Vec<Retirement>,
+    /// The rollout's children in the cache.
+    pub cached: Vec<Arc<R::Child>>,
+    /// A live list, taken when the cache shows duplicates.
+    pub duplicates_live: Option<Vec<R::Child>>,
+    /// `None` when retiring.
+    pub target: Option<Target<R>>,
+    pub user_strategy: UserStrategy,
+    pub usde: Option<Arc<UsdeConfig>>,
+}
+
+/// How the promoted child is found: the newest promoted one in the cache, one being recreated,
+/// or none, in which case the rollout's children are listed live.
+async fn promoted_seen<R: Rollout>(
+    ctx: &Ctx,
+    seen: &Observed<R>,
+    views: &[pass::ChildView<'_>],
+    first: bool,
+) -> Result<PromotedSeen<R::Child>, Error> {
+    let newest = pass::newest_promoted(views).and_then(|p| {
+        seen.cached
+            .iter()
+            .find(|c| c.meta().name.as_deref() == Some(p.name))
+    });
+    Ok(match (newest, pass::recreating(views)) {
+        (Some(p), _) => PromotedSeen::Cached((**p).clone()),
+        (None, Some(old)) => PromotedSeen::Recreating(old.to_string()),
+        // A new rollout's first pass: nothing to adopt, and the create's name check still
+        // refuses an object someone else made (at cold start this saves a LIST per rollout).
+        (None, None) if first && seen.cached.is_empty() => PromotedSeen::Missing(Vec::new()),
+        (None, None) => {
+            PromotedSeen::Missing(children::list_live::<R::Child>(ctx, &seen.ns, &seen.name).await?)
+        }
+    })
+}
+
+/// Gathers what a pass of `obj`, starting from status `st`, decides on. `first`: this pass
+/// added Numaplane's finalizer, so no earlier pass created a child the cache could be missing.
+pub(super) async fn observe<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    st: &R::Status,
+    now: Time,
+    first: bool,
+) -> Result<Observed<R>, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let generation = obj.meta().generation.unwrap_or_default();
+    let cached: Vec<Arc<R::Child>> = cached_children::<R>(ctx, &ns, &name).collect();
+    let mut seen = Observed {
+        uid: obj.uid().unwrap_or_default(),
+        generation,
+        now,
+        generation_changed: st.common().observed_generation != generation,
+        in_progress: st.common().upgrade_in_progress,
+        name_count: *st.name_count(),
+        retire: obj.retiring(ctx, &cached),
+        cached,
+        duplicates_live: None,
+        target: None,
+        user_strategy: ctx.settings.user_strategy(&ns),
+        usde: ctx.settings.usde(),
+        ns,
+        name,
+    };
+    if !seen.retire.is_empty() {
+        return Ok(seen);
+    }
+    let views: Vec<_> = seen
+        .cached
+        .iter()
+        .map(|c| children::view(&**c, &seen.uid))
+        .collect();
+    let (ns, name) = (seen.ns.as_str(), seen.name.as_str());
+    if !pass::duplicates(&views).is_empty() {
+        seen.duplicates_live = Some(children::list_live::<R::Child>(ctx, ns, name).await?);
+    }
+    let resolved = match obj.resolve(ctx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(waiting)) => {
+            seen.target = Some(Target::Waiting(waiting));
+            return Ok(seen);
+        }
+        Err(e) => {
+            seen.target = Some(Target::Failed(e));
+            return Ok(seen);
+        }
+    };
+    let promoted = promoted_seen::<R>(ctx, &seen, &views, first).await?;
+    let progressing = seen.in_progress == UpgradeStrategy::Progressive;
+    let riders = match &promoted {
+        PromotedSeen::Cached(child) if seen.generation_changed || progressing => {
+            super::progressive::rider_changes(obj, ctx, st, child).await
+        }
+        _ => Ok(Vec::new()),
+    };
+    drop(views);
+    seen.target = Some(match riders {
+        Ok(riders) => Target::Ready {
+            resolved,
+            promoted,
+            riders,
+        },
+        // (the promoted child's step fails, as a failed update would)
+        Err(e) => Target::Failed(e),
+    });
+    Ok(seen)
+}

@@ -1,0 +1,256 @@
+//! Report: a pass's outcome becomes the rollout's status (written once, or held back while the
+//! child settles), its Events, its metrics and the next wake-up.
+
+use super::act::{Acted, Outcome, Trace};
+use super::kind::{Rollout, publish};
+use crate::children::{self, ChildObject};
+use crate::context::{Ctx, RESYNC};
+use crate::error::Error;
+use crate::status::{self, RolloutStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use numaplane_api::common::UpgradeStrategy;
+use numaplane_api::keys;
+use std::time::Duration;
+use tracing::debug;
+
+/// Re-check period while an upgrade strategy is in progress (the reference's default requeue):
+/// a safety net behind the watch triggers, e.g. for an allow-data-loss annotation added to
+/// another rollout.
+pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
+
+/// A pass under way: the status it started from and the one it is building.
+pub(super) struct Report<R: Rollout> {
+    uid: String,
+    before: R::Status,
+    /// The status being built; acting records strategy state in it.
+    pub st: R::Status,
+    pub generation: i64,
+    pub now: Time,
+    started: std::time::Instant,
+    strategy_before: UpgradeStrategy,
+}
+
+impl<R: Rollout> Report<R> {
+    pub fn begin(obj: &R, ctx: &Ctx) -> Self {
+        let uid = obj.uid().unwrap_or_default();
+        let before = obj.status_of().cloned().unwrap_or_default();
+        // A status held back by an earlier pass is newer than the cached one.
+        let st = ctx
+            .status_holds
+            .held::<R::Status>(&uid)
+            .unwrap_or_else(|| before.clone());
+        Report {
+            strategy_before: st.common().upgrade_in_progress,
+            uid,
+            before,
+            st,
+            generation: obj.meta().generation.unwrap_or_default(),
+            now: status::now(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Writes what the pass came to and says when to look again. (Long: the single place a
+    /// pass's outcome becomes status, an Event and the next wake-up.)
+    pub async fn finish(
+        mut self,
+        obj: &R,
+        ctx: &Ctx,
+        acted: Result<Acted<R::Child>, Error>,
+    ) -> Result<Action, Error> {
+        let (generation, now) = (self.generation, self.now.clone());
+        let st = &mut self.st;
+        let (outcome, wake) = match acted {
+            Ok(a) => (a.outcome, a.wake),
+            Err(e) => {
+                status::mark_failed(st.common_mut(), &e, &now);
+                st.common_mut().observed_generation = generation;
+                publish(
+                    &ctx.events,
+                    obj,
+                    EventType::Warning,
+                    keys::event_reason::RECONCILE_FAILED,
+                    format!("reconcile failed: {e}"),
+                )
+                .await;
+                record_health::<R>(ctx, obj, st.common());
+                obj.observe_metrics(ctx, st, &now);
+                status::write_if_changed(obj, ctx, &self.before, st).await?;
+                ctx.status_holds.release(&self.uid);
+                return Err(e);
+            }
+        };
+        let (settling, delay) = match outcome {
+            Outcome::Waiting(message) => {
+                status::mark_pending(st.common_mut(), &message);
+                st.common_mut().observed_generation = generation;
+                (true, RESYNC)
+            }
+            Outcome::Done {
+                child,
+                changed,
+                pending,
+                trace,
+            } => {
+                let settling =
+                    report_child::<R>(ctx, st, &child, pending.as_deref(), generation, &now);
+                st.common_mut().observed_generation = generation;
+                record_history::<R>(ctx, st, self.strategy_before, &trace, generation, &now);
+                if changed {
+                    self.changed(obj, ctx, &trace).await;
+                } else {
+                    debug!("in sync, nothing to do");
+                }
+                let delay = if self.st.common().upgrade_in_progress == Default::default() {
+                    RESYNC
+                } else {
+                    IN_PROGRESS_RECHECK
+                };
+                (pending.is_none() && settling, delay)
+            }
+        };
+        let st = &self.st;
+        record_health::<R>(ctx, obj, st.common());
+        obj.observe_metrics(ctx, st, &now);
+        if self.before != *st
+            && settling
+            && holdable::<R>(&self.before, st)
+            && let Some(left) = ctx.status_holds.hold(&self.uid, st)
+        {
+            debug!(?left, "child settling; status write held back");
+            return Ok(Action::requeue(left));
+        }
+        // Released only once written: a failed write keeps what the held status recorded.
+        status::write_if_changed(obj, ctx, &self.before, st).await?;
+        ctx.status_holds.release(&self.uid);
+        // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
+        let until_wake = wake.map(|w: Timestamp| {
+            Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
+                + Duration::from_millis(100)
+        });
+        Ok(Action::requeue(until_wake.map_or(delay, |w| w.min(delay))))
+    }
+
+    /// The promoted child changed: its metric, and one Event per new child (routine updates
+    /// show in status and metrics only: an Event per update would double the writes of a mass
+    /// update).
+    async fn changed(&self, obj: &R, ctx: &Ctx, trace: &Trace) {
+        let phase = if trace.created { "create" } else { "update" };
+        ctx.metrics
+            .child_change(R::CONTROLLER, phase, self.started.elapsed().as_secs_f64());
+        if trace.created {
+            ctx.events
+                .publish_once(
+                    R::EVENT_SOURCE,
+                    &obj.object_ref(&()),
+                    EventType::Normal,
+                    R::SUCCESS_EVENT,
+                    "Reconciliation successful: child created".into(),
+                )
+                .await;
+        }
+    }
+}
+
+/// Whether a status change is only an observation that may wait for the child to settle: no
+/// strategy starts, runs or ends in it (those are recorded before anything acts on them).
+fn holdable<R: Rollout>(before: &R::Status, after: &R::Status) -> bool {
+    let idle = |s: &R::Status| s.common().upgrade_in_progress == Default::default();
+    // The name count and pod history are observations too (a new name is checked against a
+    // live list before use; the history only sizes later drains).
+    let durable = |s: &R::Status| numaplane_core::progressive::Record {
+        name_count: None,
+        historical_pod_count: None,
+        ..R::read_record(s)
+    };
+    idle(before) && idle(after) && durable(before) == durable(after)
+}
+
+/// The one-hot health series of a rollout, and its count in its namespace.
+fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Status) {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let is_false = |t: &str| {
+        numaplane_core::conditions::get_condition(&st.conditions, t)
+            .is_some_and(|c| c.status == "False")
+            .to_string()
+    };
+    let labels = vec![
+        ("namespace", ns.clone()),
+        (R::METRIC_LABEL, name.clone()),
+        ("phase", st.phase.as_str().to_string()),
+        (
+            "promotedChildFailure",
+            is_false(keys::condition::CHILD_RESOURCES_HEALTHY),
+        ),
+        (
+            "progressiveFailure",
+            is_false(keys::condition::PROGRESSIVE_UPGRADE_SUCCEEDED),
+        ),
+    ];
+    let kind = children::kind_str::<R>();
+    ctx.metrics.set_health(kind, &ns, &name, labels);
+    ctx.metrics.count(kind, &ns, &name, true);
+}
+
+/// Adds this pass to `status.upgradeHistory` (see [`numaplane_core::history`]).
+fn record_history<R: Rollout>(
+    ctx: &Ctx,
+    st: &mut R::Status,
+    strategy_before: UpgradeStrategy,
+    trace: &Trace,
+    generation: i64,
+    now: &Time,
+) {
+    let record = R::read_record(st);
+    let obs = numaplane_core::history::Observation {
+        strategy_before,
+        strategy_after: st.common().upgrade_in_progress,
+        trial: record.upgrading.as_ref(),
+        promoted: Some(&trace.promoted),
+        created: trace.created,
+        applied: trace.applied,
+        generation,
+        changed_fields: &trace.changed_fields,
+    };
+    let limit = ctx.settings.controller().upgrade_history_limit;
+    numaplane_core::history::record(&mut st.common_mut().upgrade_history, &obs, now, limit);
+}
+
+/// The child's part of the status: deployed or pending, its health and kind-specific fields.
+/// Returns whether its reaction is still to come (Numaflow has yet to observe it, or it, or
+/// something it needs like a pipeline's ISB service, is still coming up).
+fn report_child<R: Rollout>(
+    ctx: &Ctx,
+    st: &mut R::Status,
+    child: &R::Child,
+    pending: Option<&str>,
+    generation: i64,
+    now: &Time,
+) -> bool {
+    match pending {
+        Some(m) => status::mark_pending(st.common_mut(), m),
+        None => status::mark_deployed(st.common_mut(), generation, now),
+    }
+    let health = R::health(ctx, child);
+    status::set_health(st.common_mut(), &health, generation, now);
+    R::observe_child(st, child, generation, now);
+    health.reason == keys::reason::PROGRESSING
+        || not_yet_observed(child)
+        || R::still_coming_up(ctx, child)
+}
+
+/// Whether the child's controller has yet to observe its current generation (a new MonoVertex
+/// reads as "Unknown" rather than "Progressing" until Numaflow first writes its status).
+fn not_yet_observed<C: ChildObject>(child: &C) -> bool {
+    let observed = child
+        .status()
+        .and_then(|s| s.get("observedGeneration"))
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(0);
+    observed < child.meta().generation.unwrap_or(0)
+}
