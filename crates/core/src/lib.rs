@@ -13,12 +13,14 @@
 //!   the promoted child.
 //! - [`usde`]: the upgrade strategy decision (no-op, direct apply, pause-and-drain, progressive).
 //! - [`progressive`]: the progressive upgrade engine (scale split, assessment, state machine).
+//! - [`controller_trial`]: a progressive upgrade of the Numaflow controller itself.
 //!
 //! Every error type has `reason()`: a short stable string for conditions, events and metrics.
 
 pub mod child;
 pub mod conditions;
 pub mod config;
+pub mod controller_trial;
 pub mod health;
 pub mod history;
 pub mod json;

@@ -50,7 +50,7 @@ pub mod scale;
 pub mod skip;
 pub mod step;
 pub mod templates;
-mod time;
+pub(crate) mod time;
 
 #[cfg(test)]
 mod proptests;
