@@ -62,6 +62,10 @@ pub struct UpgradingChildStatus {
     pub initialization_complete: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub riders: Vec<RiderStatus>,
+    /// The trial passed its assessment and runs on a trial Numaflow controller: it is promoted
+    /// only when that controller's trial succeeds (Numaplane only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_controller_trial: bool,
 }
 
 /// Argo Rollouts AnalysisRun phase.

@@ -112,6 +112,8 @@ impl Operator {
             pipelines: subscribe(&pipelines_w)?,
             pipelines_for_isbr: subscribe(&pipelines_w)?,
             nc_rollouts_for_pr: subscribe(&nc_rollouts_w)?,
+            nc_rollouts_for_mvr: subscribe(&nc_rollouts_w)?,
+            nc_rollouts_for_isbr: subscribe(&nc_rollouts_w)?,
             monovertices: subscribe(&monovertices_w)?,
             isbsvcs_for_isbr: subscribe(&isbsvcs_w)?,
             isbsvcs_for_pr: subscribe(&isbsvcs_w)?,
@@ -328,6 +330,8 @@ struct Subscriptions {
     pipelines: reflector::ReflectHandle<Compact<Pipeline>>,
     pipelines_for_isbr: reflector::ReflectHandle<Compact<Pipeline>>,
     nc_rollouts_for_pr: reflector::ReflectHandle<NumaflowControllerRollout>,
+    nc_rollouts_for_mvr: reflector::ReflectHandle<NumaflowControllerRollout>,
+    nc_rollouts_for_isbr: reflector::ReflectHandle<NumaflowControllerRollout>,
     monovertices: reflector::ReflectHandle<Compact<MonoVertex>>,
     isbsvcs_for_isbr: reflector::ReflectHandle<Compact<InterStepBufferService>>,
     isbsvcs_for_pr: reflector::ReflectHandle<Compact<InterStepBufferService>>,
@@ -528,15 +532,10 @@ fn spawn_controllers(
                 &isbr.name_any(),
             )
         })
-        // A NumaflowControllerRollout's pause request concerns every pipeline of its namespace.
+        // A NumaflowControllerRollout's pause request and controller trial concern every
+        // pipeline of its namespace.
         .watches_shared_stream(subs.nc_rollouts_for_pr, move |ncr| {
-            let ns = ncr.namespace().unwrap_or_default();
-            by_ncr
-                .state()
-                .iter()
-                .filter(|pr| pr.namespace().as_deref() == Some(ns.as_str()))
-                .map(|pr| ObjectRef::from_obj(&**pr))
-                .collect::<Vec<_>>()
+            in_namespace_of(&by_ncr, &ncr)
         })
         .reconcile_on(config_triggers(&ctx.settings, pr_store))
         .reconcile_on(deletion_triggers(
@@ -551,9 +550,13 @@ fn spawn_controllers(
     )
     .with_config(cfg.clone());
     let mvr_store = mvrs.store();
-    let mvr_listed = mvr_store.clone();
+    let (mvr_listed, mvr_by_ncr) = (mvr_store.clone(), mvr_store.clone());
     let mvrs = mvrs
         .owns_shared_stream(subs.monovertices)
+        // A Numaflow controller trial places every MonoVertex of its namespace.
+        .watches_shared_stream(subs.nc_rollouts_for_mvr, move |ncr| {
+            in_namespace_of(&mvr_by_ncr, &ncr)
+        })
         .reconcile_on(config_triggers(&ctx.settings, mvr_store))
         .reconcile_on(deletion_triggers(
             deletions,
@@ -565,8 +568,13 @@ fn spawn_controllers(
     let isbrs = Controller::for_shared_stream(subs.isb_rollouts, ctx.stores.isb_rollouts.clone())
         .with_config(cfg);
     let isbsvc_store = ctx.stores.isbsvcs.clone();
+    let isbr_by_ncr = ctx.stores.isb_rollouts.clone();
     let isbrs = isbrs
         .owns_shared_stream(subs.isbsvcs_for_isbr)
+        // A Numaflow controller trial places every ISB service of its namespace.
+        .watches_shared_stream(subs.nc_rollouts_for_isbr, move |ncr| {
+            in_namespace_of(&isbr_by_ncr, &ncr)
+        })
         // Pipelines on it: a pause request waits until they are paused.
         .watches_shared_stream(subs.pipelines_for_isbr, |p| {
             p.labels()
@@ -639,6 +647,20 @@ where
             }
         }
     })
+}
+
+/// The cached objects of `ncr`'s namespace.
+fn in_namespace_of<K>(store: &Store<K>, ncr: &NumaflowControllerRollout) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let ns = ncr.namespace().unwrap_or_default();
+    store
+        .state()
+        .iter()
+        .filter(|o| o.namespace().as_deref() == Some(ns.as_str()))
+        .map(|o| ObjectRef::from_obj(&**o))
+        .collect()
 }
 
 /// PipelineRollouts whose pipeline runs on ISBServiceRollout `isb_rollout`.

@@ -89,7 +89,7 @@ pub struct Reported {
 }
 
 impl Reported {
-    fn new(status: HealthStatus, reason: &str, message: &str) -> Self {
+    pub fn new(status: HealthStatus, reason: &str, message: &str) -> Self {
         Self {
             status,
             reason: reason.into(),

@@ -6,7 +6,8 @@
 //! - [`health`]: Deployment health and the rollout's mirror of its NumaflowController (pure).
 //! - `nc_ctx`: what both reconcilers share; `owned`: caches of the rendered objects; `apply`: apply, recreate, prune.
 //! - `controller`: the NumaflowController reconciler; `rollout`: the NumaflowControllerRollout
-//!   reconciler and the upgrade-strategy seam; `wiring`: watches and controllers.
+//!   reconciler and the upgrade-strategy seam; `trial`: a progressive controller upgrade;
+//!   `wiring`: watches and controllers.
 //!
 //! Both reconcilers follow the shape of the rollout loop: observe caches, decide, act with
 //! server-side apply, write status once and only if it changed.
@@ -19,6 +20,7 @@ mod nc_ctx;
 mod owned;
 pub mod render;
 pub mod rollout;
+mod trial;
 mod wiring;
 
 pub use wiring::{Wiring, start};

@@ -5,17 +5,18 @@
 
 use super::health::mirror_controller;
 use super::nc_ctx::{NcCtx, next_action};
-use crate::error::{Error, KubeContext, is_not_found};
+use crate::error::{Error, KubeContext};
 use crate::events::source;
 use crate::{finalizer, metrics::Labels, status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::keys::{condition, event_reason, reason};
+use numaplane_api::progressive::AssessmentResult;
 use numaplane_api::{
     ISBServiceRollout, NumaflowController, NumaflowControllerRollout,
     NumaflowControllerRolloutStatus, NumaflowControllerSpec, PipelineRollout,
@@ -43,8 +44,9 @@ pub enum UpdateDecision {
 /// The upgrade-strategy decision. A change of a `numaflowcontroller` USDE field (shipped:
 /// `dataLoss: [spec.version]`) under `pause-and-drain` first asks every pipeline of the
 /// namespace to pause and updates the NumaflowController once they are paused or cannot pause
-/// (persisted in `status.upgradeInProgress`). Under `no-strategy`, and under `progressive` (not
-/// implemented for the Numaflow controller, as in the reference), every change applies directly.
+/// (persisted in `status.upgradeInProgress`). Under `no-strategy`, and under `progressive` (as in
+/// the reference, unless the rollout opts into a controller trial: `trial.rs`), every change
+/// applies directly.
 pub fn decide_update(
     strategy: UserStrategy,
     config: Option<&numaplane_core::config::UsdeKindConfig>,
@@ -260,6 +262,18 @@ async fn ensure_controller(
         version: r.spec.controller.version.clone(),
         instance_id: r.spec.controller.instance_id.clone(),
     };
+    // Opt-in: a rollout without `spec.strategy.progressive` upgrades in place under
+    // `progressive`, as the reference does (and its scenarios expect).
+    let progressive = ctx.settings.user_strategy(&ns) == UserStrategy::Progressive
+        && r.spec
+            .strategy
+            .as_ref()
+            .is_some_and(|s| s.progressive.is_some());
+    if (progressive || st.progressive_status.is_some())
+        && let Some(out) = super::trial::pass(r, nctx, st.progressive_status.as_ref(), now).await?
+    {
+        return progressive_step(r, nctx, st, out, generation, now).await;
+    }
     let cached = nctx
         .controllers
         .get(&ObjectRef::new(&name).within(&ns))
@@ -297,7 +311,10 @@ async fn ensure_controller(
                 match decide_update(ctx.settings.user_strategy(&ns), config, &nc.spec, &desired) {
                     UpdateDecision::ApplyNow => {
                         info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
-                        (apply_controller(r, nctx, &desired).await?, Some("update"))
+                        (
+                            apply_controller(r, nctx, &name, &desired).await?,
+                            Some("update"),
+                        )
                     }
                     UpdateDecision::PauseFirst => {
                         info!(from = %nc.spec.version, to = %desired.version,
@@ -327,12 +344,18 @@ async fn ensure_controller(
                         (existing, None)
                     } else {
                         info!(version = %desired.version, "updating NumaflowController");
-                        (apply_controller(r, nctx, &desired).await?, Some("update"))
+                        (
+                            apply_controller(r, nctx, &name, &desired).await?,
+                            Some("update"),
+                        )
                     }
                 }
                 None => {
                     info!(version = %desired.version, "creating NumaflowController");
-                    (apply_controller(r, nctx, &desired).await?, Some("create"))
+                    (
+                        apply_controller(r, nctx, &name, &desired).await?,
+                        Some("create"),
+                    )
                 }
             }
         }
@@ -358,6 +381,87 @@ async fn ensure_controller(
         now,
     );
     Ok((phase, fields))
+}
+
+/// Records and carries out one pass of a progressive controller upgrade
+/// (docs/progressive-numaflow-controller.md), and mirrors the promoted controller.
+async fn progressive_step(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    st: &mut NumaflowControllerRolloutStatus,
+    out: super::trial::Outcome,
+    generation: i64,
+    now: &Time,
+) -> Result<(Option<&'static str>, Vec<String>), Error> {
+    let super::trial::Outcome { plan, promoted } = out;
+    // A rollout that never ran a controller trial records nothing: its workloads keep their
+    // own instance annotations.
+    let quiet = st.progressive_status.is_none()
+        && plan.status.upgrading_controller_status.is_none()
+        && plan.actions.is_empty();
+    if !quiet {
+        let before = st.clone();
+        st.progressive_status = Some(plan.status.clone());
+        if !plan.actions.is_empty() {
+            // Record before act: a trial's name is known before it is created.
+            status::write_if_changed(r, &nctx.ctx, &before, st).await?;
+        }
+    }
+    super::trial::act(r, nctx, &plan.actions).await?;
+    if let Some(verdict) = plan.verdict {
+        let u = plan.status.upgrading_controller_status.as_ref();
+        let (name, version) = u
+            .map(|u| (u.controller.name.clone(), u.controller.version.clone()))
+            .unwrap_or_default();
+        let (t, reason, note) = if verdict == AssessmentResult::Success {
+            (
+                EventType::Normal,
+                condition::PROGRESSIVE_UPGRADE_SUCCEEDED,
+                format!(
+                    "trial Numaflow controller {name} ({version}) succeeded; promoting its workloads"
+                ),
+            )
+        } else {
+            (
+                EventType::Warning,
+                event_reason::PROGRESSIVE_UPGRADE_FAILED,
+                format!(
+                    "trial Numaflow controller {name} ({version}) failed: {}",
+                    u.map(|u| u.failure_reasons.join("; ")).unwrap_or_default()
+                ),
+            )
+        };
+        publish(nctx, r, t, reason, note).await;
+    }
+    st.status.upgrade_in_progress = if plan.waiting_for.is_some() {
+        UpgradeStrategy::Progressive
+    } else {
+        UpgradeStrategy::NoOp
+    };
+    match &plan.waiting_for {
+        Some(m) => status::mark_pending(&mut st.status, m),
+        None => status::mark_deployed(&mut st.status, generation, now),
+    }
+    let reported = promoted.as_deref().map_or_else(
+        || {
+            super::health::Reported::new(
+                numaplane_core::health::HealthStatus::False,
+                numaplane_api::keys::reason::PROGRESSING,
+                "the promoted NumaflowController is not in the cache yet",
+            )
+        },
+        mirror_controller,
+    );
+    set_condition(
+        &mut st.status.conditions,
+        condition::CHILD_RESOURCES_HEALTHY,
+        reported.status,
+        &reported.reason,
+        &reported.message,
+        generation,
+        now.clone(),
+    );
+    Ok((None, Vec::new()))
 }
 
 /// One step of a pause-and-drain update in progress: wait until the namespace's pipelines are
@@ -386,7 +490,7 @@ async fn pause_step(
         }
         info!(from = %nc.spec.version, to = %desired.version,
             "pause-and-drain: pipelines paused, updating NumaflowController");
-        let written = apply_controller(r, nctx, desired).await?;
+        let written = apply_controller(r, nctx, &name, desired).await?;
         publish(
             nctx,
             r,
@@ -432,16 +536,17 @@ fn check_owned(nc: &NumaflowController, uid: &str, ns: &str) -> Result<(), Error
     }
 }
 
-/// Server-side applies the NumaflowController: same name, the rollout's controller spec, a
-/// controller owner reference; nothing else.
-async fn apply_controller(
+/// Server-side applies NumaflowController `name` (the rollout's own name, or a trial's): the
+/// controller spec, a controller owner reference; nothing else.
+pub(super) async fn apply_controller(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
+    name: &str,
     spec: &NumaflowControllerSpec,
 ) -> Result<NumaflowController, Error> {
     let ctx = &nctx.ctx;
     ctx.ensure_leader()?;
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let ns = r.namespace().unwrap_or_default();
     let owner = r
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidSpec("NumaflowControllerRollout has no uid yet".into()))?;
@@ -454,7 +559,7 @@ async fn apply_controller(
     let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
     let written = api
         .patch(
-            &name,
+            name,
             &PatchParams::apply(crate::children::FIELD_MANAGER).force(),
             &Patch::Apply(body),
         )
@@ -519,26 +624,17 @@ async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Resul
     )
     .await;
     let uid = r.uid().unwrap_or_default();
-    if let Some(nc) = nctx.controllers.get(&ObjectRef::new(&name).within(&ns))
-        && nc.owner_references().iter().any(|o| o.uid == uid)
-        && nc.meta().deletion_timestamp.is_none()
-    {
-        ctx.ensure_leader()?;
-        let dp = DeleteParams {
-            preconditions: nc.uid().map(|u| Preconditions {
-                uid: Some(u),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        match Api::<NumaflowController>::namespaced(ctx.client.clone(), &ns)
-            .delete(&name, &dp)
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(e).ctx(|| format!("deleting NumaflowController {name}")),
-        }
+    // Its own NumaflowController and any trial's.
+    let owned: Vec<_> = nctx
+        .controllers
+        .state()
+        .into_iter()
+        .filter(|nc| nc.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|nc| nc.owner_references().iter().any(|o| o.uid == uid))
+        .filter(|nc| nc.meta().deletion_timestamp.is_none())
+        .collect();
+    for nc in owned {
+        super::trial::delete(nctx, &ns, &nc.name_any()).await?;
     }
     finalizer::remove(ctx, r).await?;
     ctx.forget(&uid);

@@ -1,6 +1,7 @@
 //! The child and riders a rollout wants, rendered from its spec.
 
 use super::kind::Rollout;
+use super::placement::Resolved;
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::Ctx;
 use crate::error::Error;
@@ -35,7 +36,7 @@ pub(crate) fn desired_riders<R: Rollout>(
 /// controller owner reference.
 pub(crate) fn desired_child<R: Rollout>(
     obj: &R,
-    resolved: &R::Resolved,
+    resolved: &Resolved<R::Resolved>,
     child_name: &str,
     metadata: Option<&ChildMetadata>,
     spec: &Value,
@@ -56,6 +57,7 @@ pub(crate) fn desired_child<R: Rollout>(
         owner,
         spec: rendered.spec,
     };
-    obj.customize(resolved, &mut desired);
+    obj.customize(&resolved.kind, &mut desired);
+    super::placement::apply(&resolved.placement, &mut desired);
     Ok(desired)
 }

@@ -251,6 +251,8 @@ impl Rollout for ISBServiceRollout {
     const EVENT_SOURCE: &'static str = source::ISBSVC_ROLLOUT;
     const SUCCESS_EVENT: &'static str = event_reason::RECONCILATION_SUCCESSFUL;
     const METRIC_LABEL: &'static str = "isbservice";
+    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
+        numaplane_core::controller_trial::WorkloadKind::IsbService;
     const SPEC_PATH: &'static str = "spec.interStepBufferService.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {

@@ -48,6 +48,8 @@ pub trait Rollout:
     const SPEC_PATH: &'static str;
     /// Name of the object label of this kind's health metric.
     const METRIC_LABEL: &'static str;
+    /// How a Numaflow controller upgrade lists this kind.
+    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind;
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
     fn rider_specs(&self) -> Vec<RiderSpec>;
@@ -64,6 +66,18 @@ pub trait Rollout:
         &self,
         ctx: &Ctx,
     ) -> impl Future<Output = Result<Result<Self::Resolved, String>, Error>> + Send;
+
+    /// What the child must wait for before it can move to Numaflow controller `instance` (a
+    /// pipeline: its ISB service there), as a message.
+    fn placement_waits(
+        &self,
+        ctx: &Ctx,
+        resolved: &Self::Resolved,
+        instance: &str,
+    ) -> Option<String> {
+        let _ = (ctx, resolved, instance);
+        None
+    }
 
     /// Kind-specific labels and spec changes of the desired child.
     fn customize(&self, resolved: &Self::Resolved, desired: &mut DesiredChild) {

@@ -22,6 +22,7 @@ mod lookup;
 pub mod monovertex;
 mod observe;
 pub mod pipeline;
+pub(crate) mod placement;
 mod plan;
 pub mod progressive;
 pub mod recycle;

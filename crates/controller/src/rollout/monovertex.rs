@@ -47,6 +47,8 @@ impl Rollout for MonoVertexRollout {
     const EVENT_SOURCE: &'static str = source::MONOVERTEX_ROLLOUT;
     const SUCCESS_EVENT: &'static str = event_reason::RECONCILIATION_SUCCESSFUL;
     const METRIC_LABEL: &'static str = "monovertex";
+    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
+        numaplane_core::controller_trial::WorkloadKind::MonoVertex;
     const SPEC_PATH: &'static str = "spec.monoVertex.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {

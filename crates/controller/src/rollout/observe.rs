@@ -4,6 +4,7 @@
 
 use super::kind::Rollout;
 use super::lookup::cached_children;
+use super::placement::{Resolved, placement};
 use crate::children;
 use crate::context::Ctx;
 use crate::error::Error;
@@ -25,7 +26,7 @@ pub(super) enum Target<R: Rollout> {
     /// done.
     Failed(Error),
     Ready {
-        resolved: R::Resolved,
+        resolved: Resolved<R::Resolved>,
         promoted: PromotedSeen<R::Child>,
         /// How the rollout's riders differ from the promoted child's (read when the rollout
         /// changed or a progressive upgrade runs).
@@ -136,7 +137,10 @@ pub(super) async fn observe<R: Rollout>(
         seen.duplicates_live = Some(children::list_live::<R::Child>(ctx, ns, name).await?);
     }
     let resolved = match obj.resolve(ctx).await {
-        Ok(Ok(r)) => r,
+        Ok(Ok(r)) => Resolved {
+            placement: placement(ctx, obj),
+            kind: r,
+        },
         Ok(Err(waiting)) => {
             seen.target = Some(Target::Waiting(waiting));
             return Ok(seen);
@@ -146,6 +150,12 @@ pub(super) async fn observe<R: Rollout>(
             return Ok(seen);
         }
     };
+    if let Some(instance) = &resolved.placement.instance
+        && let Some(waiting) = obj.placement_waits(ctx, &resolved.kind, instance)
+    {
+        seen.target = Some(Target::Waiting(waiting));
+        return Ok(seen);
+    }
     let promoted = promoted_seen::<R>(ctx, &seen, &views, first).await?;
     let progressing = seen.in_progress == UpgradeStrategy::Progressive;
     let riders = match &promoted {

@@ -355,6 +355,8 @@ impl Rollout for PipelineRollout {
     const EVENT_SOURCE: &'static str = source::PIPELINE_ROLLOUT;
     const SUCCESS_EVENT: &'static str = event_reason::RECONCILE_SUCCESS;
     const METRIC_LABEL: &'static str = "pipeline";
+    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
+        numaplane_core::controller_trial::WorkloadKind::Pipeline;
     const SPEC_PATH: &'static str = "spec.pipeline.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
@@ -465,6 +467,23 @@ impl Rollout for PipelineRollout {
             }
         }
         retiring
+    }
+
+    fn placement_waits(&self, ctx: &Ctx, isb: &IsbTarget, instance: &str) -> Option<String> {
+        let ns = self.namespace().unwrap_or_default();
+        let on = ctx
+            .stores
+            .isbsvcs
+            .named(&ns, &isb.child)
+            .map(|i| super::placement::instance_of(&*i).to_string());
+        (on.as_deref() != Some(instance)).then(|| {
+            format!(
+                "waiting for ISBServiceRollout {} to run an InterStepBufferService on Numaflow controller instance {instance:?} (InterStepBufferService {} is on {:?})",
+                isb.rollout,
+                isb.child,
+                on.unwrap_or_default()
+            )
+        })
     }
 
     fn customize(&self, isb: &IsbTarget, desired: &mut DesiredChild) {

@@ -5,6 +5,7 @@
 use super::desired::desired_child;
 use super::kind::Rollout;
 use super::observe::{Observed, PromotedSeen, Target};
+use super::placement::Resolved;
 use crate::children::{self, DesiredChild};
 use crate::error::Error;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -51,7 +52,7 @@ pub(super) enum Step<R: Rollout> {
 pub(super) struct Update<R: Rollout> {
     pub live: R::Child,
     pub desired: DesiredChild,
-    pub resolved: R::Resolved,
+    pub resolved: Resolved<R::Resolved>,
     /// By a progressive step, else the kind's own way (directly, pause-and-drain, recreate).
     pub progressive: bool,
     pub riders_progressive: bool,
@@ -105,7 +106,7 @@ fn check_owned<R: Rollout>(obj: &R, child: &R::Child) -> Result<(), Error> {
 /// The child the rollout asks for under the promoted child's name, adapted to it.
 fn desired_for<R: Rollout>(
     obj: &R,
-    resolved: &R::Resolved,
+    resolved: &Resolved<R::Resolved>,
     live: &R::Child,
 ) -> Result<DesiredChild, Error> {
     check_owned(obj, live)?;

@@ -6,6 +6,7 @@
 use super::desired::{desired_child, desired_riders};
 use super::kind::{Carry, Parts, Rollout, publish};
 use super::lookup::cached_children;
+use super::placement::Resolved;
 use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_not_found};
@@ -165,6 +166,7 @@ async fn isbsvc_health_sample<K: ChildObject>(
     ctx: &Ctx,
     isb_rollout: &str,
     trial: &K,
+    held: bool,
 ) -> Result<TrialHealth, Error> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<numaplane_api::PipelineRollout> = Api::namespaced(ctx.client.clone(), &ns);
@@ -187,6 +189,7 @@ async fn isbsvc_health_sample<K: ChildObject>(
         &trial.name_any(),
         &using,
         trial.status(),
+        held,
     ))
 }
 
@@ -546,11 +549,11 @@ async fn trial_riders_differ<R: Rollout>(
 
 /// One progressive pass for a rollout whose promoted child is `live`.
 #[allow(clippy::too_many_arguments)]
-pub async fn pass<R: Rollout>(
+pub(crate) async fn pass<R: Rollout>(
     obj: &R,
     ctx: &Ctx,
     st: &mut R::Status,
-    resolved: &R::Resolved,
+    resolved: &Resolved<R::Resolved>,
     live: &R::Child,
     desired: DesiredChild,
     riders_changed: bool,
@@ -601,7 +604,7 @@ pub async fn pass<R: Rollout>(
 struct Progress<'a, R: Rollout> {
     obj: &'a R,
     ctx: &'a Ctx,
-    resolved: &'a R::Resolved,
+    resolved: &'a Resolved<R::Resolved>,
     live: &'a R::Child,
     parts: Parts<'a>,
     ns: String,
@@ -641,7 +644,9 @@ impl<R: Rollout> Progress<'_, R> {
             return Ok(None);
         };
         let want = desired_child(obj, self.resolved, &t.name_any(), metadata, template)?;
-        let mut differs = scale::trial_differs(kind, t.spec(), &want.spec, &record.trial_scale);
+        let instance = numaplane_core::child::numaflow_instance;
+        let mut differs = scale::trial_differs(kind, t.spec(), &want.spec, &record.trial_scale)
+            || instance(&want.annotations) != instance(t.annotations());
         if !differs
             && rollout_changed
             && let Some(u) = record.upgrading_for(&t.name_any())
@@ -656,7 +661,7 @@ impl<R: Rollout> Progress<'_, R> {
             None
         };
         let health = if kind == Kind::InterStepBufferService {
-            isbsvc_health_sample(ctx, &self.name, &t).await?
+            isbsvc_health_sample(ctx, &self.name, &t, self.resolved.placement.hold).await?
         } else {
             health_sample(ctx, kind, &t).await?
         };
@@ -678,8 +683,12 @@ impl<R: Rollout> Progress<'_, R> {
     ) -> Result<numaplane_core::progressive::Plan, Error> {
         let (ctx, live, parts, kind) = (self.ctx, self.live, &self.parts, self.parts.kind);
         let cfg = ctx.settings.controller();
-        let differs_from_promoted =
-            riders_changed || scale::promoted_differs(kind, live.spec(), &desired.spec);
+        // A move to another Numaflow controller instance needs a new child as much as a spec
+        // change does (Numaflow refuses to change an object's instance).
+        let instance = numaplane_core::child::numaflow_instance;
+        let differs_from_promoted = riders_changed
+            || scale::promoted_differs(kind, live.spec(), &desired.spec)
+            || instance(&desired.annotations) != instance(live.annotations());
         let trial_input = trial.map(|t| TrialChild {
             name: t.child.meta().name.as_deref().unwrap_or_default(),
             spec: t.child.spec(),
@@ -727,6 +736,7 @@ impl<R: Rollout> Progress<'_, R> {
                 older_promoted: &older,
                 trial: trial_input.clone(),
                 record,
+                hold: self.resolved.placement.hold,
             };
             let plan = progressive::step(&input)
                 .map_err(|e| Error::InvalidSpec(format!("progressive upgrade: {e}")))?;

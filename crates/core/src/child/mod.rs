@@ -21,6 +21,14 @@ use crate::json::{get_path, i64_at, str_at};
 use numaplane_api::progressive::ScaleDefinition;
 use serde_json::Value;
 
+/// The Numaflow controller instance a child's annotations put it on: `numaflow.numaproj.io/instance`,
+/// "" when absent (Numaflow treats both alike).
+pub fn numaflow_instance(annotations: &std::collections::BTreeMap<String, String>) -> &str {
+    annotations
+        .get(numaplane_api::keys::annotations::NUMAFLOW_INSTANCE)
+        .map_or("", String::as_str)
+}
+
 /// `spec.lifecycle.desiredPhase` values.
 pub const DESIRED_PHASE_RUNNING: &str = "Running";
 pub const DESIRED_PHASE_PAUSED: &str = "Paused";

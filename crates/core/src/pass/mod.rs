@@ -62,15 +62,20 @@ pub struct DesiredView<'a> {
 }
 
 /// Whether the live child differs from what the rollout wants: its spec (numbers compared by
-/// value), a wanted label or annotation missing or different, or the rollout not its
-/// controller. Labels and annotations others add are left alone.
+/// value), a wanted label or annotation missing or different, its Numaflow controller instance
+/// (absent and "" alike), or the rollout not its controller. Labels and annotations others add
+/// are left alone.
 pub fn differs(live: &ChildView<'_>, desired: &DesiredView<'_>) -> bool {
     let subset = |want: &BTreeMap<String, String>, have: &BTreeMap<String, String>| {
-        want.iter().all(|(k, v)| have.get(k) == Some(v))
+        want.iter()
+            .filter(|(k, _)| k.as_str() != numaplane_api::keys::annotations::NUMAFLOW_INSTANCE)
+            .all(|(k, v)| have.get(k) == Some(v))
     };
+    let instance = crate::child::numaflow_instance;
     !json_eq(live.spec, desired.spec)
         || !subset(desired.labels, live.labels)
         || !subset(desired.annotations, live.annotations)
+        || instance(desired.annotations) != instance(live.annotations)
         || !live.controlled
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::SpecField;
+use numaplane_api::keys::annotations::NUMAFLOW_INSTANCE;
 use serde_json::json;
 
 /// An observed child, owned, so tests can build views of it.
@@ -301,6 +302,26 @@ fn a_child_we_do_not_control_or_missing_a_label_differs() {
     child.controlled = true;
     child.labels.remove(labels::PARENT_ROLLOUT_NAME);
     assert!(differs(&child.view(), &desired));
+}
+
+#[test]
+fn the_numaflow_instance_compares_absent_and_empty_alike() {
+    let spec = json!({});
+    let labels = desired_labels();
+    let on = |v: &str| BTreeMap::from([(NUMAFLOW_INSTANCE.to_string(), v.to_string())]);
+    let child = Child::new("r-0", upgrade_state::PROMOTED, 1, json!({}));
+    let (empty, trial) = (on(""), on("1"));
+    let want = |annotations| DesiredView {
+        labels: &labels,
+        annotations,
+        spec: &spec,
+    };
+    assert!(!differs(&child.view(), &want(&empty)), "absent is \"\"");
+    assert!(differs(&child.view(), &want(&trial)));
+    let mut moved = child.clone();
+    moved.annotations = on("1");
+    assert!(!differs(&moved.view(), &want(&trial)));
+    assert!(differs(&moved.view(), &want(&empty)), "back to no instance");
 }
 
 #[test]

@@ -84,11 +84,15 @@ pub fn pipeline_type_health(child: &Value, is_monovertex: bool, vertices: &[Valu
 
 /// Health of a trial InterStepBufferService, judged only from the PipelineRollouts that use its
 /// rollout (§5.3): pending until each has a trial pipeline on `trial_isbsvc`; unhealthy (final)
-/// when one failed; healthy when all succeeded or there are none.
+/// when one failed; healthy when all succeeded or there are none. `held_passes`: the ISB
+/// service's own trial is held for a Numaflow controller trial, so a pipeline trial that passed
+/// and is held counts as succeeded; once released, the ISB service waits until its pipelines are
+/// promoted (promoting it first would retire their promoted pipelines under them).
 pub fn isbsvc_health(
     trial_isbsvc: &str,
     pipelines: &[Option<&UpgradingPipelineStatus>],
     isbsvc_status: Option<&Value>,
+    held_passes: bool,
 ) -> TrialHealth {
     let mut failed = Vec::new();
     let mut all_done = true;
@@ -101,6 +105,8 @@ pub fn isbsvc_health(
                 failed.push(format!("Pipeline {} failed", p.child.name));
             }
             Some(AssessmentResult::Success) => {}
+            // Held for a Numaflow controller trial: it passed.
+            _ if held_passes && p.child.awaiting_controller_trial => {}
             _ => all_done = false,
         }
     }

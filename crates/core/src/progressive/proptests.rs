@@ -176,6 +176,7 @@ impl Sim {
                 analysis_run: None,
             }),
             record: &self.record,
+            hold: false,
         })
         .unwrap()
     }

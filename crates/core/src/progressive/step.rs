@@ -93,6 +93,9 @@ pub struct StepInput<'a> {
     pub trial: Option<TrialChild<'a>>,
     /// The recorded state, read from the rollout's status.
     pub record: &'a Record,
+    /// The trial runs on a trial Numaflow controller whose own trial is undecided: a trial that
+    /// passes is held (`awaitingControllerTrial`), not promoted.
+    pub hold: bool,
 }
 
 /// The one next thing to do.
@@ -627,6 +630,30 @@ fn promote(mut rec: Record, input: &StepInput<'_>, trial: &str, previous: Vec<St
     p
 }
 
+/// A trial that passed: promoted, or held while its Numaflow controller's trial is undecided
+/// (the NumaflowControllerRollout reads `awaitingControllerTrial` as its success).
+fn promote_or_hold(
+    mut rec: Record,
+    input: &StepInput<'_>,
+    trial: &str,
+    previous: Vec<String>,
+    now: Secs,
+) -> Plan {
+    let held = input.hold && rec.upgrading.is_some();
+    if let Some(u) = rec.upgrading.as_mut() {
+        u.awaiting_controller_trial = held;
+    }
+    if !held {
+        return promote(rec, input, trial, previous);
+    }
+    let interval = super::time::secs(input.schedule.requeue_interval());
+    wait(
+        rec,
+        now.saturating_add(interval),
+        format!("trial {trial} passed; its promotion waits for the Numaflow controller trial"),
+    )
+}
+
 /// Skip rules, the sticky failure, the basic assessment and the analysis (§4.5, §5, §6).
 fn assess(
     mut rec: Record,
@@ -660,7 +687,7 @@ fn assess(
             u.forced_success = true;
             u.forced_success_reason = Some(reason);
         }
-        return Ok(promote(rec, input, trial.name, previous));
+        return Ok(promote_or_hold(rec, input, trial.name, previous, now));
     }
 
     let Some(u) = rec.upgrading.as_mut() else {
@@ -700,7 +727,7 @@ fn assess(
     };
     let interval = super::time::secs(input.schedule.requeue_interval());
     match verdict {
-        AnalysisVerdict::Success => Ok(promote(rec, input, trial.name, previous)),
+        AnalysisVerdict::Success => Ok(promote_or_hold(rec, input, trial.name, previous, now)),
         AnalysisVerdict::Failure(reason) => {
             if let Some(u) = rec.upgrading.as_mut() {
                 u.assessment_result = Some(AssessmentResult::Failure);

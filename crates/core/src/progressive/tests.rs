@@ -474,6 +474,7 @@ struct World {
     run: Option<ObservedRun>,
     record: Record,
     schedule: AssessmentSchedule,
+    hold: bool,
 }
 
 impl World {
@@ -498,6 +499,7 @@ impl World {
                 ..Default::default()
             },
             schedule: sched(10, 180, 30, 10),
+            hold: false,
         }
     }
 
@@ -531,6 +533,7 @@ impl World {
             older_promoted: &[],
             trial,
             record: &self.record,
+            hold: self.hold,
         })
         .unwrap()
     }
@@ -1014,17 +1017,20 @@ fn isbservice_follows_its_pipelines() {
     let ok = pl("isbr-1", AssessmentResult::Success);
     let other = pl("isbr-0", AssessmentResult::Success);
     let bad = pl("isbr-1", AssessmentResult::Failure);
-    assert_eq!(isbsvc_health("isbr-1", &[], None), TrialHealth::Healthy);
     assert_eq!(
-        isbsvc_health("isbr-1", &[Some(&ok), Some(&other)], None),
+        isbsvc_health("isbr-1", &[], None, false),
+        TrialHealth::Healthy
+    );
+    assert_eq!(
+        isbsvc_health("isbr-1", &[Some(&ok), Some(&other)], None, false),
         TrialHealth::Pending
     );
     assert_eq!(
-        isbsvc_health("isbr-1", &[Some(&ok), None], None),
+        isbsvc_health("isbr-1", &[Some(&ok), None], None, false),
         TrialHealth::Pending
     );
     assert_eq!(
-        isbsvc_health("isbr-1", &[Some(&ok), Some(&bad)], None),
+        isbsvc_health("isbr-1", &[Some(&ok), Some(&bad)], None, false),
         TrialHealth::Unhealthy {
             reasons: vec!["Pipeline pl-1 failed".into()],
             child_status: None
@@ -1143,4 +1149,56 @@ fn pipeline_start_records_history_isbsvc_and_trial_scale() {
         patch["spec"]["vertices"][0]["scale"],
         json!({"min": 2, "max": 2, "disabled": false})
     );
+}
+
+#[test]
+fn a_trial_on_a_trial_controller_is_held_then_promoted_when_released() {
+    let mut w = initialised_mv();
+    w.hold = true;
+    w.run();
+    w.now = 1011;
+    w.health = TrialHealth::Healthy;
+    w.run();
+    w.now = 1041;
+    w.record.upgrading.as_mut().unwrap().trial_window_start_time = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts(1011)),
+    );
+    let held = w.run();
+    assert_eq!(
+        held.action,
+        Action::Wait {
+            until: Some(ts(1051))
+        }
+    );
+    assert!(
+        held.message
+            .contains("waits for the Numaflow controller trial")
+    );
+    assert!(w.upgrading().awaiting_controller_trial);
+    assert_eq!(
+        w.upgrading().assessment_result,
+        Some(AssessmentResult::Unknown),
+        "a held trial is not recorded as a success the engine would finish"
+    );
+    // Held passes change nothing.
+    w.now = 1051;
+    assert_eq!(
+        w.run().action,
+        Action::Wait {
+            until: Some(ts(1061))
+        }
+    );
+    // The controller trial succeeded: promoted.
+    w.hold = false;
+    w.now = 1061;
+    let p = w.run();
+    assert_eq!(
+        p.action,
+        Action::Promote {
+            trial: "mvr-1".into(),
+            previous: vec!["mvr-0".into()],
+            result_label: "succeeded"
+        }
+    );
+    assert!(!w.upgrading().awaiting_controller_trial);
 }
