@@ -143,10 +143,16 @@ fn render_rollout(out: &mut String, r: &RolloutNode, st: Style, with_namespace: 
         if let Some(a) = &t.analysis_phase {
             line.push_str(&format!(", analysis {}", st.word(a)));
         }
+        if t.held {
+            line.push_str(", passed: waits for the Numaflow controller trial");
+        }
         out.push_str(&line);
         out.push('\n');
         for f in &t.failure_reasons {
             out.push_str(&format!("    failure: {f}\n"));
+        }
+        for w in &t.workloads {
+            out.push_str(&format!("    workload {w}\n"));
         }
     }
     if let Some(last) = &r.last_upgrade {
@@ -272,6 +278,39 @@ MonoVertexRollout/my-mvtx  Deployed  [HealthUnknown, Paused]  age 3h10m
 ";
         assert_eq!(text, expected);
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn a_controller_trial_lists_its_workloads() {
+        let ncr = serde_json::json!({
+            "metadata": {"name": "numaflow-controller", "namespace": "demo", "generation": 2},
+            "status": {"phase": "Pending", "observedGeneration": 2,
+                "upgradeInProgress": "Progressive",
+                "message": "trial Numaflow controller numaflow-controller-1 (1.8.1): waiting",
+                "progressiveStatus": {
+                    "promotedControllerStatus": {"name": "numaflow-controller", "instanceID": "", "version": "1.7.5"},
+                    "upgradingControllerStatus": {"name": "numaflow-controller-1", "instanceID": "1",
+                        "version": "1.8.1", "assessmentResult": "Unknown",
+                        "workloads": [
+                            {"kind": "ISBServiceRollout", "rollout": "isb", "state": "Succeeded", "child": "isb-1"},
+                            {"kind": "MonoVertexRollout", "rollout": "mvr", "state": "Waiting"}]}}}
+        });
+        let objects = vec![crate::tree::RolloutObjects {
+            kind: crate::kinds::RolloutKind::NumaflowController,
+            rollout: ncr,
+            children: vec![],
+        }];
+        let text = render(
+            &build(&objects, fixture::now()),
+            Style { color: false },
+            false,
+        );
+        assert!(
+            text.contains(
+                "  trial numaflow-controller-1: assessment Unknown\n    workload ISBServiceRollout isb: Succeeded (isb-1)\n    workload MonoVertexRollout mvr: Waiting\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

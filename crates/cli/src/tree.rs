@@ -80,6 +80,12 @@ pub struct TrialNode {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub analysis_phase: Option<String>,
     pub failure_reasons: Vec<String>,
+    /// It passed and waits for its namespace's Numaflow controller trial.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
+    /// A Numaflow controller trial: the workload rollouts it carries, `<kind> <name>: <state>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<String>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -239,6 +245,27 @@ fn trial(v: &Value) -> Option<TrialNode> {
                 a.iter()
                     .filter_map(Value::as_str)
                     .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        held: upgrading.get("awaitingControllerTrial") == Some(&Value::Bool(true)),
+        workloads: upgrading
+            .pointer("/workloads")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|w| {
+                        let child = match s(w, "/child") {
+                            c if c.is_empty() => String::new(),
+                            c => format!(" ({c})"),
+                        };
+                        format!(
+                            "{} {}: {}{child}",
+                            s(w, "/kind"),
+                            s(w, "/rollout"),
+                            s(w, "/state")
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default(),

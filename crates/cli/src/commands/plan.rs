@@ -517,7 +517,15 @@ pub async fn plan(
         return Ok(out);
     };
     let live_rollout = serde_json::to_value(&live_rollout)?;
-    let Some(live) = live_child(cluster, &ns, kind, name).await? else {
+    // After a progressive controller upgrade the promoted NumaflowController is a trial's.
+    let child_name = match str_at(
+        &live_rollout,
+        "/status/progressiveStatus/promotedControllerStatus/name",
+    ) {
+        "" => name,
+        promoted => promoted,
+    };
+    let Some(live) = live_child(cluster, &ns, kind, child_name).await? else {
         notes.push(format!(
             "{} {name} has no promoted {}: the controller creates one",
             kind.kind(),
@@ -531,6 +539,25 @@ pub async fn plan(
         kind.child_kind(),
         str_at(&live, "/metadata/name")
     ));
+    if kind == RolloutKind::NumaflowController
+        && st.user == UserStrategy::Progressive
+        && manifest.pointer("/spec/strategy/progressive").is_some()
+    {
+        let (from, to) = (
+            str_at(&live, "/spec/version"),
+            str_at(manifest, "/spec/controller/version"),
+        );
+        if from != to {
+            notes.push(controller_trial_note(cluster, &ns, manifest, from, to).await?);
+            out.strategy = strategy_name(UpgradeStrategy::Progressive).to_string();
+            out.fields = vec![PlanField {
+                path: "spec.controller.version".into(),
+                class: class_name(ChangeClass::Progressive).to_string(),
+            }];
+            out.notes = notes;
+            return Ok(out);
+        }
+    }
     let desired = desired_child(cluster, kind, manifest, &live, &mut notes).await?;
     let riders = if kind == RolloutKind::NumaflowController {
         Vec::new()
@@ -621,6 +648,72 @@ pub async fn plan(
         .collect();
     out.notes = notes;
     Ok(out)
+}
+
+/// What a progressive Numaflow controller upgrade from `from` to `to` will carry: every
+/// workload rollout of the namespace, an ISB service with the pipelines on it.
+async fn controller_trial_note(
+    cluster: &Cluster,
+    ns: &str,
+    manifest: &Value,
+    from: &str,
+    to: &str,
+) -> Result<String> {
+    let names = |kind: RolloutKind| {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(cluster.client.clone(), ns, &kind.rollout_resource());
+        async move {
+            let items = list_or_empty(&api, &ListParams::default()).await?;
+            let mut v: Vec<Value> = items
+                .into_iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .collect();
+            v.sort_by(|a, b| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")));
+            anyhow::Ok(v)
+        }
+    };
+    let isbs = names(RolloutKind::IsbService).await?;
+    let prs = names(RolloutKind::Pipeline).await?;
+    let mvs = names(RolloutKind::MonoVertex).await?;
+    let mut groups: Vec<String> = isbs
+        .iter()
+        .map(|i| {
+            let isb = str_at(i, "/metadata/name");
+            let on: Vec<&str> = prs
+                .iter()
+                .filter(|p| {
+                    numaplane_core::child::isb_rollout_name(
+                        p.pointer("/spec/pipeline/spec").unwrap_or(&Value::Null),
+                    ) == isb
+                })
+                .map(|p| str_at(p, "/metadata/name"))
+                .collect();
+            if on.is_empty() {
+                format!("ISBServiceRollout {isb}")
+            } else {
+                format!(
+                    "ISBServiceRollout {isb} with PipelineRollouts {}",
+                    on.join(", ")
+                )
+            }
+        })
+        .collect();
+    groups.extend(
+        mvs.iter()
+            .map(|m| format!("MonoVertexRollout {}", str_at(m, "/metadata/name"))),
+    );
+    let parallel = manifest
+        .pointer("/spec/strategy/progressive/maxParallel")
+        .and_then(Value::as_i64)
+        .unwrap_or(numaplane_core::controller_trial::DEFAULT_MAX_PARALLEL as i64);
+    let carried = if groups.is_empty() {
+        "no workload rollouts (the trial is judged on its Deployment alone)".to_string()
+    } else {
+        format!("{} ({parallel} at a time)", groups.join("; "))
+    };
+    Ok(format!(
+        "a progressive Numaflow controller upgrade from {from} to {to}: a trial NumaflowController on its own instance beside the promoted one, carrying {carried}; all are promoted if every trial passes, else everything stays on {from}"
+    ))
 }
 
 /// The plan as text.
