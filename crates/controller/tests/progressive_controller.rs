@@ -120,7 +120,7 @@ async fn namespace_on_1_7_5(prefix: &str, mv_image: &str) -> Harness {
 
 #[tokio::test]
 async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
-    let h = namespace_on_1_7_5("nc-trial-ok", MV_IMAGE).await;
+    let mut h = namespace_on_1_7_5("nc-trial-ok", MV_IMAGE).await;
     h.apply::<NumaflowControllerRollout>(ncr("1.8.1")).await;
 
     // The trial controller runs beside the promoted one, on its own instance.
@@ -133,6 +133,8 @@ async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
     .await;
     let trial: NumaflowController = h.api().get("numaflow-controller-1").await.expect("trial");
     assert_eq!(trial.spec.instance_id.as_deref(), Some("1"));
+    // A restart in the middle continues the same trial (its state is in status and labels).
+    h.restart_operator().await;
 
     // Success: the trial becomes the promoted controller and the old one goes.
     let st = h
@@ -178,9 +180,19 @@ async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
     assert!(on_trial(&mvs), "{mvs:?}");
     let isbs = promoted_children::<InterStepBufferService>(&h).await;
     assert!(on_trial(&isbs), "{isbs:?}");
-    // The old children are drained and gone.
+    // The old children are drained and gone; no second trial controller was ever made.
     h.until::<Pipeline, _, _>("pa-0 deleted", "pa-0", |p| p.is_none().then_some(()))
         .await;
+    let ncs: Vec<String> = h
+        .api::<NumaflowController>()
+        .list(&ListParams::default())
+        .await
+        .expect("list NumaflowControllers")
+        .items
+        .iter()
+        .map(|nc| nc.name_any())
+        .collect();
+    assert_eq!(ncs, vec!["numaflow-controller-1".to_string()]);
     h.assert_invariants().await;
 }
 
