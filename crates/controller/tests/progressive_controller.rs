@@ -193,6 +193,18 @@ async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
         .map(|nc| nc.name_any())
         .collect();
     assert_eq!(ncs, vec!["numaflow-controller-1".to_string()]);
+    let ncr: NumaflowControllerRollout = h.api().get("numaflow-controller").await.expect("ncr");
+    let history = &ncr.status.as_ref().expect("status").status.upgrade_history;
+    let last = history.last().expect("the trial is in the upgrade history");
+    assert_eq!(
+        (last.child.as_str(), last.previous_child.as_str(), last.outcome),
+        (
+            "numaflow-controller-1",
+            "numaflow-controller",
+            Some(numaplane_api::common::UpgradeOutcome::Promoted)
+        ),
+        "{history:?}"
+    );
     h.assert_invariants().await;
 }
 
@@ -249,6 +261,15 @@ async fn a_failing_workload_fails_the_controller_trial_and_nothing_moves() {
             .collect::<Vec<_>>()
     );
     assert!(pipelines.iter().all(|(_, i)| i.is_empty()), "{pipelines:?}");
+    let history = &ncr.status.as_ref().expect("status").status.upgrade_history;
+    assert_eq!(
+        history.last().map(|r| (r.child.as_str(), r.outcome)),
+        Some((
+            "numaflow-controller-1",
+            Some(numaplane_api::common::UpgradeOutcome::Failed)
+        )),
+        "{history:?}"
+    );
     h.until::<Deployment, _, _>(
         "old controller still on 1.7.5",
         "numaflow-controller",

@@ -231,15 +231,34 @@ fn record_history(
     changed_fields: &[String],
     now: &Time,
 ) {
+    // A controller trial is recorded as a progressive attempt of its NumaflowController.
+    let progressive = st.progressive_status.as_ref();
+    let trial = progressive
+        .and_then(|p| p.upgrading_controller_status.as_ref())
+        .map(|u| numaplane_api::progressive::UpgradingChildStatus {
+            name: u.controller.name.clone(),
+            assessment_result: u.assessment_result,
+            failure_reasons: u.failure_reasons.clone(),
+            ..Default::default()
+        });
+    let promoted = progressive
+        .and_then(|p| p.promoted_controller_status.as_ref())
+        .map(|p| p.name.clone())
+        .unwrap_or_else(|| r.name_any());
+    let version_field = ["spec.controller.version".to_string()];
     let obs = numaplane_core::history::Observation {
         strategy_before,
         strategy_after: st.status.upgrade_in_progress,
-        promoted: Some(r.meta().name.as_deref().unwrap_or_default()),
+        promoted: Some(&promoted),
         created: phase == Some("create"),
         applied: phase == Some("update"),
         generation: r.meta().generation.unwrap_or_default(),
-        changed_fields,
-        trial: None,
+        changed_fields: if trial.is_some() {
+            &version_field
+        } else {
+            changed_fields
+        },
+        trial: trial.as_ref(),
     };
     let limit = nctx.ctx.settings.controller().upgrade_history_limit;
     numaplane_core::history::record(&mut st.status.upgrade_history, &obs, now, limit);
@@ -441,6 +460,40 @@ async fn progressive_step(
     match &plan.waiting_for {
         Some(m) => status::mark_pending(&mut st.status, m),
         None => status::mark_deployed(&mut st.status, generation, now),
+    }
+    // ProgressiveUpgradeSucceeded, as the workload kinds report a verdict.
+    let verdict = plan
+        .status
+        .upgrading_controller_status
+        .as_ref()
+        .and_then(|u| u.assessment_result.map(|r| (u, r)));
+    if let Some((u, result)) = verdict.filter(|(_, r)| *r != AssessmentResult::Unknown) {
+        let (status, reason, message) = if result == AssessmentResult::Success {
+            (
+                numaplane_core::health::HealthStatus::True,
+                "Succeeded",
+                format!("trial Numaflow controller {} succeeded", u.controller.name),
+            )
+        } else {
+            (
+                numaplane_core::health::HealthStatus::False,
+                "Failed",
+                format!(
+                    "trial Numaflow controller {} failed: {}",
+                    u.controller.name,
+                    u.failure_reasons.join("; ")
+                ),
+            )
+        };
+        set_condition(
+            &mut st.status.conditions,
+            condition::PROGRESSIVE_UPGRADE_SUCCEEDED,
+            status,
+            reason,
+            &message,
+            generation,
+            now.clone(),
+        );
     }
     let reported = promoted.as_deref().map_or_else(
         || {
