@@ -197,7 +197,11 @@ async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
     let history = &ncr.status.as_ref().expect("status").status.upgrade_history;
     let last = history.last().expect("the trial is in the upgrade history");
     assert_eq!(
-        (last.child.as_str(), last.previous_child.as_str(), last.outcome),
+        (
+            last.child.as_str(),
+            last.previous_child.as_str(),
+            last.outcome
+        ),
         (
             "numaflow-controller-1",
             "numaflow-controller",

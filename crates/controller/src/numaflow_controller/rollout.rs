@@ -289,7 +289,8 @@ async fn ensure_controller(
             .as_ref()
             .is_some_and(|s| s.progressive.is_some());
     if (progressive || st.progressive_status.is_some())
-        && let Some(out) = super::trial::pass(r, nctx, st.progressive_status.as_ref(), now).await?
+        && let Some(out) =
+            super::trial::pass(r, nctx, st.progressive_status.as_ref(), progressive, now).await?
     {
         return progressive_step(r, nctx, st, out, generation, now).await;
     }

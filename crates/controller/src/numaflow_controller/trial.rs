@@ -206,10 +206,12 @@ pub(super) struct Outcome {
 }
 
 /// One pass. `None` when the rollout has no controller yet (the plain create path runs).
+/// `trials`: a version change starts a controller trial (else it updates in place).
 pub(super) async fn pass(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
     recorded: Option<&ControllerProgressiveStatus>,
+    trials: bool,
     now: &Time,
 ) -> Result<Option<Outcome>, Error> {
     let ns = r.namespace().unwrap_or_default();
@@ -264,7 +266,7 @@ pub(super) async fn pass(
         Some(u) if u.assessment_result != Some(AssessmentResult::Failure) => {
             workloads(nctx, &ns, Some(&u.controller.instance_id)).await?
         }
-        None if promoted_version.is_some_and(|v| v != desired_version) => {
+        None if trials && promoted_version.is_some_and(|v| v != desired_version) => {
             workloads(nctx, &ns, None).await?
         }
         _ => Vec::new(),
@@ -286,6 +288,7 @@ pub(super) async fn pass(
         desired_version,
         schedule,
         max_parallel,
+        trials,
         recorded,
         children: &children,
         workloads: &workloads,
@@ -317,6 +320,10 @@ pub(super) async fn act(
             Action::Create(c) => {
                 info!(name = %c.name, instance = %c.instance_id, version = %c.version,
                     "creating trial NumaflowController");
+                super::rollout::apply_controller(r, nctx, &c.name, &spec_of(c)).await?;
+            }
+            Action::Update(c) => {
+                info!(name = %c.name, version = %c.version, "updating the promoted NumaflowController in place");
                 super::rollout::apply_controller(r, nctx, &c.name, &spec_of(c)).await?;
             }
             Action::Delete(name) => {

@@ -104,6 +104,9 @@ pub struct Input<'a> {
     pub desired_version: &'a str,
     pub schedule: AssessmentSchedule,
     pub max_parallel: usize,
+    /// A version change starts a trial (the rollout opts in under `progressive`); otherwise it
+    /// is applied to the promoted controller in place.
+    pub trials: bool,
     pub recorded: Option<&'a ControllerProgressiveStatus>,
     pub children: &'a [ControllerChild<'a>],
     pub workloads: &'a [Workload<'a>],
@@ -117,6 +120,8 @@ pub struct Input<'a> {
 pub enum Action {
     /// Create (or, lost, create again) the trial controller.
     Create(ControllerInstance),
+    /// Apply a new version to the promoted controller in place (no trial wanted).
+    Update(ControllerInstance),
     /// Delete a controller no Numaflow object uses any more.
     Delete(String),
 }
@@ -209,6 +214,14 @@ pub fn plan(input: &Input<'_>) -> Option<Plan> {
     };
     match status.upgrading_controller_status.take() {
         None if promoted.version == input.desired_version => {}
+        None if !input.trials => {
+            let updated = ControllerInstance {
+                version: input.desired_version.to_string(),
+                ..promoted
+            };
+            plan.status.promoted_controller_status = Some(updated.clone());
+            plan.actions.push(Action::Update(updated));
+        }
         None => start(input, &promoted, &mut plan),
         Some(mut u) => {
             match u.assessment_result.unwrap_or_default() {

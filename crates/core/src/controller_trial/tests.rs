@@ -40,6 +40,7 @@ struct World<'a> {
     children: Vec<ControllerChild<'a>>,
     workloads: Vec<Workload<'a>>,
     in_use: BTreeSet<String>,
+    trials: bool,
 }
 
 impl<'a> World<'a> {
@@ -56,6 +57,7 @@ impl<'a> World<'a> {
                 workload(WorkloadKind::MonoVertex, "mv"),
             ],
             in_use: BTreeSet::from([String::new()]),
+            trials: true,
         }
     }
 
@@ -73,6 +75,7 @@ impl<'a> World<'a> {
             desired_version: self.desired,
             schedule,
             max_parallel: self.max_parallel,
+            trials: self.trials,
             recorded,
             children: &self.children,
             workloads: &self.workloads,
@@ -129,6 +132,7 @@ fn a_rollout_without_a_controller_takes_the_plain_create_path() {
         desired_version: "1.8.1",
         schedule,
         max_parallel: 1,
+        trials: true,
         recorded: None,
         children: &w.children,
         workloads: &w.workloads,
@@ -452,4 +456,29 @@ fn planning_again_from_a_recorded_pass_changes_nothing_while_waiting() {
     assert_eq!(once.status, twice.status);
     assert_eq!(twice.actions, vec![]);
     assert_eq!(twice.verdict, None);
+}
+
+#[test]
+fn without_trials_a_version_change_updates_the_promoted_controller_in_place() {
+    let mut w = World::new("1.8.1");
+    let verdict = succeeded(&mut w);
+    for wl in &mut w.workloads {
+        wl.promoted_instance = Some("1");
+    }
+    w.in_use = BTreeSet::from(["1".to_string()]);
+    let swapped = w.plan(Some(&verdict.status));
+    w.children.retain(|c| c.name != NC);
+    // The namespace left progressive (or the rollout its opt-in): later versions apply in place,
+    // to the controller the trial promoted, on its instance.
+    w.trials = false;
+    w.desired = "1.8.2";
+    let p = w.plan(Some(&swapped.status));
+    let want = ControllerInstance {
+        name: "numaflow-controller-1".into(),
+        instance_id: "1".into(),
+        version: "1.8.2".into(),
+    };
+    assert_eq!(p.actions, vec![Action::Update(want.clone())]);
+    assert_eq!(p.status.promoted_controller_status, Some(want));
+    assert_eq!(p.status.upgrading_controller_status, None);
 }
