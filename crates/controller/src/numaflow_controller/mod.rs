@@ -4,7 +4,7 @@
 //! - [`definitions`]: the `<namespace>/<version>` → manifest store, fed by ConfigMap watches.
 //! - [`render`]: templating and object preparation (pure).
 //! - [`health`]: Deployment health and the rollout's mirror of its NumaflowController (pure).
-//! - `nc_ctx`: what both reconcilers share; `owned`: caches of the rendered objects; `apply`: apply, recreate, prune.
+//! - `nc_ctx`: what both reconcilers share; `child`: applying and deleting NumaflowControllers; `owned`: caches of the rendered objects; `apply`: apply, recreate, prune.
 //! - `controller`: the NumaflowController reconciler; `rollout`: the NumaflowControllerRollout
 //!   reconciler and the upgrade-strategy seam; `trial`: a progressive controller upgrade;
 //!   `wiring`: watches and controllers.
@@ -13,6 +13,7 @@
 //! server-side apply, write status once and only if it changed.
 
 mod apply;
+mod child;
 mod controller;
 pub mod definitions;
 pub mod health;

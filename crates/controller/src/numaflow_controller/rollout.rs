@@ -9,7 +9,7 @@ use crate::error::{Error, KubeContext};
 use crate::events::source;
 use crate::{finalizer, metrics::Labels, status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -332,7 +332,7 @@ async fn ensure_controller(
                     UpdateDecision::ApplyNow => {
                         info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
                         (
-                            apply_controller(r, nctx, &name, &desired).await?,
+                            super::child::apply(r, nctx, &name, &desired).await?,
                             Some("update"),
                         )
                     }
@@ -365,7 +365,7 @@ async fn ensure_controller(
                     } else {
                         info!(version = %desired.version, "updating NumaflowController");
                         (
-                            apply_controller(r, nctx, &name, &desired).await?,
+                            super::child::apply(r, nctx, &name, &desired).await?,
                             Some("update"),
                         )
                     }
@@ -373,7 +373,7 @@ async fn ensure_controller(
                 None => {
                     info!(version = %desired.version, "creating NumaflowController");
                     (
-                        apply_controller(r, nctx, &name, &desired).await?,
+                        super::child::apply(r, nctx, &name, &desired).await?,
                         Some("create"),
                     )
                 }
@@ -544,7 +544,7 @@ async fn pause_step(
         }
         info!(from = %nc.spec.version, to = %desired.version,
             "pause-and-drain: pipelines paused, updating NumaflowController");
-        let written = apply_controller(r, nctx, &name, desired).await?;
+        let written = super::child::apply(r, nctx, &name, desired).await?;
         publish(
             nctx,
             r,
@@ -588,40 +588,6 @@ fn check_owned(nc: &NumaflowController, uid: &str, ns: &str) -> Result<(), Error
             owner_kind: KIND,
         })
     }
-}
-
-/// Server-side applies NumaflowController `name` (the rollout's own name, or a trial's): the
-/// controller spec, a controller owner reference; nothing else.
-pub(super) async fn apply_controller(
-    r: &NumaflowControllerRollout,
-    nctx: &NcCtx,
-    name: &str,
-    spec: &NumaflowControllerSpec,
-) -> Result<NumaflowController, Error> {
-    let ctx = &nctx.ctx;
-    ctx.ensure_leader()?;
-    let ns = r.namespace().unwrap_or_default();
-    let owner = r
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::InvalidSpec("NumaflowControllerRollout has no uid yet".into()))?;
-    let body = serde_json::json!({
-        "apiVersion": NumaflowController::api_version(&()),
-        "kind": NumaflowController::kind(&()),
-        "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner]},
-        "spec": spec,
-    });
-    let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
-    let written = api
-        .patch(
-            name,
-            &PatchParams::apply(crate::children::FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .ctx(|| format!("applying NumaflowController {name}"))?;
-    // Later passes may see the cache before it catches up with this write.
-    status::remember(ctx, &written);
-    Ok(written)
 }
 
 /// The rollouts that still need the Numaflow controller, or `None` when there are none. Read
@@ -688,7 +654,7 @@ async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Resul
         .filter(|nc| nc.meta().deletion_timestamp.is_none())
         .collect();
     for nc in owned {
-        super::trial::delete(nctx, &ns, &nc.name_any()).await?;
+        super::child::delete(nctx, &ns, &nc.name_any()).await?;
     }
     finalizer::remove(ctx, r).await?;
     ctx.forget(&uid);

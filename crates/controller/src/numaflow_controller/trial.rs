@@ -6,10 +6,10 @@
 
 use super::health::mirror_controller;
 use super::nc_ctx::NcCtx;
-use crate::error::{Error, KubeContext, is_not_found};
+use crate::error::{Error, KubeContext};
 use crate::rollout::placement::instance_of;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Resource, ResourceExt};
 use numaplane_api::keys::labels;
@@ -320,15 +320,15 @@ pub(super) async fn act(
             Action::Create(c) => {
                 info!(name = %c.name, instance = %c.instance_id, version = %c.version,
                     "creating trial NumaflowController");
-                super::rollout::apply_controller(r, nctx, &c.name, &spec_of(c)).await?;
+                super::child::apply(r, nctx, &c.name, &spec_of(c)).await?;
             }
             Action::Update(c) => {
                 info!(name = %c.name, version = %c.version, "updating the promoted NumaflowController in place");
-                super::rollout::apply_controller(r, nctx, &c.name, &spec_of(c)).await?;
+                super::child::apply(r, nctx, &c.name, &spec_of(c)).await?;
             }
             Action::Delete(name) => {
                 info!(%name, "deleting retired NumaflowController");
-                delete(nctx, &ns, name).await?;
+                super::child::delete(nctx, &ns, name).await?;
             }
         }
     }
@@ -339,30 +339,5 @@ fn spec_of(c: &ControllerInstance) -> NumaflowControllerSpec {
     NumaflowControllerSpec {
         version: c.version.clone(),
         instance_id: (!c.instance_id.is_empty()).then(|| c.instance_id.clone()),
-    }
-}
-
-/// Deletes NumaflowController `name` (the cached object's UID as a precondition).
-pub(super) async fn delete(nctx: &NcCtx, ns: &str, name: &str) -> Result<(), Error> {
-    let ctx = &nctx.ctx;
-    ctx.ensure_leader()?;
-    let uid = nctx
-        .controllers
-        .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))
-        .and_then(|nc| nc.uid());
-    let dp = DeleteParams {
-        preconditions: uid.map(|u| Preconditions {
-            uid: Some(u),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match Api::<NumaflowController>::namespaced(ctx.client.clone(), ns)
-        .delete(name, &dp)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e).ctx(|| format!("deleting NumaflowController {name}")),
     }
 }
