@@ -1286,3 +1286,90 @@ fn every_command_has_help() {
         assert!(text.contains("Exit codes:"), "{cmd} --help: {text}");
     }
 }
+
+#[tokio::test]
+async fn plan_reports_a_progressive_controller_upgrade_only_when_opted_in() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-plan-nc").await;
+    let ctl = env.create_namespace("cli-plan-nc-ctl").await;
+    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
+    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    // The namespace: an ISB service with a pipeline on it, a MonoVertex, and the controller.
+    create::<ISBServiceRollout>(
+        &client,
+        &ns,
+        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
+               "metadata": {"name": "default"},
+               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
+        None,
+    )
+    .await;
+    create::<PipelineRollout>(&client, &ns, plan_rollout("cat:v1", 5), None).await;
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("mv"), None).await;
+    let ncr = |strategy: Option<Value>| {
+        let mut r = json!({"apiVersion": "numaplane.numaproj.io/v1alpha1",
+            "kind": "NumaflowControllerRollout", "metadata": {"name": "numaflow-controller"},
+            "spec": {"controller": {"version": "1.7.5"}}});
+        if let Some(s) = strategy {
+            r["spec"]["strategy"] = s;
+        }
+        r
+    };
+    create::<numaplane_api::NumaflowControllerRollout>(&client, &ns, ncr(None), None).await;
+    create::<numaplane_api::NumaflowController>(
+        &client,
+        &ns,
+        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "NumaflowController",
+               "metadata": {"name": "numaflow-controller"}, "spec": {"version": "1.7.5"}}),
+        None,
+    )
+    .await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = async |manifest: Value| {
+        let path = dir.path().join("ncr.yaml");
+        std::fs::write(&path, serde_saphyr::to_string(&manifest).expect("yaml")).expect("write");
+        let file = path.display().to_string();
+        let out = run(
+            env,
+            &ns,
+            &[
+                "plan",
+                "-f",
+                &file,
+                "--controller-namespace",
+                &ctl,
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<Value>(&out.stdout).expect("json plan")
+    };
+    let mut opted = ncr(Some(json!({"progressive": {"maxParallel": 2}})));
+    opted["spec"]["controller"]["version"] = json!("1.8.1");
+    let p = plan(opted).await;
+    assert_eq!(p["strategy"], "progressive", "{p}");
+    assert_eq!(p["fields"][0]["path"], "spec.controller.version", "{p}");
+    let note = p["notes"]
+        .as_array()
+        .and_then(|n| {
+            n.iter()
+                .filter_map(Value::as_str)
+                .find(|n| n.contains("Numaflow controller upgrade"))
+        })
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.starts_with("a progressive Numaflow controller upgrade from 1.7.5 to 1.8.1")
+            && note.contains("ISBServiceRollout default with PipelineRollouts my-pipeline; MonoVertexRollout mv (2 at a time)"),
+        "{p}"
+    );
+    // Without the opt-in a version change applies in place, as in the reference.
+    let mut plain = ncr(None);
+    plain["spec"]["controller"]["version"] = json!("1.8.1");
+    let p = plan(plain).await;
+    assert_ne!(p["strategy"], "progressive", "{p}");
+}
