@@ -462,7 +462,46 @@ async fn progressive_step(
         Some(m) => status::mark_pending(&mut st.status, m),
         None => status::mark_deployed(&mut st.status, generation, now),
     }
-    // ProgressiveUpgradeSucceeded, as the workload kinds report a verdict.
+    report_verdict(st, &plan, generation, now);
+    let reported = promoted.as_deref().map_or_else(
+        || {
+            super::health::Reported::new(
+                numaplane_core::health::HealthStatus::False,
+                numaplane_api::keys::reason::PROGRESSING,
+                "the promoted NumaflowController is not in the cache yet",
+            )
+        },
+        mirror_controller,
+    );
+    set_condition(
+        &mut st.status.conditions,
+        condition::CHILD_RESOURCES_HEALTHY,
+        reported.status,
+        &reported.reason,
+        &reported.message,
+        generation,
+        now.clone(),
+    );
+    // An in-place update of the promoted controller (no trial wanted) is an ordinary update.
+    let updated = plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, numaplane_core::controller_trial::Action::Update(_)));
+    Ok(if updated {
+        (Some("update"), vec!["spec.controller.version".to_string()])
+    } else {
+        (None, Vec::new())
+    })
+}
+
+/// `ProgressiveUpgradeSucceeded` from a controller trial's verdict, as the workload kinds report
+/// theirs.
+fn report_verdict(
+    st: &mut NumaflowControllerRolloutStatus,
+    plan: &numaplane_core::controller_trial::Plan,
+    generation: i64,
+    now: &Time,
+) {
     let verdict = plan
         .status
         .upgrading_controller_status
@@ -496,26 +535,6 @@ async fn progressive_step(
             now.clone(),
         );
     }
-    let reported = promoted.as_deref().map_or_else(
-        || {
-            super::health::Reported::new(
-                numaplane_core::health::HealthStatus::False,
-                numaplane_api::keys::reason::PROGRESSING,
-                "the promoted NumaflowController is not in the cache yet",
-            )
-        },
-        mirror_controller,
-    );
-    set_condition(
-        &mut st.status.conditions,
-        condition::CHILD_RESOURCES_HEALTHY,
-        reported.status,
-        &reported.reason,
-        &reported.message,
-        generation,
-        now.clone(),
-    );
-    Ok((None, Vec::new()))
 }
 
 /// One step of a pause-and-drain update in progress: wait until the namespace's pipelines are
