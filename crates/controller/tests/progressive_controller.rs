@@ -45,19 +45,6 @@ fn pr(name: &str) -> Value {
     })
 }
 
-fn mvr(image: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "MonoVertexRollout",
-        "metadata": {"name": "mvr"},
-        "spec": {"monoVertex": {"spec": {
-            "scale": {"min": 1, "max": 2},
-            "source": {"udsource": {"container": {"image": image}}},
-            "sink": {"blackhole": {}}
-        }}}
-    })
-}
-
 fn ncr(version: &str) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",

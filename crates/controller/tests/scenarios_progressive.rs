@@ -44,19 +44,6 @@ fn pr(spec: Value, metadata: Option<Value>) -> Value {
     })
 }
 
-fn mvr(image: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "MonoVertexRollout",
-        "metadata": {"name": "mvr"},
-        "spec": {"monoVertex": {"spec": {
-            "scale": {"min": 1, "max": 2},
-            "source": {"udsource": {"container": {"image": image}}},
-            "sink": {"blackhole": {}}
-        }}}
-    })
-}
-
 /// Names of the live children of kind `K` labelled promoted.
 async fn promoted<K>(h: &Harness) -> Vec<String>
 where

@@ -380,19 +380,12 @@ async fn ensure_controller(
             }
         }
     };
-    match &pending {
-        Some(m) => status::mark_pending(&mut st.status, m),
-        None => status::mark_deployed(&mut st.status, generation, now),
-    }
-    let reported = mirror_controller(&nc);
-    set_condition(
-        &mut st.status.conditions,
-        condition::CHILD_RESOURCES_HEALTHY,
-        reported.status,
-        &reported.reason,
-        &reported.message,
+    report_controller(
+        st,
+        pending.as_deref(),
+        mirror_controller(&nc),
         generation,
-        now.clone(),
+        now,
     );
     crate::pause_requests::report(
         &mut st.status,
@@ -458,10 +451,6 @@ async fn progressive_step(
     } else {
         UpgradeStrategy::NoOp
     };
-    match &plan.waiting_for {
-        Some(m) => status::mark_pending(&mut st.status, m),
-        None => status::mark_deployed(&mut st.status, generation, now),
-    }
     report_verdict(st, &plan, generation, now);
     let reported = promoted.as_deref().map_or_else(
         || {
@@ -473,15 +462,7 @@ async fn progressive_step(
         },
         mirror_controller,
     );
-    set_condition(
-        &mut st.status.conditions,
-        condition::CHILD_RESOURCES_HEALTHY,
-        reported.status,
-        &reported.reason,
-        &reported.message,
-        generation,
-        now.clone(),
-    );
+    report_controller(st, plan.waiting_for.as_deref(), reported, generation, now);
     // An in-place update of the promoted controller (no trial wanted) is an ordinary update.
     let updated = plan
         .actions
@@ -492,6 +473,30 @@ async fn progressive_step(
     } else {
         (None, Vec::new())
     })
+}
+
+/// The rollout's phase (pending with what it waits for, else deployed) and its
+/// `ChildResourcesHealthy`, mirrored from the controller it runs.
+fn report_controller(
+    st: &mut NumaflowControllerRolloutStatus,
+    pending: Option<&str>,
+    reported: super::health::Reported,
+    generation: i64,
+    now: &Time,
+) {
+    match pending {
+        Some(m) => status::mark_pending(&mut st.status, m),
+        None => status::mark_deployed(&mut st.status, generation, now),
+    }
+    set_condition(
+        &mut st.status.conditions,
+        condition::CHILD_RESOURCES_HEALTHY,
+        reported.status,
+        &reported.reason,
+        &reported.message,
+        generation,
+        now.clone(),
+    );
 }
 
 /// `ProgressiveUpgradeSucceeded` from a controller trial's verdict, as the workload kinds report

@@ -59,29 +59,13 @@ fn instances_in_use(nctx: &NcCtx, ns: &str) -> BTreeSet<String> {
     let in_ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
         m.namespace.as_deref() == Some(ns)
     };
-    let mut out = BTreeSet::new();
-    out.extend(
-        stores
-            .pipelines
-            .filtered(in_ns)
-            .iter()
-            .map(|o| instance_of(&**o).to_string()),
-    );
-    out.extend(
-        stores
-            .monovertices
-            .filtered(in_ns)
-            .iter()
-            .map(|o| instance_of(&**o).to_string()),
-    );
-    out.extend(
-        stores
-            .isbsvcs
-            .filtered(in_ns)
-            .iter()
-            .map(|o| instance_of(&**o).to_string()),
-    );
-    out
+    fn of<K: Resource>(objects: Vec<Arc<K>>) -> impl Iterator<Item = String> {
+        objects.into_iter().map(|o| instance_of(&*o).to_string())
+    }
+    of(stores.pipelines.filtered(in_ns))
+        .chain(of(stores.monovertices.filtered(in_ns)))
+        .chain(of(stores.isbsvcs.filtered(in_ns)))
+        .collect()
 }
 
 /// Lists the namespace's workload rollouts live, leniently (a rollout that does not parse as

@@ -87,6 +87,20 @@ pub fn isb(version: &str, volume: &str, memory: Option<&str>) -> Value {
     super::fixtures::isb_rollout(ISB, js)
 }
 
+/// MonoVertexRollout `mvr`: a user-defined source of `image` (1–2 pods) into a blackhole.
+pub fn mvr(image: &str) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": "mvr"},
+        "spec": {"monoVertex": {"spec": {
+            "scale": {"min": 1, "max": 2},
+            "source": {"udsource": {"container": {"image": image}}},
+            "sink": {"blackhole": {}}
+        }}}
+    })
+}
+
 pub fn two_vertices(grace_seconds: i64) -> Value {
     json!({
         "interStepBufferServiceName": ISB,
