@@ -14,51 +14,100 @@ use std::{
 /// then write again once the child settles.
 pub const STATUS_HOLD: Duration = Duration::from_secs(60);
 
+/// A hold goes on past [`STATUS_HOLD`] while the namespace's Numaflow controller is seen working
+/// through a backlog: another held rollout of the namespace saw its child settle within this.
+/// A controller that is down or stuck settles nothing, so its rollouts report at
+/// [`STATUS_HOLD`] as before.
+pub const PROGRESS_WINDOW: Duration = Duration::from_secs(10);
+
+/// No hold lasts longer than this, however busy the controller: a rollout's status may lag its
+/// child by at most this much.
+pub const MAX_HOLD: Duration = Duration::from_secs(300);
+
 struct Held {
     /// When the hold began: a child that keeps changing cannot stretch it.
     first: Instant,
+    namespace: String,
     /// The newest status held back; the base of the next pass, so nothing it recorded is lost.
     status: serde_json::Value,
 }
 
+#[derive(Default)]
+struct Holds {
+    by_uid: HashMap<String, Held>,
+    /// By namespace: when a held rollout last saw its child settle.
+    settled: HashMap<String, Instant>,
+}
+
 /// The holds of every rollout, by UID.
 #[derive(Default)]
-pub struct StatusHolds(Mutex<HashMap<String, Held>>);
+pub struct StatusHolds(Mutex<Holds>);
 
 impl StatusHolds {
-    /// Holds back the write of `status` for `uid` (starting the hold now if none runs) and
-    /// returns how long is left; `None` once [`STATUS_HOLD`] has passed since the hold began and
-    /// the write must go out.
-    pub fn hold<S: serde::Serialize>(&self, uid: &str, status: &S) -> Option<Duration> {
-        self.hold_at(uid, status, Instant::now())
+    /// Holds back the write of `status` for `uid` in `namespace` (starting the hold now if none
+    /// runs) and returns how long is left; `None` once the hold has run its time and the write
+    /// must go out: [`STATUS_HOLD`] after it began, longer while the namespace's children keep
+    /// settling (see [`PROGRESS_WINDOW`]), never past [`MAX_HOLD`].
+    pub fn hold<S: serde::Serialize>(
+        &self,
+        uid: &str,
+        namespace: &str,
+        status: &S,
+    ) -> Option<Duration> {
+        self.hold_at(uid, namespace, status, Instant::now())
     }
 
     fn hold_at<S: serde::Serialize>(
         &self,
         uid: &str,
+        namespace: &str,
         status: &S,
         now: Instant,
     ) -> Option<Duration> {
         let value = serde_json::to_value(status).ok()?;
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let held = m.entry(uid.to_string()).or_insert_with(|| Held {
+        let busy = m
+            .settled
+            .get(namespace)
+            .is_some_and(|t| now.saturating_duration_since(*t) < PROGRESS_WINDOW);
+        let held = m.by_uid.entry(uid.to_string()).or_insert_with(|| Held {
             first: now,
+            namespace: namespace.to_string(),
             status: serde_json::Value::Null,
         });
         held.status = value;
-        let left = STATUS_HOLD.saturating_sub(now.saturating_duration_since(held.first));
-        (!left.is_zero()).then_some(left)
+        let elapsed = now.saturating_duration_since(held.first);
+        if elapsed < STATUS_HOLD {
+            return Some(STATUS_HOLD - elapsed);
+        }
+        // Past the usual hold only while the controller is making progress; looked at again
+        // when that evidence would lapse (the child settling wakes the rollout sooner).
+        (busy && elapsed < MAX_HOLD).then(|| PROGRESS_WINDOW.min(MAX_HOLD - elapsed))
     }
 
     /// The status held back for `uid`, if any: newer than the cached one.
     pub fn held<S: serde::de::DeserializeOwned>(&self, uid: &str) -> Option<S> {
         let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        serde_json::from_value(m.get(uid)?.status.clone()).ok()
+        serde_json::from_value(m.by_uid.get(uid)?.status.clone()).ok()
     }
 
     /// Ends any hold of `uid`'s status (it was written, or needs no write).
     pub fn release(&self, uid: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(uid);
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.by_uid.remove(uid);
+    }
+
+    /// Ends `uid`'s hold because its child settled: if a hold ran, its namespace's controller is
+    /// making progress.
+    pub fn settled(&self, uid: &str) {
+        self.settled_at(uid, Instant::now());
+    }
+
+    fn settled_at(&self, uid: &str, now: Instant) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = m.by_uid.remove(uid) {
+            m.settled.insert(held.namespace, now);
+        }
     }
 }
 
@@ -67,31 +116,73 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
     #[test]
     fn a_hold_keeps_the_newest_status_and_ends_a_fixed_time_after_it_began() {
         let holds = StatusHolds::default();
         let t0 = Instant::now();
-        let s = Duration::from_secs;
-        assert_eq!(holds.hold_at("a", &json!({"n": 1}), t0), Some(STATUS_HOLD));
+        assert_eq!(holds.hold_at("a", "ns", &json!({"n": 1}), t0), Some(STATUS_HOLD));
         // Later passes (the child moving on) neither restart nor stretch it...
         assert_eq!(
-            holds.hold_at("a", &json!({"n": 2}), t0 + s(45)),
-            Some(STATUS_HOLD - s(45))
+            holds.hold_at("a", "ns", &json!({"n": 2}), t0 + S(45)),
+            Some(STATUS_HOLD - S(45))
         );
         assert_eq!(holds.held::<serde_json::Value>("a"), Some(json!({"n": 2})));
         // ...and once it has run its time the write goes out.
-        assert_eq!(holds.hold_at("a", &json!({"n": 3}), t0 + STATUS_HOLD), None);
+        assert_eq!(
+            holds.hold_at("a", "ns", &json!({"n": 3}), t0 + STATUS_HOLD),
+            None
+        );
         // Another rollout's hold is its own.
         assert_eq!(
-            holds.hold_at("b", &json!({}), t0 + STATUS_HOLD),
+            holds.hold_at("b", "ns", &json!({}), t0 + STATUS_HOLD),
             Some(STATUS_HOLD)
         );
         // Released (written): the next hold starts afresh.
         holds.release("a");
         assert_eq!(holds.held::<serde_json::Value>("a"), None);
         assert_eq!(
-            holds.hold_at("a", &json!({"n": 4}), t0 + STATUS_HOLD),
+            holds.hold_at("a", "ns", &json!({"n": 4}), t0 + STATUS_HOLD),
             Some(STATUS_HOLD)
         );
+    }
+
+    #[test]
+    fn a_hold_goes_on_while_the_namespace_s_children_keep_settling_up_to_the_cap() {
+        let holds = StatusHolds::default();
+        let t0 = Instant::now();
+        let status = json!({});
+        holds.hold_at("slow", "busy", &status, t0);
+        holds.hold_at("idle", "quiet", &status, t0);
+        // Another held rollout of the namespace saw its child settle just now.
+        holds.hold_at("other", "busy", &status, t0 + S(50));
+        holds.settled_at("other", t0 + S(55));
+        // At 60 s: the busy namespace's hold goes on, the quiet one's write goes out.
+        assert_eq!(
+            holds.hold_at("slow", "busy", &status, t0 + STATUS_HOLD),
+            Some(PROGRESS_WINDOW)
+        );
+        assert_eq!(holds.hold_at("idle", "quiet", &status, t0 + STATUS_HOLD), None);
+        // Once no child has settled for the progress window, it ends too.
+        assert_eq!(
+            holds.hold_at("slow", "busy", &status, t0 + S(55) + PROGRESS_WINDOW),
+            None
+        );
+        // A release that was not a settle (written for another reason) is no progress.
+        holds.hold_at("x", "other-ns", &status, t0);
+        holds.release("x");
+        holds.hold_at("y", "other-ns", &status, t0);
+        assert_eq!(holds.hold_at("y", "other-ns", &status, t0 + STATUS_HOLD), None);
+        // However busy the namespace, no hold passes the cap.
+        let t1 = t0 + S(1000);
+        holds.hold_at("capped", "busy", &status, t1);
+        holds.hold_at("peer", "busy", &status, t1);
+        holds.settled_at("peer", t1 + MAX_HOLD - S(5));
+        assert_eq!(
+            holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD - S(2)),
+            Some(S(2))
+        );
+        assert_eq!(holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD), None);
     }
 }

@@ -84,11 +84,12 @@ impl<R: Rollout> Report<R> {
                 return Err(e);
             }
         };
-        let (settling, delay) = match outcome {
+        // `reacted`: the child has caught up (what ends a hold early).
+        let (settling, reacted, delay) = match outcome {
             Outcome::Waiting(message) => {
                 status::mark_pending(st.common_mut(), &message);
                 st.common_mut().observed_generation = generation;
-                (true, RESYNC)
+                (true, false, RESYNC)
             }
             Outcome::Done {
                 child,
@@ -110,7 +111,7 @@ impl<R: Rollout> Report<R> {
                 } else {
                     IN_PROGRESS_RECHECK
                 };
-                (pending.is_none() && settling, delay)
+                (pending.is_none() && settling, !settling, delay)
             }
         };
         let st = &self.st;
@@ -119,14 +120,20 @@ impl<R: Rollout> Report<R> {
         if self.before != *st
             && settling
             && holdable::<R>(&self.before, st)
-            && let Some(left) = ctx.status_holds.hold(&self.uid, st)
+            && let Some(left) =
+                ctx.status_holds
+                    .hold(&self.uid, &obj.namespace().unwrap_or_default(), st)
         {
             debug!(?left, "child settling; status write held back");
             return Ok(Action::requeue(left));
         }
         // Released only once written: a failed write keeps what the held status recorded.
         status::write_if_changed(obj, ctx, &self.before, st).await?;
-        ctx.status_holds.release(&self.uid);
+        if reacted {
+            ctx.status_holds.settled(&self.uid);
+        } else {
+            ctx.status_holds.release(&self.uid);
+        }
         // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
         let until_wake = wake.map(|w: Timestamp| {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
