@@ -118,6 +118,115 @@ raw_object!(
     AnalysisTemplate, "argoproj.io", "AnalysisTemplate", "analysistemplates"
 );
 
+/// A Vertex reduced to what a trial pipeline's health sample reads: its name, its pipeline and
+/// its replica counts. Cached for every Vertex of the cluster, so everything else (the spec
+/// Numaflow copies from the pipeline, annotations, owners) is dropped as it is read: a few
+/// hundred bytes per Vertex instead of several KiB.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(from = "VertexWire")]
+pub struct VertexReplicas {
+    pub metadata: ObjectMeta,
+    pub ready_replicas: Option<i64>,
+    pub desired_replicas: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct VertexWire {
+    #[serde(default)]
+    metadata: WireMeta,
+    #[serde(default)]
+    status: Option<ReplicaCounts>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ReplicaCounts {
+    ready_replicas: Option<i64>,
+    desired_replicas: Option<i64>,
+}
+
+impl From<VertexWire> for VertexReplicas {
+    fn from(w: VertexWire) -> Self {
+        let pipeline = crate::keys::labels::NUMAFLOW_PIPELINE_NAME;
+        let labels = w
+            .metadata
+            .labels
+            .into_iter()
+            .filter(|(k, _)| k == pipeline)
+            .collect();
+        let status = w.status.unwrap_or_default();
+        VertexReplicas {
+            metadata: ObjectMeta {
+                name: w.metadata.name,
+                namespace: w.metadata.namespace,
+                // The watch resumes from the newest object's resource version.
+                resource_version: w.metadata.resource_version,
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            ready_replicas: status.ready_replicas,
+            desired_replicas: status.desired_replicas,
+        }
+    }
+}
+
+impl VertexReplicas {
+    /// The pipeline this Vertex belongs to (Numaflow's label).
+    pub fn pipeline(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .as_ref()?
+            .get(crate::keys::labels::NUMAFLOW_PIPELINE_NAME)
+            .map(String::as_str)
+    }
+
+    /// What the health rules read of a Vertex, as JSON: its name and replica counts.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut status = serde_json::Map::new();
+        if let Some(r) = self.ready_replicas {
+            status.insert("readyReplicas".into(), r.into());
+        }
+        if let Some(d) = self.desired_replicas {
+            status.insert("desiredReplicas".into(), d.into());
+        }
+        serde_json::json!({"metadata": {"name": self.metadata.name}, "status": status})
+    }
+}
+
+impl Resource for VertexReplicas {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Vertex::kind(&())
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Vertex::group(&())
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Vertex::version(&())
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Vertex::plural(&())
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +246,35 @@ mod tests {
             Pipeline::url_path(&(), Some("ns")),
             "/apis/numaflow.numaproj.io/v1alpha1/namespaces/ns/pipelines"
         );
+    }
+
+    #[test]
+    fn a_vertex_is_cached_as_its_name_pipeline_and_replica_counts_only() {
+        let raw = serde_json::json!({
+            "apiVersion": "numaflow.numaproj.io/v1alpha1",
+            "kind": "Vertex",
+            "metadata": {"name": "p-0-in", "namespace": "ns", "resourceVersion": "7",
+                         "uid": "u", "annotations": {"numaflow.numaproj.io/hash": "h"},
+                         "labels": {"numaflow.numaproj.io/pipeline-name": "p-0",
+                                    "numaflow.numaproj.io/vertex-name": "in"}},
+            "spec": {"name": "in", "source": {"generator": {}}},
+            "status": {"phase": "Running", "readyReplicas": 1, "desiredReplicas": 2}
+        });
+        let v: VertexReplicas = serde_json::from_value(raw).expect("parse");
+        assert_eq!(v.pipeline(), Some("p-0"));
+        assert_eq!(v.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(v.metadata.labels.as_ref().map(|l| l.len()), Some(1));
+        assert!(v.metadata.annotations.is_none() && v.metadata.uid.is_none());
+        assert_eq!(
+            v.to_json(),
+            serde_json::json!({"metadata": {"name": "p-0-in"},
+                               "status": {"readyReplicas": 1, "desiredReplicas": 2}})
+        );
+        // A Vertex Numaflow has not reported on yet has no counts.
+        let bare: VertexReplicas =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p-0-out"}}))
+                .expect("parse");
+        assert_eq!(bare.to_json()["status"], serde_json::json!({}));
+        assert_eq!(VertexReplicas::plural(&()), "vertices");
     }
 }

@@ -122,7 +122,10 @@ mod tests {
     fn a_hold_keeps_the_newest_status_and_ends_a_fixed_time_after_it_began() {
         let holds = StatusHolds::default();
         let t0 = Instant::now();
-        assert_eq!(holds.hold_at("a", "ns", &json!({"n": 1}), t0), Some(STATUS_HOLD));
+        assert_eq!(
+            holds.hold_at("a", "ns", &json!({"n": 1}), t0),
+            Some(STATUS_HOLD)
+        );
         // Later passes (the child moving on) neither restart nor stretch it...
         assert_eq!(
             holds.hold_at("a", "ns", &json!({"n": 2}), t0 + S(45)),
@@ -163,7 +166,10 @@ mod tests {
             holds.hold_at("slow", "busy", &status, t0 + STATUS_HOLD),
             Some(PROGRESS_WINDOW)
         );
-        assert_eq!(holds.hold_at("idle", "quiet", &status, t0 + STATUS_HOLD), None);
+        assert_eq!(
+            holds.hold_at("idle", "quiet", &status, t0 + STATUS_HOLD),
+            None
+        );
         // Once no child has settled for the progress window, it ends too.
         assert_eq!(
             holds.hold_at("slow", "busy", &status, t0 + S(55) + PROGRESS_WINDOW),
@@ -173,7 +179,10 @@ mod tests {
         holds.hold_at("x", "other-ns", &status, t0);
         holds.release("x");
         holds.hold_at("y", "other-ns", &status, t0);
-        assert_eq!(holds.hold_at("y", "other-ns", &status, t0 + STATUS_HOLD), None);
+        assert_eq!(
+            holds.hold_at("y", "other-ns", &status, t0 + STATUS_HOLD),
+            None
+        );
         // However busy the namespace, no hold passes the cap.
         let t1 = t0 + S(1000);
         holds.hold_at("capped", "busy", &status, t1);
@@ -183,6 +192,9 @@ mod tests {
             holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD - S(2)),
             Some(S(2))
         );
-        assert_eq!(holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD), None);
+        assert_eq!(
+            holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD),
+            None
+        );
     }
 }

@@ -430,6 +430,39 @@ async fn pipeline_success_drains_the_old_promoted() {
         json!({"min": 4, "max": 5}),
         "the rollout's scale is back on the promoted pipeline"
     );
+    // The trial's health samples read its Vertices from the operator's Vertex cache: it holds
+    // every Vertex the real Numaflow controller made for pr-1, with the replica counts it wrote.
+    let op = h.operator.as_ref().expect("operator running");
+    for v in ["in", "cat", "out"] {
+        let name = format!("pr-1-{v}");
+        let cached = op
+            .ctx
+            .stores
+            .vertices
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&h.ns))
+            .unwrap_or_else(|| panic!("{name} not in the Vertex cache"));
+        assert_eq!(cached.pipeline(), Some("pr-1"), "{name}");
+        let live: numaplane_api::numaflow::Vertex = h.api().get(&name).await.expect("vertex");
+        let count = |k: &str| live.status.as_ref().and_then(|s| s.get(k)?.as_i64());
+        assert!(
+            count("desiredReplicas").is_some(),
+            "{name}: {:?}",
+            live.status
+        );
+        eventually(&format!("{name} cached as it is"), || async {
+            let c = op
+                .ctx
+                .stores
+                .vertices
+                .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&h.ns))?;
+            let live: numaplane_api::numaflow::Vertex = h.api().get(&name).await.ok()?;
+            let count = |k: &str| live.status.as_ref().and_then(|s| s.get(k)?.as_i64());
+            (c.ready_replicas == count("readyReplicas")
+                && c.desired_replicas == count("desiredReplicas"))
+            .then_some(())
+        })
+        .await;
+    }
     h.assert_invariants().await;
 }
 

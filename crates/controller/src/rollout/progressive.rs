@@ -203,6 +203,11 @@ async fn health_sample<K: ChildObject>(
         return Ok(progressive::health::pipeline_type_health(&json, true, &[]));
     }
     let ns = trial.namespace().unwrap_or_default();
+    if let Some(vertices) = cached_vertices(ctx, &ns, &trial.name_any(), trial.spec()) {
+        return Ok(progressive::health::pipeline_type_health(
+            &json, false, &vertices,
+        ));
+    }
     let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &ns);
     let lp = ListParams::default().labels(&format!(
         "{}={}",
@@ -220,6 +225,23 @@ async fn health_sample<K: ChildObject>(
     Ok(progressive::health::pipeline_type_health(
         &json, false, &vertices,
     ))
+}
+
+/// The Vertex objects of the trial pipeline `pipeline` from the Vertex cache, once it holds one
+/// for every vertex of the pipeline's spec (Numaflow names them `<pipeline>-<vertex>`); `None`
+/// while it does not yet, and they are read live. A health sample every interval of every trial
+/// was one label-selected LIST each, which the API server answers by scanning every Vertex of
+/// the namespace.
+fn cached_vertices(ctx: &Ctx, ns: &str, pipeline: &str, spec: &Value) -> Option<Vec<Value>> {
+    spec.get("vertices")?
+        .as_array()?
+        .iter()
+        .map(|v| {
+            let name = format!("{pipeline}-{}", v.get("name")?.as_str()?);
+            let vertex = ctx.stores.vertices.get(&ObjectRef::new(&name).within(ns))?;
+            (vertex.pipeline() == Some(pipeline)).then(|| vertex.to_json())
+        })
+        .collect()
 }
 
 /// The AnalysisRun of the trial with UID `trial`: from the watch of Numaplane's runs (a
