@@ -7,11 +7,15 @@
 //!
 //! What the floor leaves out: the operator's reads (one live get and one list per new rollout)
 //! and everything the Numaflow stand-in writes (child statuses, vertices, pods), which the cold
-//! start's wall time includes.
+//! start's wall time includes. So the same writes are then made again in another namespace with
+//! the stand-in reacting to them as in the cold start ([`measure_with_numaflow`]): the least time
+//! a cold start can take on this machine with the stand-in, the operator's reads and waits aside.
 
 use crate::workload;
 use anyhow::{Context, Result};
 use futures::{StreamExt, TryStreamExt, stream};
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::HashSet;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
@@ -36,6 +40,9 @@ pub struct Floor {
     /// Only the operator's share (finalizer, child, Event, status).
     pub operator_writes_seconds: f64,
     pub writes: usize,
+    /// The same writes with the Numaflow stand-in reacting (its own namespace, its own stand-in
+    /// with the cold start's settings): seconds until every child runs. `None` on the real stack.
+    pub with_numaflow_seconds: Option<f64>,
 }
 
 /// One rollout of the workload: its kind's APIs and its manifest.
@@ -77,6 +84,83 @@ pub async fn measure(client: &Client, ns: &str, n: usize, concurrency: usize) ->
     let items = items(n);
     let rollouts = items.len();
     let started = Instant::now();
+    let operator_started = write_all(client, ns, items, concurrency).await?;
+    Ok(Floor {
+        n,
+        rollouts,
+        concurrency,
+        wall_seconds: crate::measure::round3(started.elapsed().as_secs_f64()),
+        operator_writes_seconds: crate::measure::round3(operator_started.elapsed().as_secs_f64()),
+        writes: rollouts * 5,
+        with_numaflow_seconds: None,
+    })
+}
+
+/// The floor's writes for `n` in `ns`, where a Numaflow stand-in already runs: seconds from the
+/// first write until every child (Pipeline, MonoVertex, ISB service) reports phase `Running`.
+pub async fn measure_with_numaflow(
+    client: &Client,
+    ns: &str,
+    n: usize,
+    concurrency: usize,
+) -> Result<f64> {
+    let mut items = items(n);
+    // The operator points each pipeline at its ISB service's child; so must the floor, or the
+    // stand-in would wait for an ISB service that never comes.
+    let isb_child = format!("{}-0", workload::ISB_NAME);
+    for item in items.iter_mut().filter(|i| i.field == "pipeline") {
+        item.manifest["spec"]["pipeline"]["spec"]["interStepBufferServiceName"] =
+            json!(isb_child);
+    }
+    let expected = items.len();
+    let running = tokio::spawn(until_running(client.clone(), ns.to_string(), expected));
+    let started = Instant::now();
+    write_all(client, ns, items, concurrency).await?;
+    tokio::time::timeout(std::time::Duration::from_secs(1800), running)
+        .await
+        .context("children still not running after 30 minutes")???;
+    Ok(crate::measure::round3(started.elapsed().as_secs_f64()))
+}
+
+/// Returns once `expected` children in `ns` report phase `Running` at the same time.
+async fn until_running(client: Client, ns: String, expected: usize) -> Result<()> {
+    let kinds = [
+        ApiResource::erase::<Pipeline>(&()),
+        ApiResource::erase::<MonoVertex>(&()),
+        ApiResource::erase::<InterStepBufferService>(&()),
+    ];
+    let streams = kinds.map(|ar| {
+        let kind = ar.kind.clone();
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ar);
+        watcher(api, watcher::Config::default())
+            .applied_objects()
+            .map_ok(move |o| (kind.clone(), o))
+            .boxed()
+    });
+    let mut events = stream::select_all(streams);
+    let mut running = HashSet::new();
+    while let Some((kind, obj)) = events.try_next().await? {
+        let key = (kind, obj.name_any());
+        if obj.data.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
+            running.insert(key);
+        } else {
+            running.remove(&key);
+        }
+        if running.len() >= expected {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("the watch of the floor's children ended")
+}
+
+/// Applies the rollouts as the user does, then makes the operator's writes for each; returns
+/// when the operator's part began.
+async fn write_all(
+    client: &Client,
+    ns: &str,
+    items: Vec<Item>,
+    concurrency: usize,
+) -> Result<Instant> {
     // The user's side, as the cold start does it.
     let applied: Vec<(Item, DynamicObject)> = stream::iter(items)
         .map(|item| async move {
@@ -105,14 +189,7 @@ pub async fn measure(client: &Client, ns: &str, n: usize, concurrency: usize) ->
         .buffer_unordered(concurrency)
         .try_collect::<Vec<()>>()
         .await?;
-    Ok(Floor {
-        n,
-        rollouts,
-        concurrency,
-        wall_seconds: crate::measure::round3(started.elapsed().as_secs_f64()),
-        operator_writes_seconds: crate::measure::round3(operator_started.elapsed().as_secs_f64()),
-        writes: rollouts * 5,
-    })
+    Ok(operator_started)
 }
 
 /// What the operator writes for a new rollout, in its order: the finalizer, the child, an Event,

@@ -125,6 +125,7 @@ async fn main() -> Result<()> {
                 p50_ms = s.reconcile_p50_ms,
                 p99_ms = s.reconcile_p99_ms,
                 wall_to_floor = s.wall_to_floor,
+                wall_to_numaflow_floor = s.wall_to_numaflow_floor,
                 "scenario"
             );
         }

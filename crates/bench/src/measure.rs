@@ -159,6 +159,7 @@ impl Window {
             vm_hwm_mib: round3(hwm as f64 / MIB),
             ready_seconds: None,
             wall_to_floor: None,
+            wall_to_numaflow_floor: None,
             other_cpu_seconds,
             progressive: None,
         })

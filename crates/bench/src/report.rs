@@ -57,6 +57,10 @@ pub struct Scenario {
     /// writes at this N); not for idle, whose length is fixed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_to_floor: Option<f64>,
+    /// `wall_seconds` divided by the floor's `with_numaflow_seconds` (the same writes with the
+    /// Numaflow stand-in bringing every child up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_to_numaflow_floor: Option<f64>,
     /// CPU seconds of the other processes on the machine during the scenario.
     pub other_cpu_seconds: BTreeMap<String, f64>,
     /// The progressive scenarios' own figures (verdicts and their lateness).
@@ -131,7 +135,11 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
     BTreeMap::from([
         (
             "floors",
-            "before an N's scenarios, on the same control plane in a namespace of its own, with no operator and no Numaflow stand-in running: a plain admin client applies the same rollouts as the cold start, then writes for each what the operator writes for a new rollout (finalizer patch, child apply with the rollout's spec, one Event, one status apply), at the operator's concurrency (--workers); wall_seconds covers both, operator_writes_seconds the second part. It leaves out the operator's reads and the Numaflow stand-in's writes",
+            "before an N's scenarios, on the same control plane in a namespace of its own, with no operator and no Numaflow stand-in running: a plain admin client applies the same rollouts as the cold start, then writes for each what the operator writes for a new rollout (finalizer patch, child apply with the rollout's spec, one Event, one status apply), at the operator's concurrency (--workers); wall_seconds covers both, operator_writes_seconds the second part. It leaves out the operator's reads and the Numaflow stand-in's writes. with_numaflow_seconds: the same writes again in another namespace while a Numaflow stand-in of the cold start's settings (its own, scoped to that namespace) reacts to them, from the first write until every child reports phase Running: the stand-in's writes (child statuses, vertices, pods) and waits included, the operator's reads and its waits not",
+        ),
+        (
+            "wall_to_numaflow_floor",
+            "the scenario's wall_seconds / the floor's with_numaflow_seconds at the same N",
         ),
         (
             "wall_to_floor",

@@ -56,13 +56,33 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
     // outside the operator's and the stand-in's).
     let floor_ns = env.try_create_namespace("floor").await?;
     info!(n, "api-server floor");
-    let floor = crate::floor::measure(&client, &floor_ns, n, usize::from(s.workers)).await?;
+    let mut floor = crate::floor::measure(&client, &floor_ns, n, usize::from(s.workers)).await?;
     info!(
         n,
         seconds = floor.wall_seconds,
         operator_writes_seconds = floor.operator_writes_seconds,
         "api-server floor measured"
     );
+    if !s.real_stack {
+        // The same writes again, with a Numaflow stand-in of the cold start's settings reacting
+        // to them in their own namespace; stopped before the scenarios.
+        let floor_ns = env.try_create_namespace("floor-numaflow").await?;
+        let sim = Simulator::start_with(
+            client.clone(),
+            SimulatorConfig {
+                namespace: Some(floor_ns.clone()),
+                concurrency: s.simulator_concurrency,
+                ..SimulatorConfig::default()
+            },
+        )
+        .await?;
+        let seconds =
+            crate::floor::measure_with_numaflow(&client, &floor_ns, n, usize::from(s.workers))
+                .await?;
+        drop(sim);
+        info!(n, seconds, "api-server floor with the Numaflow stand-in measured");
+        floor.with_numaflow_seconds = Some(seconds);
+    }
     let ns = env.try_create_namespace("bench").await?;
     let _sim = if s.real_stack {
         None
@@ -315,6 +335,10 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
             && floor.wall_seconds > 0.0
         {
             sc.wall_to_floor = Some(crate::measure::round3(sc.wall_seconds / floor.wall_seconds));
+            sc.wall_to_numaflow_floor = floor
+                .with_numaflow_seconds
+                .filter(|f| *f > 0.0)
+                .map(|f| crate::measure::round3(sc.wall_seconds / f));
         }
     }
     Ok((out, floor))
