@@ -14,16 +14,16 @@
 use crate::workload;
 use anyhow::{Context, Result};
 use futures::{StreamExt, TryStreamExt, stream};
-use kube::runtime::{WatchStreamExt, watcher};
-use std::collections::HashSet;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::collections::HashSet;
 use std::time::Instant;
 
 const MANAGER: &str = "bench-floor";
@@ -109,8 +109,7 @@ pub async fn measure_with_numaflow(
     // stand-in would wait for an ISB service that never comes.
     let isb_child = format!("{}-0", workload::ISB_NAME);
     for item in items.iter_mut().filter(|i| i.field == "pipeline") {
-        item.manifest["spec"]["pipeline"]["spec"]["interStepBufferServiceName"] =
-            json!(isb_child);
+        item.manifest["spec"]["pipeline"]["spec"]["interStepBufferServiceName"] = json!(isb_child);
     }
     let expected = items.len();
     let running = tokio::spawn(until_running(client.clone(), ns.to_string(), expected));

@@ -80,7 +80,10 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
             crate::floor::measure_with_numaflow(&client, &floor_ns, n, usize::from(s.workers))
                 .await?;
         drop(sim);
-        info!(n, seconds, "api-server floor with the Numaflow stand-in measured");
+        info!(
+            n,
+            seconds, "api-server floor with the Numaflow stand-in measured"
+        );
         floor.with_numaflow_seconds = Some(seconds);
     }
     let ns = env.try_create_namespace("bench").await?;

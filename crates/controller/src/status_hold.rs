@@ -2,7 +2,7 @@
 //! status goes out once, with the child's reaction, instead of "progressing" and then again.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::Mutex,
     time::{Duration, Instant},
 };
@@ -14,13 +14,15 @@ use std::{
 /// then write again once the child settles.
 pub const STATUS_HOLD: Duration = Duration::from_secs(60);
 
-/// A hold goes on past [`STATUS_HOLD`] while the namespace's Numaflow controller is seen working
-/// through a backlog: another held rollout of the namespace saw its child settle within this.
-/// A controller that is down or stuck settles nothing, so its rollouts report at
+/// A hold goes on past [`STATUS_HOLD`] while the namespace's Numaflow controller is working
+/// through a backlog: it settled a held child within this, and more children are held waiting
+/// for it than it settled in the last [`STATUS_HOLD`] (so a child may well wait longer than that
+/// in its queue). A controller that is down or stuck settles nothing, and a few children it
+/// cannot handle among many it settles make no backlog: their rollouts report at
 /// [`STATUS_HOLD`] as before.
 pub const PROGRESS_WINDOW: Duration = Duration::from_secs(10);
 
-/// No hold lasts longer than this, however busy the controller: a rollout's status may lag its
+/// No hold lasts longer than this, however long the backlog: a rollout's status may lag its
 /// child by at most this much.
 pub const MAX_HOLD: Duration = Duration::from_secs(300);
 
@@ -32,11 +34,54 @@ struct Held {
     status: serde_json::Value,
 }
 
+/// One namespace's backlog, as the holds see it.
+#[derive(Default)]
+struct Backlog {
+    /// Holds running.
+    held: usize,
+    /// When held children settled, within the last [`STATUS_HOLD`].
+    settles: VecDeque<Instant>,
+}
+
+impl Backlog {
+    fn forget_before(&mut self, now: Instant) {
+        while self
+            .settles
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= STATUS_HOLD)
+        {
+            self.settles.pop_front();
+        }
+    }
+
+    /// The controller is making progress, with more children waiting than it settles per hold.
+    fn behind(&self, now: Instant) -> bool {
+        let recent = self
+            .settles
+            .back()
+            .is_some_and(|t| now.saturating_duration_since(*t) < PROGRESS_WINDOW);
+        recent && self.held > self.settles.len()
+    }
+}
+
 #[derive(Default)]
 struct Holds {
     by_uid: HashMap<String, Held>,
-    /// By namespace: when a held rollout last saw its child settle.
-    settled: HashMap<String, Instant>,
+    by_namespace: HashMap<String, Backlog>,
+}
+
+impl Holds {
+    fn end(&mut self, uid: &str, settled_at: Option<Instant>) {
+        let Some(held) = self.by_uid.remove(uid) else {
+            return;
+        };
+        let backlog = self.by_namespace.entry(held.namespace).or_default();
+        backlog.held = backlog.held.saturating_sub(1);
+        if let Some(now) = settled_at {
+            backlog.forget_before(now);
+            backlog.settles.push_back(now);
+        }
+    }
 }
 
 /// The holds of every rollout, by UID.
@@ -46,8 +91,8 @@ pub struct StatusHolds(Mutex<Holds>);
 impl StatusHolds {
     /// Holds back the write of `status` for `uid` in `namespace` (starting the hold now if none
     /// runs) and returns how long is left; `None` once the hold has run its time and the write
-    /// must go out: [`STATUS_HOLD`] after it began, longer while the namespace's children keep
-    /// settling (see [`PROGRESS_WINDOW`]), never past [`MAX_HOLD`].
+    /// must go out: [`STATUS_HOLD`] after it began, longer while the namespace's controller is
+    /// behind (see [`PROGRESS_WINDOW`]), never past [`MAX_HOLD`].
     pub fn hold<S: serde::Serialize>(
         &self,
         uid: &str,
@@ -66,23 +111,28 @@ impl StatusHolds {
     ) -> Option<Duration> {
         let value = serde_json::to_value(status).ok()?;
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let busy = m
-            .settled
-            .get(namespace)
-            .is_some_and(|t| now.saturating_duration_since(*t) < PROGRESS_WINDOW);
-        let held = m.by_uid.entry(uid.to_string()).or_insert_with(|| Held {
-            first: now,
-            namespace: namespace.to_string(),
-            status: serde_json::Value::Null,
+        let Holds {
+            by_uid,
+            by_namespace,
+        } = &mut *m;
+        let backlog = by_namespace.entry(namespace.to_string()).or_default();
+        let held = by_uid.entry(uid.to_string()).or_insert_with(|| {
+            backlog.held += 1;
+            Held {
+                first: now,
+                namespace: namespace.to_string(),
+                status: serde_json::Value::Null,
+            }
         });
         held.status = value;
         let elapsed = now.saturating_duration_since(held.first);
         if elapsed < STATUS_HOLD {
             return Some(STATUS_HOLD - elapsed);
         }
-        // Past the usual hold only while the controller is making progress; looked at again
-        // when that evidence would lapse (the child settling wakes the rollout sooner).
-        (busy && elapsed < MAX_HOLD).then(|| PROGRESS_WINDOW.min(MAX_HOLD - elapsed))
+        backlog.forget_before(now);
+        // Past the usual hold only while the controller is behind; looked at again when that
+        // evidence would lapse (the child settling wakes the rollout sooner).
+        (backlog.behind(now) && elapsed < MAX_HOLD).then(|| PROGRESS_WINDOW.min(MAX_HOLD - elapsed))
     }
 
     /// The status held back for `uid`, if any: newer than the cached one.
@@ -93,21 +143,23 @@ impl StatusHolds {
 
     /// Ends any hold of `uid`'s status (it was written, or needs no write).
     pub fn release(&self, uid: &str) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.by_uid.remove(uid);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .end(uid, None);
     }
 
-    /// Ends `uid`'s hold because its child settled: if a hold ran, its namespace's controller is
-    /// making progress.
+    /// Ends `uid`'s hold because its child settled: if a hold ran, its namespace's controller
+    /// made progress.
     pub fn settled(&self, uid: &str) {
         self.settled_at(uid, Instant::now());
     }
 
     fn settled_at(&self, uid: &str, now: Instant) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = m.by_uid.remove(uid) {
-            m.settled.insert(held.namespace, now);
-        }
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .end(uid, Some(now));
     }
 }
 
@@ -152,48 +204,68 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_goes_on_while_the_namespace_s_children_keep_settling_up_to_the_cap() {
+    fn a_hold_goes_on_while_the_namespace_s_controller_is_behind_up_to_the_cap() {
         let holds = StatusHolds::default();
         let t0 = Instant::now();
         let status = json!({});
-        holds.hold_at("slow", "busy", &status, t0);
-        holds.hold_at("idle", "quiet", &status, t0);
-        // Another held rollout of the namespace saw its child settle just now.
-        holds.hold_at("other", "busy", &status, t0 + S(50));
-        holds.settled_at("other", t0 + S(55));
-        // At 60 s: the busy namespace's hold goes on, the quiet one's write goes out.
+        // A backlog: four children held, one settled just before the hold ran out.
+        for uid in ["slow", "a", "b", "c"] {
+            holds.hold_at(uid, "busy", &status, t0);
+        }
+        holds.settled_at("a", t0 + S(55));
         assert_eq!(
             holds.hold_at("slow", "busy", &status, t0 + STATUS_HOLD),
             Some(PROGRESS_WINDOW)
         );
-        assert_eq!(
-            holds.hold_at("idle", "quiet", &status, t0 + STATUS_HOLD),
-            None
-        );
-        // Once no child has settled for the progress window, it ends too.
+        // Once nothing has settled for the progress window, it ends.
         assert_eq!(
             holds.hold_at("slow", "busy", &status, t0 + S(55) + PROGRESS_WINDOW),
             None
         );
-        // A release that was not a settle (written for another reason) is no progress.
-        holds.hold_at("x", "other-ns", &status, t0);
-        holds.release("x");
-        holds.hold_at("y", "other-ns", &status, t0);
+        // No progress at all (the controller down): the write goes out at 60 s.
+        holds.hold_at("idle", "quiet", &status, t0);
+        holds.hold_at("idle2", "quiet", &status, t0);
         assert_eq!(
-            holds.hold_at("y", "other-ns", &status, t0 + STATUS_HOLD),
+            holds.hold_at("idle", "quiet", &status, t0 + STATUS_HOLD),
             None
         );
-        // However busy the namespace, no hold passes the cap.
+        // A release that was not a settle (written for another reason) is no progress.
+        holds.hold_at("x", "other", &status, t0);
+        holds.hold_at("y", "other", &status, t0);
+        holds.release("x");
+        assert_eq!(holds.hold_at("y", "other", &status, t0 + STATUS_HOLD), None);
+        // However long the backlog, no hold passes the cap.
         let t1 = t0 + S(1000);
-        holds.hold_at("capped", "busy", &status, t1);
-        holds.hold_at("peer", "busy", &status, t1);
-        holds.settled_at("peer", t1 + MAX_HOLD - S(5));
+        for uid in ["capped", "p", "q"] {
+            holds.hold_at(uid, "long", &status, t1);
+        }
+        holds.settled_at("p", t1 + MAX_HOLD - S(5));
         assert_eq!(
-            holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD - S(2)),
+            holds.hold_at("capped", "long", &status, t1 + MAX_HOLD - S(2)),
             Some(S(2))
         );
         assert_eq!(
-            holds.hold_at("capped", "busy", &status, t1 + MAX_HOLD),
+            holds.hold_at("capped", "long", &status, t1 + MAX_HOLD),
+            None
+        );
+    }
+
+    #[test]
+    fn a_child_stuck_among_many_that_settle_is_reported_at_the_usual_hold() {
+        // The controller settles children faster than they queue up: one it cannot handle is
+        // no backlog, and its rollout reports after STATUS_HOLD.
+        let holds = StatusHolds::default();
+        let t0 = Instant::now();
+        let status = json!({});
+        holds.hold_at("stuck", "ns", &status, t0);
+        for i in 0..5 {
+            let uid = format!("ok-{i}");
+            holds.hold_at(&uid, "ns", &status, t0 + S(10 * i));
+            holds.settled_at(&uid, t0 + S(10 * i + 2));
+        }
+        holds.hold_at("newer", "ns", &status, t0 + S(55));
+        assert_eq!(
+            holds.hold_at("stuck", "ns", &status, t0 + STATUS_HOLD),
             None
         );
     }
