@@ -55,6 +55,8 @@ pub struct Ctx {
     pub rider_resources: Mutex<HashMap<String, kube::discovery::ApiResource>>,
     /// Status writes held back while a child settles.
     pub status_holds: crate::status_hold::StatusHolds,
+    /// Engine-scheduled steps by rollout, so that one that falls due goes first.
+    pub due_steps: crate::due_steps::DueSteps,
 }
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.
@@ -84,6 +86,7 @@ impl Ctx {
             rider_checks: Mutex::default(),
             rider_resources: Mutex::default(),
             status_holds: Default::default(),
+            due_steps: Default::default(),
         }
     }
 
@@ -133,6 +136,7 @@ impl Ctx {
 
     pub fn forget(&self, uid: &str) {
         self.status_holds.release(uid);
+        self.due_steps.forget(uid);
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())

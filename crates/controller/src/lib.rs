@@ -8,6 +8,7 @@ pub mod children;
 pub mod cli;
 pub mod config_watch;
 pub mod context;
+pub mod due_steps;
 pub mod error;
 pub mod events;
 pub mod finalizer;

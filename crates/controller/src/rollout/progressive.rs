@@ -31,6 +31,7 @@ use numaplane_core::progressive::{
     TrialHealth, scale,
 };
 use serde_json::{Value, json};
+use std::time::Duration;
 use tracing::info;
 
 fn metric_kind(kind: Kind) -> &'static str {
@@ -604,6 +605,16 @@ pub(crate) async fn pass<R: Rollout>(
     let plan = p
         .plan(&record, &desired, riders_changed, trial.as_ref())
         .await?;
+    // A verdict that falls due goes before routine passes (`due_steps.rs`).
+    let deadline = match plan.action {
+        Action::Wait { until: Some(u) } if plan.deadline => {
+            let left = u.duration_since(status::now().0);
+            Some(std::time::Instant::now() + Duration::try_from(left).unwrap_or(Duration::ZERO))
+        }
+        _ => None,
+    };
+    ctx.due_steps
+        .schedule(&obj.uid().unwrap_or_default(), deadline);
     // Record first, then act.
     R::write_record(&plan.record, st);
     if R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record {

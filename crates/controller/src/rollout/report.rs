@@ -135,10 +135,12 @@ impl<R: Rollout> Report<R> {
             ctx.status_holds.release(&self.uid);
         }
         // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
+        // (A timer never fires early; the margin covers the wall clock being slewed meanwhile.)
         let until_wake = wake.map(|w: Timestamp| {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
-                + Duration::from_millis(100)
+                + Duration::from_millis(20)
         });
+
         Ok(Action::requeue(until_wake.map_or(delay, |w| w.min(delay))))
     }
 

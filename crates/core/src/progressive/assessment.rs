@@ -19,7 +19,13 @@ use numaplane_api::progressive::{AssessmentResult, UpgradingChildStatus};
 pub(crate) enum BasicVerdict {
     Success,
     Failure,
-    Wait { wake_at: Secs, waiting_for: String },
+    Wait {
+        wake_at: Secs,
+        waiting_for: String,
+        /// `wake_at` is when a verdict falls due (the healthy period or the window ends), not
+        /// only the next sample.
+        deadline: bool,
+    },
 }
 
 /// Judges one sample, updating `u` as the reference records it. `u` must name the trial.
@@ -46,6 +52,7 @@ pub(crate) fn basic(
                 "trial {trial}: assessment starts after {}",
                 timestamp_at(start)
             ),
+            deadline: false,
         };
     }
     let next_sample = now.saturating_add(secs(schedule.requeue_interval()));
@@ -73,6 +80,7 @@ pub(crate) fn basic(
                 waiting_for: format!(
                     "trial {trial}: waiting for every pipeline using it to finish its own progressive upgrade onto it"
                 ),
+                deadline: false,
             },
         };
     }
@@ -113,6 +121,7 @@ pub(crate) fn basic(
                     "trial {trial}: unhealthy ({}); must be healthy for {period}s by {until}",
                     reasons.join("; ")
                 ),
+                deadline: fail_at <= next_sample,
             }
         }
         TrialHealth::Pending => BasicVerdict::Wait {
@@ -120,6 +129,7 @@ pub(crate) fn basic(
             waiting_for: format!(
                 "trial {trial}: not running yet; must be healthy for {period}s by {until}"
             ),
+            deadline: fail_at <= next_sample,
         },
         TrialHealth::Healthy => {
             let window = match &u.trial_window_start_time {
@@ -136,8 +146,10 @@ pub(crate) fn basic(
                 u.failure_reasons.clear();
                 BasicVerdict::Success
             } else {
+                let due = (window + period).min(fail_at);
                 BasicVerdict::Wait {
-                    wake_at: next_sample.min(window + period).min(fail_at),
+                    wake_at: next_sample.min(due),
+                    deadline: due <= next_sample,
                     // Names times, not a count of seconds: the same on every sample of the
                     // window, so sampling does not rewrite the rollout's status.
                     waiting_for: format!(

@@ -200,6 +200,10 @@ pub struct Plan {
     pub progress: Progress,
     /// What the upgrade is doing or waiting for, and until when, for status messages.
     pub message: String,
+    /// A `Wait` whose `until` is when a verdict falls due (the end of the healthy period, of
+    /// the assessment window, of the AnalysisRun's time), not only the next sample: that pass
+    /// should not queue behind routine ones.
+    pub deadline: bool,
 }
 
 /// Why no plan could be made: the recorded or desired scale can't be read.
@@ -228,6 +232,7 @@ fn plan(record: Record, action: Action, message: String) -> Plan {
         after: None,
         progress,
         message,
+        deadline: false,
     }
 }
 
@@ -707,9 +712,12 @@ fn assess(
         BasicVerdict::Wait {
             wake_at,
             waiting_for,
+            deadline,
         } => {
             u.assessment_result = Some(AssessmentResult::Unknown);
-            return Ok(wait(rec, wake_at, waiting_for));
+            let mut p = wait(rec, wake_at, waiting_for);
+            p.deadline = deadline;
+            return Ok(p);
         }
         BasicVerdict::Success => {
             if input.analysis_enabled && input.kind != Kind::InterStepBufferService {
@@ -762,16 +770,18 @@ fn assess(
                 u.assessment_result = Some(AssessmentResult::Unknown);
             }
             // AnalysisRun changes are watched; the interval is only a safety net.
-            let wake_at = now.saturating_add(interval).min(timeout_at);
-            Ok(wait(
+            let next_sample = now.saturating_add(interval);
+            let mut p = wait(
                 rec,
-                wake_at,
+                next_sample.min(timeout_at),
                 format!(
                     "trial {}: waiting for AnalysisRun {name} ({phase}) until {}",
                     trial.name,
                     timestamp_at(timeout_at)
                 ),
-            ))
+            );
+            p.deadline = timeout_at <= next_sample;
+            Ok(p)
         }
     }
 }

@@ -689,11 +689,36 @@ fn window_end_is_an_exact_wakeup() {
     w.now = 1011;
     w.health = TrialHealth::Healthy;
     w.schedule = sched(10, 180, 5, 10);
+    let p = w.run();
     assert_eq!(
-        w.run().action,
+        p.action,
         Action::Wait {
             until: Some(ts(1016))
         }
+    );
+    // The verdict falls due then, so that pass goes before routine ones.
+    assert!(p.deadline);
+    // A plain sample is no deadline; the last sample before a window end that falls on the
+    // next sample is.
+    let mut w = initialised_mv();
+    w.run();
+    w.now = 1011;
+    w.health = TrialHealth::Healthy;
+    assert!(
+        !w.run().deadline,
+        "the next sample (1021) comes before the window's end"
+    );
+    w.now = 1031;
+    let p = w.run();
+    assert_eq!(
+        p.action,
+        Action::Wait {
+            until: Some(ts(1041))
+        }
+    );
+    assert!(
+        p.deadline,
+        "the window (30 s from 1011) ends at the next sample, 1041"
     );
 }
 
