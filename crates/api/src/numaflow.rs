@@ -189,18 +189,6 @@ impl VertexReplicas {
             .get(crate::keys::labels::NUMAFLOW_PIPELINE_NAME)
             .map(String::as_str)
     }
-
-    /// What the health rules read of a Vertex, as JSON: its name and replica counts.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut status = serde_json::Map::new();
-        if let Some(r) = self.ready_replicas {
-            status.insert("readyReplicas".into(), r.into());
-        }
-        if let Some(d) = self.desired_replicas {
-            status.insert("desiredReplicas".into(), d.into());
-        }
-        serde_json::json!({"metadata": {"name": self.metadata.name}, "status": status})
-    }
 }
 
 impl Resource for VertexReplicas {
@@ -265,16 +253,12 @@ mod tests {
         assert_eq!(v.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(v.metadata.labels.as_ref().map(|l| l.len()), Some(1));
         assert!(v.metadata.annotations.is_none() && v.metadata.uid.is_none());
-        assert_eq!(
-            v.to_json(),
-            serde_json::json!({"metadata": {"name": "p-0-in"},
-                               "status": {"readyReplicas": 1, "desiredReplicas": 2}})
-        );
+        assert_eq!((v.ready_replicas, v.desired_replicas), (Some(1), Some(2)));
         // A Vertex Numaflow has not reported on yet has no counts.
         let bare: VertexReplicas =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "p-0-out"}}))
                 .expect("parse");
-        assert_eq!(bare.to_json()["status"], serde_json::json!({}));
+        assert_eq!((bare.ready_replicas, bare.desired_replicas), (None, None));
         assert_eq!(VertexReplicas::plural(&()), "vertices");
     }
 }

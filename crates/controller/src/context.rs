@@ -8,9 +8,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use numaplane_api::numaflow::{
-    AnalysisRun, InterStepBufferService, MonoVertex, Pipeline, VertexReplicas,
-};
+use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,7 +29,7 @@ pub struct Stores {
     /// Numaplane's AnalysisRuns (`run_watch.rs`); empty without Argo Rollouts' CRDs.
     pub analysis_runs: Store<AnalysisRun>,
     /// Every Vertex's replica counts (a trial pipeline's health sample reads them).
-    pub vertices: Store<VertexReplicas>,
+    pub vertices: crate::vertex_cache::VertexCache,
 }
 
 pub struct Ctx {

@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod settings;
 pub mod status;
 pub mod status_hold;
+pub mod vertex_cache;
 pub mod watches;
 
 pub use runtime::{Operator, OperatorOptions};

@@ -22,9 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 use numaplane_api::compact::{Compact, RawObject, Unreadable};
 use numaplane_api::keys::labels;
 use numaplane_api::label_index::LabelIndex;
-use numaplane_api::numaflow::{
-    AnalysisRun, InterStepBufferService, MonoVertex, Pipeline, VertexReplicas,
-};
+use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
 };
@@ -108,7 +106,7 @@ impl Operator {
             reflector::store_shared::<StatefulSet>(SUBSCRIBER_BUFFER);
         let (pdbs, pdbs_w) = reflector::store_shared::<PodDisruptionBudget>(SUBSCRIBER_BUFFER);
         let (analysis_runs, analysis_runs_w) = reflector::store::<AnalysisRun>();
-        let (vertices, vertices_w) = reflector::store::<VertexReplicas>();
+        let vertices = crate::vertex_cache::VertexCache::default();
 
         let pipelines_for_ncr = subscribe(&pipelines_w)?;
         let subs = Subscriptions {
@@ -146,7 +144,12 @@ impl Operator {
             None,
         );
         watches.spawn(children, pdbs_w, None);
-        watches.spawn(watcher::Config::default(), vertices_w, None);
+        vertices.spawn(
+            &mut tasks,
+            &cancel,
+            scoped(&client, &opts.watch_namespace),
+            opts.metrics.clone(),
+        );
 
         let stores = Stores {
             pipelines,
@@ -184,7 +187,6 @@ impl Operator {
         stores.nc_rollouts.wait_until_ready().await?;
         stores.statefulsets.wait_until_ready().await?;
         stores.pdbs.wait_until_ready().await?;
-        stores.vertices.wait_until_ready().await?;
         config_read
             .await
             .map_err(|_| anyhow::anyhow!("the ConfigMap watch ended before its first list"))?;

@@ -439,9 +439,9 @@ async fn pipeline_success_drains_the_old_promoted() {
             .ctx
             .stores
             .vertices
-            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&h.ns))
+            .get(&h.ns, &name)
             .unwrap_or_else(|| panic!("{name} not in the Vertex cache"));
-        assert_eq!(cached.pipeline(), Some("pr-1"), "{name}");
+        assert_eq!(cached.pipeline, "pr-1", "{name}");
         let live: numaplane_api::numaflow::Vertex = h.api().get(&name).await.expect("vertex");
         let count = |k: &str| live.status.as_ref().and_then(|s| s.get(k)?.as_i64());
         assert!(
@@ -450,16 +450,11 @@ async fn pipeline_success_drains_the_old_promoted() {
             live.status
         );
         eventually(&format!("{name} cached as it is"), || async {
-            let c = op
-                .ctx
-                .stores
-                .vertices
-                .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&h.ns))?;
+            let c = op.ctx.stores.vertices.get(&h.ns, &name)?;
             let live: numaplane_api::numaflow::Vertex = h.api().get(&name).await.ok()?;
             let count = |k: &str| live.status.as_ref().and_then(|s| s.get(k)?.as_i64());
-            (c.ready_replicas == count("readyReplicas")
-                && c.desired_replicas == count("desiredReplicas"))
-            .then_some(())
+            (c.ready == count("readyReplicas") && c.desired == count("desiredReplicas"))
+                .then_some(())
         })
         .await;
     }

@@ -239,8 +239,8 @@ fn cached_vertices(ctx: &Ctx, ns: &str, pipeline: &str, spec: &Value) -> Option<
         .iter()
         .map(|v| {
             let name = format!("{pipeline}-{}", v.get("name")?.as_str()?);
-            let vertex = ctx.stores.vertices.get(&ObjectRef::new(&name).within(ns))?;
-            (vertex.pipeline() == Some(pipeline)).then(|| vertex.to_json())
+            let counts = ctx.stores.vertices.get(ns, &name)?;
+            (counts.pipeline == pipeline).then(|| counts.to_json(&name))
         })
         .collect()
 }
