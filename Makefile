@@ -79,7 +79,7 @@ bench: testenv-binaries
 		--controller-bin $${CARGO_TARGET_DIR:-target}/release/numaplane \
 		--command "make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" $(BENCH_ARGS)
 
-## bench-large: the same at N=1000 and N=10,000 (progressive runs at N=1000 only; ~30 min on 2 cores), written to
+## bench-large: the same at N=1000 and N=10,000 (progressive runs at N=1000 only; ~45 min on 2 cores), written to
 ## bench/results-large.json with the memory one more rollout costs (rss_per_rollout_kib)
 bench-large:
 	$(MAKE) --no-print-directory bench BENCH_ARGS="--n 1000,10000 --idle-seconds 60 --converge-timeout-seconds 3600 --progressive-max-n 1000 --out bench/results-large.json"
