@@ -118,10 +118,10 @@ raw_object!(
     AnalysisTemplate, "argoproj.io", "AnalysisTemplate", "analysistemplates"
 );
 
-/// A Vertex reduced to what a trial pipeline's health sample reads: its name, its pipeline and
-/// its replica counts. Cached for every Vertex of the cluster, so everything else (the spec
-/// Numaflow copies from the pipeline, annotations, owners) is dropped as it is read: a few
-/// hundred bytes per Vertex instead of several KiB.
+/// A Vertex as the operator's Vertex watch reads it: its name, its pipeline and its replica
+/// counts, what a trial pipeline's health sample needs. Everything else (the spec Numaflow
+/// copies from the pipeline, annotations, owners) is dropped as it is parsed, since every
+/// Vertex of the cluster goes through that watch.
 #[derive(Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(from = "VertexWire")]
 pub struct VertexReplicas {

@@ -140,7 +140,6 @@ impl<R: Rollout> Report<R> {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
                 + Duration::from_millis(20)
         });
-
         Ok(Action::requeue(until_wake.map_or(delay, |w| w.min(delay))))
     }
 
