@@ -40,16 +40,7 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const UI_WAIT: Duration = Duration::from_secs(90);
 
 fn mvr(image: &str) -> Value {
-    json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "MonoVertexRollout",
-        "metadata": {"name": "mvr"},
-        "spec": {"monoVertex": {"spec": {
-            "scale": {"min": 2, "max": 2},
-            "source": {"udsource": {"container": {"image": image}}},
-            "sink": {"blackhole": {}}
-        }}}
-    })
+    support::scenario::mvr_scaled(image, 2, 2)
 }
 
 /// The plugin binary, built beside this test by `cargo test --workspace` (`make test`).

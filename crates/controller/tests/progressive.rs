@@ -32,16 +32,7 @@ const JAVA: &str = "quay.io/numaio/numaflow-java/source-simple-source:stable";
 const BAD: &str = "quay.io/numaio/numaflow-java/source-simple-source:invalid";
 
 fn mvr(image: &str, schedule: Option<&str>) -> Value {
-    let mut r = json!({
-        "apiVersion": "numaplane.numaproj.io/v1alpha1",
-        "kind": "MonoVertexRollout",
-        "metadata": {"name": "mvr"},
-        "spec": {"monoVertex": {"spec": {
-            "scale": {"min": 4, "max": 5},
-            "source": {"udsource": {"container": {"image": image}}},
-            "sink": {"blackhole": {}}
-        }}}
-    });
+    let mut r = support::scenario::mvr_scaled(image, 4, 5);
     if let Some(s) = schedule {
         r["spec"]["strategy"] = json!({"progressive": {"assessmentSchedule": s}});
     }

@@ -89,12 +89,17 @@ pub fn isb(version: &str, volume: &str, memory: Option<&str>) -> Value {
 
 /// MonoVertexRollout `mvr`: a user-defined source of `image` (1–2 pods) into a blackhole.
 pub fn mvr(image: &str) -> Value {
+    mvr_scaled(image, 1, 2)
+}
+
+/// [`mvr`] with `min`–`max` pods.
+pub fn mvr_scaled(image: &str, min: i64, max: i64) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "MonoVertexRollout",
         "metadata": {"name": "mvr"},
         "spec": {"monoVertex": {"spec": {
-            "scale": {"min": 1, "max": 2},
+            "scale": {"min": min, "max": max},
             "source": {"udsource": {"container": {"image": image}}},
             "sink": {"blackhole": {}}
         }}}
