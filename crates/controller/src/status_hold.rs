@@ -14,11 +14,9 @@ use std::{
 /// then write again once the child settles.
 pub const STATUS_HOLD: Duration = Duration::from_secs(60);
 
-/// A hold goes on past [`STATUS_HOLD`] while the namespace's Numaflow controller is working
-/// through a backlog: it settled a held child within this, and more children are held waiting
-/// for it than it settled in the last [`STATUS_HOLD`] (so a child may well wait longer than that
-/// in its queue). A controller that is down or stuck settles nothing, and a few children it
-/// cannot handle among many it settles make no backlog: their rollouts report at
+/// A hold goes on past [`STATUS_HOLD`] for a child queued in a backlog of the namespace's
+/// Numaflow controller, while that controller keeps settling held children: one within this.
+/// A controller that is down or stuck settles nothing, and its rollouts report at
 /// [`STATUS_HOLD`] as before.
 pub const PROGRESS_WINDOW: Duration = Duration::from_secs(10);
 
@@ -27,9 +25,20 @@ pub const PROGRESS_WINDOW: Duration = Duration::from_secs(10);
 /// busy for about ten minutes on the benchmark's two cores.)
 pub const MAX_HOLD: Duration = Duration::from_secs(600);
 
+/// A backlog: at least this many children held at once in the namespace, and more than its
+/// controller settled in the last [`STATUS_HOLD`] (so a child may well wait longer than that in
+/// its queue). Fewer cannot keep a Numaflow controller busy for a minute, so a few children it
+/// cannot handle among others it settles make none, and report at [`STATUS_HOLD`].
+pub const BACKLOG_MIN: usize = 100;
+
 struct Held {
     /// When the hold began: a child that keeps changing cannot stretch it.
     first: Instant,
+    /// Held while the namespace had a backlog: the child is in the controller's queue. Kept
+    /// once seen, because the backlog stops counting as one while its last minute's worth
+    /// drains (in whatever order the controller takes it: a kube-runtime queue under load
+    /// serves the newest first), and those last children still wait their turn.
+    queued: bool,
     namespace: String,
     /// The newest status held back, as JSON text (thousands may be held at once); the base of
     /// the next pass, so nothing it recorded is lost.
@@ -56,13 +65,16 @@ impl Backlog {
         }
     }
 
-    /// The controller is making progress, with more children waiting than it settles per hold.
-    fn behind(&self, now: Instant) -> bool {
-        let recent = self
-            .settles
+    /// The controller settled a held child within [`PROGRESS_WINDOW`].
+    fn progressing(&self, now: Instant) -> bool {
+        self.settles
             .back()
-            .is_some_and(|t| now.saturating_duration_since(*t) < PROGRESS_WINDOW);
-        recent && self.held > self.settles.len()
+            .is_some_and(|t| now.saturating_duration_since(*t) < PROGRESS_WINDOW)
+    }
+
+    /// The controller is making progress through a backlog (see [`BACKLOG_MIN`]).
+    fn behind(&self, now: Instant) -> bool {
+        self.progressing(now) && self.held >= BACKLOG_MIN && self.held > self.settles.len()
     }
 }
 
@@ -93,8 +105,9 @@ pub struct StatusHolds(Mutex<Holds>);
 impl StatusHolds {
     /// Holds back the write of `status` for `uid` in `namespace` (starting the hold now if none
     /// runs) and returns how long is left; `None` once the hold has run its time and the write
-    /// must go out: [`STATUS_HOLD`] after it began, longer while the namespace's controller is
-    /// behind (see [`PROGRESS_WINDOW`]), never past [`MAX_HOLD`].
+    /// must go out: [`STATUS_HOLD`] after it began, longer for a child queued in a backlog its
+    /// namespace's controller is working through (see [`PROGRESS_WINDOW`], [`BACKLOG_MIN`]),
+    /// never past [`MAX_HOLD`].
     pub fn hold<S: serde::Serialize>(
         &self,
         uid: &str,
@@ -122,19 +135,23 @@ impl StatusHolds {
             backlog.held += 1;
             Held {
                 first: now,
+                queued: false,
                 namespace: namespace.to_string(),
                 status: String::new(),
             }
         });
         held.status = value;
+        backlog.forget_before(now);
+        held.queued |= backlog.behind(now);
         let elapsed = now.saturating_duration_since(held.first);
         if elapsed < STATUS_HOLD {
             return Some(STATUS_HOLD - elapsed);
         }
-        backlog.forget_before(now);
-        // Past the usual hold only while the controller is behind; looked at again when that
-        // evidence would lapse (the child settling wakes the rollout sooner).
-        (backlog.behind(now) && elapsed < MAX_HOLD).then(|| PROGRESS_WINDOW.min(MAX_HOLD - elapsed))
+        // Past the usual hold only for a child queued in a backlog the controller is working
+        // through; looked at again when that evidence would lapse (the child settling wakes the
+        // rollout sooner).
+        (held.queued && backlog.progressing(now) && elapsed < MAX_HOLD)
+            .then(|| PROGRESS_WINDOW.min(MAX_HOLD - elapsed))
     }
 
     /// The status held back for `uid`, if any: newer than the cached one.
@@ -205,16 +222,22 @@ mod tests {
         );
     }
 
+    /// Holds `count` children `prefix-0..` in `ns` at `at`.
+    fn hold_many(holds: &StatusHolds, ns: &str, prefix: &str, count: usize, at: Instant) {
+        for i in 0..count {
+            holds.hold_at(&format!("{prefix}-{i}"), ns, &json!({}), at);
+        }
+    }
+
     #[test]
-    fn a_hold_goes_on_while_the_namespace_s_controller_is_behind_up_to_the_cap() {
+    fn a_hold_goes_on_while_the_namespace_s_controller_works_through_a_backlog_up_to_the_cap() {
         let holds = StatusHolds::default();
         let t0 = Instant::now();
         let status = json!({});
-        // A backlog: four children held, one settled just before the hold ran out.
-        for uid in ["slow", "a", "b", "c"] {
-            holds.hold_at(uid, "busy", &status, t0);
-        }
-        holds.settled_at("a", t0 + S(55));
+        // A backlog: a hundred and more children held, one settled just before the hold ran out.
+        holds.hold_at("slow", "busy", &status, t0);
+        hold_many(&holds, "busy", "c", BACKLOG_MIN, t0);
+        holds.settled_at("c-0", t0 + S(55));
         assert_eq!(
             holds.hold_at("slow", "busy", &status, t0 + STATUS_HOLD),
             Some(PROGRESS_WINDOW)
@@ -226,28 +249,77 @@ mod tests {
         );
         // No progress at all (the controller down): the write goes out at 60 s.
         holds.hold_at("idle", "quiet", &status, t0);
-        holds.hold_at("idle2", "quiet", &status, t0);
+        hold_many(&holds, "quiet", "q", BACKLOG_MIN, t0);
         assert_eq!(
             holds.hold_at("idle", "quiet", &status, t0 + STATUS_HOLD),
             None
         );
         // A release that was not a settle (written for another reason) is no progress.
         holds.hold_at("x", "other", &status, t0);
-        holds.hold_at("y", "other", &status, t0);
-        holds.release("x");
-        assert_eq!(holds.hold_at("y", "other", &status, t0 + STATUS_HOLD), None);
+        hold_many(&holds, "other", "o", BACKLOG_MIN, t0);
+        holds.release("o-0");
+        assert_eq!(holds.hold_at("x", "other", &status, t0 + STATUS_HOLD), None);
         // However long the backlog, no hold passes the cap.
         let t1 = t0 + S(1000);
-        for uid in ["capped", "p", "q"] {
-            holds.hold_at(uid, "long", &status, t1);
-        }
-        holds.settled_at("p", t1 + MAX_HOLD - S(5));
+        holds.hold_at("capped", "long", &status, t1);
+        hold_many(&holds, "long", "l", BACKLOG_MIN, t1);
+        holds.settled_at("l-0", t1 + MAX_HOLD - S(5));
         assert_eq!(
             holds.hold_at("capped", "long", &status, t1 + MAX_HOLD - S(2)),
             Some(S(2))
         );
         assert_eq!(
             holds.hold_at("capped", "long", &status, t1 + MAX_HOLD),
+            None
+        );
+    }
+
+    #[test]
+    fn a_child_queued_in_a_backlog_is_held_while_its_last_minute_drains() {
+        let holds = StatusHolds::default();
+        let t0 = Instant::now();
+        let status = json!({});
+        // 400 children queue up; the controller settles five a second, newest first, and
+        // "early" is among the last it takes.
+        holds.hold_at("early", "ns", &status, t0);
+        hold_many(&holds, "ns", "c", 399, t0);
+        let mut left = 399;
+        let mut t = t0;
+        while left > 0 {
+            t += Duration::from_millis(200);
+            left -= 1;
+            holds.settled_at(&format!("c-{left}"), t);
+            if t == t0 + S(30) {
+                // Seen while the backlog was one: queued.
+                assert!(holds.hold_at("early", "ns", &status, t).is_some());
+            }
+        }
+        // At the end fewer are held than settled per minute, and the child has waited a
+        // minute; it was queued and the controller is still settling, so it is still held.
+        assert!(t >= t0 + STATUS_HOLD);
+        assert_eq!(
+            holds.hold_at("early", "ns", &status, t),
+            Some(PROGRESS_WINDOW)
+        );
+        // Until the controller stops settling.
+        assert_eq!(
+            holds.hold_at("early", "ns", &status, t + PROGRESS_WINDOW),
+            None
+        );
+    }
+
+    #[test]
+    fn a_few_children_waiting_on_a_slow_controller_are_no_backlog() {
+        // Fewer than BACKLOG_MIN held, more than the controller settled in a minute: a handful
+        // of children it cannot handle, not a queue worth waiting on.
+        let holds = StatusHolds::default();
+        let t0 = Instant::now();
+        let status = json!({});
+        holds.hold_at("stuck", "ns", &status, t0);
+        hold_many(&holds, "ns", "c", BACKLOG_MIN - 2, t0);
+        holds.settled_at("c-0", t0 + S(55));
+        assert_eq!(
+            holds.hold_at("stuck", "ns", &status, t0 + STATUS_HOLD),
             None
         );
     }
