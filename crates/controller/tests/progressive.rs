@@ -688,6 +688,65 @@ async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
     h.assert_invariants().await;
 }
 
+/// A promotion's label flip goes out before its record (it is its own record): a controller
+/// stopped right after the flip must read it back, retire the old child and record the success,
+/// not leave two children promoted.
+#[tokio::test]
+async fn monovertex_promotion_flipped_before_its_record_is_finished_after_a_restart() {
+    let mut h = Harness::start_real("prog-flipped", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    // An assessment far longer than the test: only the flip can end it.
+    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,600,300,1")))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("trial initialised", "mvr", |r| {
+        let up = r?
+            .status
+            .as_ref()?
+            .progressive_status
+            .as_ref()?
+            .upgrading_mono_vertex_status
+            .as_ref()?;
+        (up.child.name == "mvr-1" && up.child.initialization_complete).then_some(())
+    })
+    .await;
+    h.stop_operator().await;
+    // What the promotion's first write does, and nothing after it.
+    h.api::<MonoVertex>()
+        .patch(
+            "mvr-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "numaplane.numaproj.io/upgrade-state": "promoted",
+                "numaplane.numaproj.io/upgrade-state-reason": "progressive-success",
+                "numaplane.numaproj.io/progressive-result-state": "succeeded",
+            }}})),
+        )
+        .await
+        .expect("flip mvr-1");
+    h.restart_operator().await;
+    let r = h.until("promotion finished", "mvr", settled).await;
+    let up = r
+        .status
+        .as_ref()
+        .and_then(|s| s.progressive_status.as_ref())
+        .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
+        .expect("upgrading status");
+    assert_eq!(up.child.name, "mvr-1");
+    assert_eq!(
+        up.child.assessment_result,
+        Some(numaplane_api::progressive::AssessmentResult::Success)
+    );
+    h.until::<MonoVertex, _, _>("old child retired", "mvr-0", |m| {
+        m.is_none_or(|m| state(m) != Some("promoted")).then_some(())
+    })
+    .await;
+    let mv1: MonoVertex = h.api().get("mvr-1").await.expect("mvr-1");
+    assert_eq!(state(&mv1), Some("promoted"));
+    assert_eq!(mv1.spec["scale"], json!({"min": 4, "max": 5}));
+    h.assert_invariants().await;
+}
+
 #[tokio::test]
 async fn monovertex_discontinue_then_force_promote_by_strategy() {
     let h = Harness::start_real("prog-disc", CONFIG).await;

@@ -1,6 +1,7 @@
 //! The progressive strategy in the reconcile loop: observes the rollout, its promoted and trial
 //! children, their pods and the AnalysisRun; asks [`numaplane_core::progressive::step`] for the
-//! one next action; records the engine's state in status **before** acting; acts. The engine is
+//! one next action; records the engine's state in status **before** acting (a promotion right
+//! after: its label flip is its own record); acts. The engine is
 //! pure and idempotent given the record, so a restart at any point continues the same upgrade.
 
 use super::desired::{desired_child, desired_riders};
@@ -27,7 +28,7 @@ use numaplane_core::config::{AssessmentSchedule, UserStrategy};
 use numaplane_core::health::HealthStatus;
 use numaplane_core::progressive::templates::{Template, TemplateRef};
 use numaplane_core::progressive::{
-    self, Action, Kind, ObservedRun, PromotedChild, PromotedPods, StepInput, TrialChild,
+    self, Action, Kind, ObservedRun, PromotedChild, PromotedPods, Record, StepInput, TrialChild,
     TrialHealth, scale,
 };
 use serde_json::{Value, json};
@@ -146,6 +147,25 @@ fn find_trial<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child
         })
         .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))
         .map(|c| (*c).clone())
+}
+
+/// The recorded trial is labelled promoted with a promotion result: a promotion flipped it,
+/// whether or not its record was written after (`Action::records_itself`).
+fn flipped<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str, record: &Record) -> bool {
+    use numaplane_api::keys::progressive_result_state::{FORCE_PROMOTED, SUCCEEDED};
+    let Some(u) = &record.upgrading else {
+        return false;
+    };
+    cached_children::<R>(ctx, ns, rollout).any(|c| {
+        let label = |k: &str| c.labels().get(k).map(String::as_str);
+        c.name_any() == u.name
+            && c.meta().deletion_timestamp.is_none()
+            && label(labels::UPGRADE_STATE) == Some(upgrade_state::PROMOTED)
+            && matches!(
+                label(labels::PROGRESSIVE_RESULT_STATE),
+                Some(SUCCEEDED | FORCE_PROMOTED)
+            )
+    })
 }
 
 /// Other children still labelled promoted besides `newest` (a promotion cut short).
@@ -615,9 +635,12 @@ pub(crate) async fn pass<R: Rollout>(
     };
     ctx.due_steps
         .schedule(&obj.uid().unwrap_or_default(), deadline);
-    // Record first, then act.
+    // Record first, then act; a promotion's label flip is its own record (the engine reads it
+    // back), so it goes first and the status written at the end of the pass records it.
     R::write_record(&plan.record, st);
-    if R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record {
+    if !plan.action.records_itself()
+        && R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record
+    {
         status::write_name_count(obj, ctx, st).await?;
     }
     info!(action = ?std::mem::discriminant(&plan.action), message = %plan.message, "progressive step");
@@ -738,6 +761,7 @@ impl<R: Rollout> Progress<'_, R> {
         });
         let live_name = live.name_any();
         let older = older_promoted::<R>(ctx, &self.ns, &self.name, &live_name);
+        let flipped = flipped::<R>(ctx, &self.ns, &self.name, record);
         let sched = schedule(ctx, parts)?;
         let analysis_enabled = parts
             .analysis
@@ -767,6 +791,7 @@ impl<R: Rollout> Progress<'_, R> {
                     pods: pods.as_ref(),
                 }),
                 older_promoted: &older,
+                flipped,
                 trial: trial_input.clone(),
                 record,
                 hold: self.resolved.placement.hold,

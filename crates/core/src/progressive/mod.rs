@@ -3,8 +3,8 @@
 //! the trial is judged, then promoted or rolled back.
 //!
 //! Pure: the controller observes the rollout, its children and the clock, calls [`step()`], and
-//! performs the one [`Action`] it returns, persisting [`Plan::record`] first (see [`mod@step`]
-//! for the contract).
+//! performs the one [`Action`] it returns, persisting [`Plan::record`] first, or right after a
+//! promotion's label flip (see [`mod@step`] for the contract).
 //!
 //! - [`scale`]: the pod split, the saved original scale, the trial's scale, scale-down and
 //!   restore patches, and the scale-agnostic spec comparisons.
@@ -19,16 +19,18 @@
 //!
 //! While `status.upgradeInProgress` is `Progressive`, on every reconcile:
 //! 1. Read [`Record`] from the rollout status (`Record::from_*`), the newest `promoted` child
-//!    (others labelled promoted go in `older_promoted`) and the newest `trial` child (legacy
-//!    `in-progress` too); compute `differs_from_promoted` / `differs_from_rollout` with
+//!    (others labelled promoted go in `older_promoted`), the newest `trial` child (legacy
+//!    `in-progress` too) and whether the recorded trial was flipped to promoted (`flipped`);
+//!    compute `differs_from_promoted` / `differs_from_rollout` with
 //!    [`scale::comparable_promoted_spec`] / [`scale::comparable_trial_spec`] plus the metadata
 //!    subset and rider checks; sample the trial's health ([`health`]); look up the AnalysisRun
 //!    [`analysis_run_name`].
 //! 2. `step(..)`. If it says [`Action::ObservePromotedPods`], count the pods, read the HPA, and
 //!    call it again with [`PromotedChild::pods`].
 //! 3. Write `plan.record` into the status (`Record::write_*`) and persist it; **then** act;
-//!    then persist `plan.after` if set. Set conditions/phase as each [`Action`] documents and
-//!    put `plan.message` in the status message.
+//!    then persist `plan.after` if set. An action that [`Action::records_itself`] is taken
+//!    first and `plan.record` (then `plan.after`) persisted after it. Set conditions/phase as
+//!    each [`Action`] documents and put `plan.message` in the status message.
 //! 4. [`Progress::Complete`] (only with [`Action::Done`]): clear `upgradeInProgress`, then
 //!    direct-apply the rollout's definition (puts back the new promoted child's own scale and
 //!    its HPA riders). [`Progress::Failed`]: keep `upgradeInProgress`, phase Pending.

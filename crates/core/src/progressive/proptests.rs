@@ -47,7 +47,8 @@ enum Event {
     ForceLabel,
     AbortLabel,
     PromotedVanishes,
-    /// 0: full pass; 1: crash after persisting the record; 2: crash mid-action; 3: crash
+    /// 0: full pass; 1: crash after persisting the record (a promotion: before anything, its
+    /// record goes after it); 2: crash mid-action; 3: crash
     /// before persisting `after`; 4: full pass on a stale cache that doesn't show a trial
     /// created but not yet initialised.
     Pass(u8),
@@ -138,6 +139,16 @@ impl Sim {
             hpa: None,
         });
         let d = desired(self.version);
+        let flipped = self
+            .record
+            .upgrading
+            .as_ref()
+            .and_then(|u| self.find(&u.name))
+            .is_some_and(|i| {
+                let c = &self.children[i];
+                c.state == State::Promoted
+                    && matches!(c.result_label, Some("succeeded" | "force-promoted"))
+            });
         // A cache can lag behind a create, not forget an object it has shown.
         let trial = self
             .newest(State::Trial)
@@ -165,6 +176,7 @@ impl Sim {
                 pods: if with_pods { pods.as_ref() } else { None },
             }),
             older_promoted: &older,
+            flipped,
             trial: trial.map(|t| TrialChild {
                 name: &t.name,
                 spec: &t.spec,
@@ -205,7 +217,11 @@ impl Sim {
         if p.action == Action::ObservePromotedPods {
             p = self.plan(true, stale);
         }
-        self.record = p.record.clone();
+        // A promotion's flip is its own record: persisted after it, as the controller does.
+        let record_first = !p.action.records_itself();
+        if record_first {
+            self.record = p.record.clone();
+        }
         let name = format!("{:?}", p.action);
         self.seen
             .insert(name.split([' ', '{', '(']).next().unwrap_or("").to_string());
@@ -354,6 +370,8 @@ impl Sim {
         }
         if let Some(after) = p.after {
             self.record = after;
+        } else if !record_first {
+            self.record = p.record;
         }
     }
 

@@ -5,8 +5,13 @@
 //! [`Plan::after`] (when set) right after it succeeded. Every action is idempotent given the
 //! record, so a controller stopped anywhere re-runs `step` and continues the same rollout:
 //! a trial's name is recorded before it is created (a lost create is redone under the same
-//! name, never a second trial); a verdict is recorded before labels flip; the saved scale is
+//! name, never a second trial); a failure is recorded before labels flip; the saved scale is
 //! dropped only after it was restored.
+//!
+//! One exception ([`Action::records_itself`]): a promotion's label flip is its own record. The
+//! trial labelled `promoted` with a promotion result is read back as the recorded success
+//! ([`StepInput::flipped`]), so the flip goes out first and [`Plan::record`] with it right
+//! after: one write fewer between a verdict falling due and the promotion.
 
 use super::Kind;
 use super::analysis::{AnalysisVerdict, ObservedRun, analysis_run_name, judge};
@@ -90,6 +95,10 @@ pub struct StepInput<'a> {
     pub promoted: Option<PromotedChild<'a>>,
     /// Names of any other live children labelled `promoted` (a promotion cut short).
     pub older_promoted: &'a [String],
+    /// The recorded trial (`record.upgrading`) is live, labelled `promoted`, with
+    /// `progressive-result-state` `succeeded` or `force-promoted`: a [`Action::Promote`] flipped
+    /// it, whatever the record says (its record is written after the flip).
+    pub flipped: bool,
     pub trial: Option<TrialChild<'a>>,
     /// The recorded state, read from the rollout's status.
     pub record: &'a Record,
@@ -179,6 +188,15 @@ pub enum Action {
     Done,
 }
 
+impl Action {
+    /// The action leaves its own durable trace, read back by [`step`] ([`StepInput::flipped`]):
+    /// it may be taken before [`Plan::record`] is persisted, which is then persisted after it.
+    /// Only [`Action::Promote`]: only a promotion labels a trial `promoted` with a result.
+    pub fn records_itself(&self) -> bool {
+        matches!(self, Action::Promote { .. })
+    }
+}
+
 /// Where the upgrade stands after this pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
@@ -192,7 +210,8 @@ pub enum Progress {
 /// The outcome of [`step`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Persist this before acting.
+    /// Persist this before acting (right after, for an action that
+    /// [`Action::records_itself`]).
     pub record: Record,
     pub action: Action,
     /// Persist this after the action succeeded.
@@ -259,6 +278,14 @@ fn promoted_values(rec: &Record) -> BTreeMap<String, ScaleValues> {
 pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
     let mut rec = input.record.clone();
     let now: Secs = input.now.as_second();
+
+    // A promotion flipped before its record was written (or whose record was lost): the labels
+    // are the verdict.
+    if input.flipped
+        && let Some(u) = rec.upgrading.as_mut()
+    {
+        u.assessment_result = Some(AssessmentResult::Success);
+    }
 
     // A success recorded for the live trial, or for the new promoted child while an older one is
     // still labelled promoted, is finished before anything else: the decision was made, only

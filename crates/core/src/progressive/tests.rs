@@ -475,6 +475,9 @@ struct World {
     record: Record,
     schedule: AssessmentSchedule,
     hold: bool,
+    /// Other children labelled promoted.
+    older: Vec<String>,
+    flipped: bool,
 }
 
 impl World {
@@ -500,6 +503,8 @@ impl World {
             },
             schedule: sched(10, 180, 30, 10),
             hold: false,
+            older: Vec::new(),
+            flipped: false,
         }
     }
 
@@ -530,7 +535,8 @@ impl World {
                 spec: s,
                 pods: self.pods.as_ref(),
             }),
-            older_promoted: &[],
+            older_promoted: &self.older,
+            flipped: self.flipped,
             trial,
             record: &self.record,
             hold: self.hold,
@@ -680,6 +686,56 @@ fn monovertex_success_with_exact_wakeups() {
         (done.action, done.progress),
         (Action::Done, Progress::Complete)
     );
+}
+
+#[test]
+fn a_promotion_flipped_before_its_record_is_finished_from_the_labels() {
+    let mut w = initialised_mv();
+    w.run();
+    w.now = 1011;
+    w.health = TrialHealth::Healthy;
+    w.run();
+    w.now = 1041;
+    w.record.upgrading.as_mut().unwrap().trial_window_start_time = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts(1011)),
+    );
+    let before = w.record.clone();
+    let p = w.step();
+    assert!(matches!(p.action, Action::Promote { .. }));
+    // The flip goes out before the record...
+    assert!(p.action.records_itself());
+    // ...and the controller stops right after it: the record still says "assessing", the
+    // trial is labelled promoted beside the old child.
+    w.record = before;
+    w.promoted = w.trial.take();
+    w.older = vec!["mvr-0".into()];
+    w.differs_from_promoted = false;
+    w.flipped = true;
+    let p = w.run();
+    assert_eq!(
+        p.action,
+        Action::Promote {
+            trial: "mvr-1".into(),
+            previous: vec!["mvr-0".into()],
+            result_label: "succeeded"
+        }
+    );
+    assert_eq!(
+        w.upgrading().assessment_result,
+        Some(AssessmentResult::Success)
+    );
+    // Once the old child is retired the upgrade completes, its success recorded.
+    w.older.clear();
+    let done = w.run();
+    assert_eq!(
+        (done.action, done.progress),
+        (Action::Done, Progress::Complete)
+    );
+    assert_eq!(
+        w.upgrading().assessment_result,
+        Some(AssessmentResult::Success)
+    );
+    assert_eq!(w.record.promoted, None);
 }
 
 #[test]
