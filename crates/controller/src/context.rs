@@ -54,7 +54,7 @@ pub struct Ctx {
     /// Status writes held back while a child settles.
     pub status_holds: crate::status_hold::StatusHolds,
     /// Engine-scheduled steps by rollout, so that one that falls due goes first.
-    pub due_steps: crate::due_steps::DueSteps,
+    pub due_steps: Arc<crate::due_steps::DueSteps>,
 }
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.

@@ -1,18 +1,22 @@
 //! Keeps Numaplane's AnalysisRuns in a cache a pass reads, and wakes a rollout the moment its
 //! trial's run finishes; without this watch it would look only at its next assessment sample,
-//! up to the schedule's interval (10 s by default) after Argo Rollouts decided. Only
+//! up to the schedule's interval (10 s by default) after Argo Rollouts decided. The verdict a
+//! finished run brings is due at once: its pass goes before routine ones (`due_steps.rs`). Only
 //! Numaplane's runs are watched (`app.kubernetes.io/part-of=numaplane`), and only a final
 //! phase wakes anyone: Argo rewrites a running run's status at every measurement.
 
 use crate::child_cache::ChildCache;
+use crate::due_steps::DueSteps;
 use crate::watches::Announced;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
-use numaplane_api::keys::labels;
+use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::numaflow::{AnalysisRun, MonoVertex, Pipeline};
 use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +35,8 @@ pub(crate) struct Trials {
     pub monovertices: ChildCache<MonoVertex>,
 }
 
-/// Starts the watch; each finished run of a trial is announced on `announced`.
+/// Starts the watch; each finished run of a trial is announced on `announced`, its rollout's
+/// pass marked due in `due`.
 pub(crate) fn spawn(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
@@ -39,6 +44,7 @@ pub(crate) fn spawn(
     trials: Trials,
     store: reflector::store::Writer<AnalysisRun>,
     announced: broadcast::Sender<Announced>,
+    due: Arc<DueSteps>,
 ) {
     let cfg = watcher::Config::default().labels(&format!(
         "{}={}",
@@ -65,7 +71,10 @@ pub(crate) fn spawn(
                 None => return,
                 Some(Err(e)) => debug!(error = %e, "AnalysisRun watch"),
                 Some(Ok(run)) => {
-                    if let Some(a) = finished(&run, &trials) {
+                    if let Some((a, rollout_uid)) = finished(&run, &trials) {
+                        if let Some(uid) = rollout_uid {
+                            due.schedule(&uid, Some(Instant::now()));
+                        }
                         let _ = announced.send(a);
                     }
                 }
@@ -74,8 +83,10 @@ pub(crate) fn spawn(
     });
 }
 
-/// The announcement for `run` if it is finished and its trial is a cached child.
-fn finished(run: &AnalysisRun, trials: &Trials) -> Option<Announced> {
+/// The announcement for `run` if it is finished and its trial is a cached child, with the UID
+/// of the trial's rollout while the child is still a trial (a verdict waits on the run; a
+/// relist also announces the runs of children promoted long ago).
+fn finished(run: &AnalysisRun, trials: &Trials) -> Option<(Announced, Option<String>)> {
     let phase = run.status.as_ref()?.get("phase").and_then(Value::as_str)?;
     if !FINAL.contains(&phase) {
         return None;
@@ -85,25 +96,100 @@ fn finished(run: &AnalysisRun, trials: &Trials) -> Option<Announced> {
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true))?;
-    let (parent, kind) = match owner.kind.as_str() {
+    let name = owner.name.as_str();
+    let (parent, state, rollout_uid, kind) = match owner.kind.as_str() {
         "Pipeline" => (
             trials
                 .pipelines
-                .label_of(&ns, &owner.name, labels::PARENT_ROLLOUT_NAME),
+                .label_of(&ns, name, labels::PARENT_ROLLOUT_NAME),
+            trials.pipelines.label_of(&ns, name, labels::UPGRADE_STATE),
+            trials.pipelines.controller_uid_of(&ns, name),
             PIPELINE_RUN,
         ),
         "MonoVertex" => (
             trials
                 .monovertices
-                .label_of(&ns, &owner.name, labels::PARENT_ROLLOUT_NAME),
+                .label_of(&ns, name, labels::PARENT_ROLLOUT_NAME),
+            trials
+                .monovertices
+                .label_of(&ns, name, labels::UPGRADE_STATE),
+            trials.monovertices.controller_uid_of(&ns, name),
             MONOVERTEX_RUN,
         ),
         _ => return None,
     };
-    Some(Announced {
+    let rollout_uid = rollout_uid.filter(|_| state.as_deref() == Some(upgrade_state::TRIAL));
+    let announced = Announced {
         kind: kind.to_string(),
         parent: parent?,
         namespace: ns,
         isb_rollout: None,
-    })
+    };
+    Some((announced, rollout_uid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::child_cache::INDEXED_LABELS;
+    use kube::runtime::watcher::Event;
+    use numaplane_api::compact::Compact;
+    use numaplane_api::label_index::LabelIndex;
+    use serde_json::json;
+
+    fn cache<K>(objects: &[Value]) -> ChildCache<K>
+    where
+        K: numaplane_api::compact::RawObject + Clone + 'static,
+    {
+        let (reader, mut writer) = reflector::store();
+        for o in objects {
+            let c: Compact<K> = serde_json::from_str(&o.to_string()).expect("compact");
+            writer.apply_watcher_event(&Event::Apply(c));
+        }
+        ChildCache::new(reader, Arc::new(LabelIndex::of_keys(INDEXED_LABELS)))
+    }
+
+    fn run(phase: &str, owner_kind: &str, owner: &str) -> AnalysisRun {
+        serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "metadata": {"name": "run", "namespace": "ns", "ownerReferences": [{
+                "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": owner_kind,
+                "name": owner, "uid": "trial-uid", "controller": true}]},
+            "spec": {"metrics": []},
+            "status": {"phase": phase},
+        }))
+        .expect("run")
+    }
+
+    /// Pipeline `p-1` of PipelineRollout `p` (UID `rollout-uid`), labelled `state`.
+    fn trials(state: &str) -> Trials {
+        let child = json!({
+            "metadata": {"name": "p-1", "namespace": "ns",
+                "labels": {labels::PARENT_ROLLOUT_NAME: "p", labels::UPGRADE_STATE: state},
+                "ownerReferences": [{"apiVersion": "numaplane.numaproj.io/v1alpha1",
+                    "kind": "PipelineRollout", "name": "p", "uid": "rollout-uid",
+                    "controller": true}]},
+            "spec": {"vertices": []},
+        });
+        Trials {
+            pipelines: cache(&[child]),
+            monovertices: cache(&[]),
+        }
+    }
+
+    #[test]
+    fn a_finished_run_names_its_trial_s_rollout_and_that_rollout_s_uid() {
+        let trial = trials("trial");
+        let (a, uid) = finished(&run("Successful", "Pipeline", "p-1"), &trial).expect("finished");
+        assert_eq!((a.kind.as_str(), a.parent.as_str()), (PIPELINE_RUN, "p"));
+        assert_eq!(uid.as_deref(), Some("rollout-uid"));
+        // A run still measuring wakes nobody; nor one whose trial is not cached.
+        assert!(finished(&run("Running", "Pipeline", "p-1"), &trial).is_none());
+        assert!(finished(&run("Failed", "MonoVertex", "p-1"), &trial).is_none());
+        // The run of a child promoted since (a relist announces it again): no verdict is due.
+        let (a, uid) =
+            finished(&run("Successful", "Pipeline", "p-1"), &trials("promoted")).expect("finished");
+        assert_eq!(a.parent, "p");
+        assert_eq!(uid, None);
+    }
 }

@@ -302,6 +302,7 @@ impl Operator {
             },
             analysis_runs_w,
             deletions.clone(),
+            ctx.due_steps.clone(),
         );
         let wiring = Wiring {
             gained: gained_tx,
