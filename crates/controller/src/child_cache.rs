@@ -66,16 +66,16 @@ where
             .map(|c| Arc::new(c.full()))
     }
 
-    /// The UID of the cached object `ns/name`'s controller (a child's rollout), read without
-    /// parsing the object.
-    pub fn controller_uid_of(&self, ns: &str, name: &str) -> Option<String> {
-        let c = self.store.get(&ObjectRef::new(name).within(ns))?;
-        c.metadata
-            .owner_references
-            .as_ref()?
-            .iter()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.uid.clone())
+    /// `read` applied to the metadata of the cached object `ns/name`, without parsing the rest.
+    pub fn read_meta<T>(
+        &self,
+        ns: &str,
+        name: &str,
+        read: impl FnOnce(&ObjectMeta) -> T,
+    ) -> Option<T> {
+        self.store
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|c| read(&c.metadata))
     }
 
     /// Label `label` of the cached object `ns/name`, read without parsing the object.

@@ -9,6 +9,7 @@ use crate::child_cache::ChildCache;
 use crate::due_steps::DueSteps;
 use crate::watches::Announced;
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
@@ -96,29 +97,18 @@ fn finished(run: &AnalysisRun, trials: &Trials) -> Option<(Announced, Option<Str
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true))?;
-    let name = owner.name.as_str();
-    let (parent, state, rollout_uid, kind) = match owner.kind.as_str() {
+    let (read, kind) = match owner.kind.as_str() {
         "Pipeline" => (
-            trials
-                .pipelines
-                .label_of(&ns, name, labels::PARENT_ROLLOUT_NAME),
-            trials.pipelines.label_of(&ns, name, labels::UPGRADE_STATE),
-            trials.pipelines.controller_uid_of(&ns, name),
+            trials.pipelines.read_meta(&ns, &owner.name, trial_of),
             PIPELINE_RUN,
         ),
         "MonoVertex" => (
-            trials
-                .monovertices
-                .label_of(&ns, name, labels::PARENT_ROLLOUT_NAME),
-            trials
-                .monovertices
-                .label_of(&ns, name, labels::UPGRADE_STATE),
-            trials.monovertices.controller_uid_of(&ns, name),
+            trials.monovertices.read_meta(&ns, &owner.name, trial_of),
             MONOVERTEX_RUN,
         ),
         _ => return None,
     };
-    let rollout_uid = rollout_uid.filter(|_| state.as_deref() == Some(upgrade_state::TRIAL));
+    let (parent, rollout_uid) = read?;
     let announced = Announced {
         kind: kind.to_string(),
         parent: parent?,
@@ -126,6 +116,22 @@ fn finished(run: &AnalysisRun, trials: &Trials) -> Option<(Announced, Option<Str
         isb_rollout: None,
     };
     Some((announced, rollout_uid))
+}
+
+/// A run's owner as the announcement reads it: its rollout's name and, while it is still a
+/// trial, its rollout's UID (its controller).
+fn trial_of(meta: &ObjectMeta) -> (Option<String>, Option<String>) {
+    let label = |k: &str| meta.labels.as_ref()?.get(k).cloned();
+    let uid = (label(labels::UPGRADE_STATE).as_deref() == Some(upgrade_state::TRIAL))
+        .then(|| {
+            meta.owner_references
+                .as_ref()?
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| o.uid.clone())
+        })
+        .flatten();
+    (label(labels::PARENT_ROLLOUT_NAME), uid)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use numaplane_api::MonoVertexRollout;
 use numaplane_api::common::{Phase, UpgradeStrategy};
+use numaplane_api::monovertex_rollout::UpgradingMonoVertexStatus;
 use numaplane_api::numaflow::MonoVertex;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -47,6 +48,30 @@ fn settled(r: Option<&MonoVertexRollout>) -> Option<MonoVertexRollout> {
         && st.status.observed_generation == r.metadata.generation?
         && condition(&st.status.conditions, "ChildResourcesHealthy")?.0 == "True")
         .then(|| r.clone())
+}
+
+/// The rollout's recorded upgrading MonoVertex.
+fn upgrading(r: &MonoVertexRollout) -> Option<&UpgradingMonoVertexStatus> {
+    r.status
+        .as_ref()?
+        .progressive_status
+        .as_ref()?
+        .upgrading_mono_vertex_status
+        .as_ref()
+}
+
+/// `mvr` deployed with GO, then given JAVA under `schedule`: returns once trial mvr-1 is
+/// initialised.
+async fn trial_initialised(h: &Harness, schedule: &str) {
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    h.apply::<MonoVertexRollout>(mvr(JAVA, Some(schedule)))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("trial initialised", "mvr", |r| {
+        let up = upgrading(r?)?;
+        (up.child.name == "mvr-1" && up.child.initialization_complete).then_some(())
+    })
+    .await;
 }
 
 fn image(mv: &MonoVertex) -> &str {
@@ -115,12 +140,7 @@ async fn monovertex_success_then_failure_and_force_promote() {
         Some("mvr-1")
     );
     let promoted = h.until("deployed on mvr-1", "mvr", settled).await;
-    let last = promoted
-        .status
-        .as_ref()
-        .and_then(|s| s.progressive_status.as_ref())
-        .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
-        .expect("upgrading status");
+    let last = upgrading(&promoted).expect("upgrading status");
     assert_eq!(last.child.name, "mvr-1");
     assert_eq!(
         last.child.assessment_result,
@@ -652,21 +672,7 @@ async fn pipeline_abort_fails_the_trial_now_and_a_new_spec_recycles_it() {
 #[tokio::test]
 async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
     let mut h = Harness::start_real("prog-restart", CONFIG).await;
-    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
-    h.until("deployed", "mvr", settled).await;
-    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,60,6,1")))
-        .await;
-    h.until::<MonoVertexRollout, _, _>("trial initialised", "mvr", |r| {
-        let up = r?
-            .status
-            .as_ref()?
-            .progressive_status
-            .as_ref()?
-            .upgrading_mono_vertex_status
-            .as_ref()?;
-        (up.child.name == "mvr-1" && up.child.initialization_complete).then_some(())
-    })
-    .await;
+    trial_initialised(&h, "0,60,6,1").await;
     // Down mid-assessment, then a fresh controller with nothing in memory.
     h.stop_operator().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -694,22 +700,8 @@ async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
 #[tokio::test]
 async fn monovertex_promotion_flipped_before_its_record_is_finished_after_a_restart() {
     let mut h = Harness::start_real("prog-flipped", CONFIG).await;
-    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
-    h.until("deployed", "mvr", settled).await;
     // An assessment far longer than the test: only the flip can end it.
-    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,600,300,1")))
-        .await;
-    h.until::<MonoVertexRollout, _, _>("trial initialised", "mvr", |r| {
-        let up = r?
-            .status
-            .as_ref()?
-            .progressive_status
-            .as_ref()?
-            .upgrading_mono_vertex_status
-            .as_ref()?;
-        (up.child.name == "mvr-1" && up.child.initialization_complete).then_some(())
-    })
-    .await;
+    trial_initialised(&h, "0,600,300,1").await;
     h.stop_operator().await;
     // What the promotion's first write does, and nothing after it.
     h.api::<MonoVertex>()
@@ -726,12 +718,7 @@ async fn monovertex_promotion_flipped_before_its_record_is_finished_after_a_rest
         .expect("flip mvr-1");
     h.restart_operator().await;
     let r = h.until("promotion finished", "mvr", settled).await;
-    let up = r
-        .status
-        .as_ref()
-        .and_then(|s| s.progressive_status.as_ref())
-        .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
-        .expect("upgrading status");
+    let up = upgrading(&r).expect("upgrading status");
     assert_eq!(up.child.name, "mvr-1");
     assert_eq!(
         up.child.assessment_result,
@@ -796,12 +783,7 @@ async fn monovertex_discontinue_then_force_promote_by_strategy() {
                 .then(|| r.clone())
         })
         .await;
-    let up = r
-        .status
-        .as_ref()
-        .and_then(|s| s.progressive_status.as_ref())
-        .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
-        .expect("upgrading");
+    let up = upgrading(&r).expect("upgrading");
     assert!(up.child.forced_success, "{up:?}");
     h.assert_invariants().await;
 }
@@ -1061,13 +1043,7 @@ async fn a_rider_edit_during_a_trial_replaces_the_trial() {
     h.apply::<MonoVertexRollout>(with_cm(mvr(BAD, Some("0,60,2,1")), "first"))
         .await;
     h.until::<MonoVertexRollout, _, _>("trial riders recorded", "mvr", |r| {
-        let up = r?
-            .status
-            .as_ref()?
-            .progressive_status
-            .as_ref()?
-            .upgrading_mono_vertex_status
-            .clone()?;
+        let up = upgrading(r?)?;
         (up.child.name == "mvr-1" && up.child.riders.iter().any(|x| x.name == "cm-mvr-1"))
             .then_some(())
     })
@@ -1127,14 +1103,8 @@ async fn monovertex_without_data_ingestion_skips_assessment() {
     h.apply::<MonoVertexRollout>(zero).await;
     let up = h
         .until::<MonoVertexRollout, _, _>("forced success", "mvr", |r| {
-            let up = r?
-                .status
-                .as_ref()?
-                .progressive_status
-                .as_ref()?
-                .upgrading_mono_vertex_status
-                .clone()?;
-            (up.child.name == "mvr-1" && up.child.forced_success).then_some(up)
+            let up = upgrading(r?)?;
+            (up.child.name == "mvr-1" && up.child.forced_success).then(|| up.clone())
         })
         .await;
     assert_eq!(
