@@ -113,20 +113,36 @@ pub fn fresher<R>(ctx: &Ctx, obj: Arc<R>) -> Arc<R>
 where
     R: Resource + DeserializeOwned,
 {
-    let (Some(uid), Some(rv)) = (obj.uid(), rv_of(obj.resource_version().as_deref())) else {
-        return obj;
-    };
+    match newer_written(ctx, &*obj, true) {
+        Some(newer) => Arc::new(newer),
+        None => obj,
+    }
+}
+
+/// What this process wrote to `obj` after the copy `obj` was read, if anything: within a pass,
+/// the API server's copy as of the status the pass has written so far.
+pub fn written_since<R>(ctx: &Ctx, obj: &R) -> Option<R>
+where
+    R: Resource + DeserializeOwned,
+{
+    newer_written(ctx, obj, false)
+}
+
+/// The object last written for `obj`'s UID if it is newer than `obj`; an older one is
+/// forgotten when `forget_older` (the cache has caught up with it).
+fn newer_written<R>(ctx: &Ctx, obj: &R, forget_older: bool) -> Option<R>
+where
+    R: Resource + DeserializeOwned,
+{
+    let (uid, rv) = (obj.uid()?, rv_of(obj.resource_version().as_deref())?);
     let mut written = ctx.written.lock().unwrap_or_else(|e| e.into_inner());
     match written.get(&uid) {
-        Some((wrv, value)) if *wrv > rv => match serde_json::from_value::<R>(value.clone()) {
-            Ok(newer) => Arc::new(newer),
-            Err(_) => obj,
-        },
-        Some(_) => {
+        Some((wrv, value)) if *wrv > rv => serde_json::from_value::<R>(value.clone()).ok(),
+        Some(_) if forget_older => {
             written.remove(&uid);
-            obj
+            None
         }
-        None => obj,
+        _ => None,
     }
 }
 

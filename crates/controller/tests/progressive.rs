@@ -13,8 +13,8 @@ use numaplane_api::monovertex_rollout::UpgradingMonoVertexStatus;
 use numaplane_api::numaflow::MonoVertex;
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::fixtures::record;
-use support::{Harness, condition, eventually};
+use support::fixtures::{record, versions_where};
+use support::{Harness, condition, eventually, samples};
 
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "progressive"
@@ -731,6 +731,86 @@ async fn monovertex_promotion_flipped_before_its_record_is_finished_after_a_rest
     let mv1: MonoVertex = h.api().get("mvr-1").await.expect("mvr-1");
     assert_eq!(state(&mv1), Some("promoted"));
     assert_eq!(mv1.spec["scale"], json!({"min": 4, "max": 5}));
+    h.assert_invariants().await;
+}
+
+/// A step's record is written before the step acts, and shows what the pass reports about it:
+/// the change seen, the step under way, the child's health. A user reading the rollout never
+/// sees a new record beside the last step's message, and the report after acting has nothing
+/// left to write (one status write per step, not two).
+#[tokio::test]
+async fn a_step_record_shows_the_step_it_records() {
+    let h = Harness::start_real("prog-shown", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status_patches = |t: &str| -> f64 {
+        samples(t, "numaplane_kube_requests_total")
+            .iter()
+            .filter(|(l, _)| {
+                l.contains(r#"verb="PATCH""#)
+                    && l.contains(r#"resource="monovertexrollouts/status""#)
+                    && l.contains(r#"code="200""#)
+            })
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let patched_before = status_patches(&h.metrics.encode());
+    let versions = record::<MonoVertexRollout>(&h, "mvr").await;
+    h.apply::<MonoVertexRollout>(mvr(JAVA, None)).await;
+    h.until("deployed on mvr-1", "mvr", |r| {
+        settled(r).filter(|r| upgrading(r).is_some_and(|u| u.child.name == "mvr-1"))
+    })
+    .await;
+    // Every status write changed the status: none repeated what the record before it wrote.
+    let counts = || {
+        let patched = status_patches(&h.metrics.encode()) - patched_before;
+        let changed = versions_where(&versions, |a, b| a.status != b.status) as f64;
+        (patched, changed)
+    };
+    for _ in 0..50 {
+        let (patched, changed) = counts();
+        if patched == changed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (patched, changed) = counts();
+    assert_eq!(patched, changed, "status writes, status changes seen");
+    let seen = versions.lock().expect("lock").clone();
+    let generation = seen.last().and_then(|r| r.metadata.generation);
+    let status = |r: &MonoVertexRollout| r.status.clone().expect("status");
+    // The first step records the promoted child's scale.
+    let saved = seen
+        .iter()
+        .find(|r| {
+            r.status
+                .as_ref()
+                .and_then(|s| s.progressive_status.as_ref())
+                .and_then(|p| p.promoted_mono_vertex_status.as_ref())
+                .is_some_and(|p| p.scale_values.is_some())
+        })
+        .map(status)
+        .expect("the promoted child's scale recorded");
+    assert_eq!(Some(saved.status.observed_generation), generation);
+    assert_eq!(saved.status.phase, Phase::Pending);
+    assert!(
+        saved.status.message.contains("saving the scale of mvr-0"),
+        "{:?}",
+        saved.status.message
+    );
+    // The next records the trial's name before it is created.
+    let named = seen
+        .iter()
+        .find(|r| upgrading(r).is_some_and(|u| u.child.name == "mvr-1"))
+        .map(status)
+        .expect("trial mvr-1 recorded");
+    assert_eq!(named.status.phase, Phase::Pending);
+    assert!(
+        named.status.message.contains("creating trial mvr-1"),
+        "{:?}",
+        named.status.message
+    );
     h.assert_invariants().await;
 }
 

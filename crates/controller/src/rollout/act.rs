@@ -5,6 +5,7 @@
 
 use super::desired::desired_riders;
 use super::kind::{Carry, Rollout, publish};
+use super::observation::Trace;
 use super::plan::{At, PassPlan, Step, Update};
 use crate::children::{self, ChildObject, DesiredChild};
 use crate::context::Ctx;
@@ -31,17 +32,6 @@ pub(super) enum Outcome<C> {
         pending: Option<String>,
         trace: Trace,
     },
-}
-
-/// What a pass did to the promoted child, for the upgrade history.
-#[derive(Default)]
-pub(super) struct Trace {
-    pub promoted: String,
-    pub created: bool,
-    /// Updated in place (not by a strategy step).
-    pub applied: bool,
-    /// Where the promoted child differed from the rollout.
-    pub changed_fields: Vec<String>,
 }
 
 pub(super) struct Acted<C> {
@@ -102,7 +92,8 @@ pub(super) async fn act<R: Rollout>(
         }
         Step::Update(mut u) => {
             trace.changed_fields = std::mem::take(&mut u.changed_fields);
-            let carried = update(obj, ctx, st, at, &mut wake, u).await?;
+            trace.promoted = u.live.name_any();
+            let carried = update(obj, ctx, st, at, &mut wake, &trace, u).await?;
             trace.applied = carried.applied;
             (carried.child, carried.changed, carried.pending)
         }
@@ -128,6 +119,7 @@ async fn update<R: Rollout>(
     st: &mut R::Status,
     at: &At,
     wake: &mut Option<Timestamp>,
+    trace: &Trace,
     u: Update<R>,
 ) -> Result<Carried<R::Child>, Error> {
     let desired = u.desired;
@@ -141,6 +133,7 @@ async fn update<R: Rollout>(
             &u.live,
             desired,
             u.riders_progressive,
+            trace,
             at.generation,
             &at.now,
             &mut until,

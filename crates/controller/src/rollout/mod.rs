@@ -20,6 +20,7 @@ pub mod isbservice;
 mod kind;
 mod lookup;
 pub mod monovertex;
+mod observation;
 mod observe;
 pub mod pipeline;
 pub(crate) mod placement;

@@ -7,6 +7,7 @@
 use super::desired::{desired_child, desired_riders};
 use super::kind::{Carry, Parts, Rollout, publish};
 use super::lookup::cached_children;
+use super::observation::{self, Trace};
 use super::placement::Resolved;
 use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
 use crate::context::Ctx;
@@ -590,6 +591,11 @@ async fn trial_riders_differ<R: Rollout>(
     Ok(!numaplane_core::riders::diff_riders(&want, &have).is_empty())
 }
 
+/// What the rollout's status says it waits for while a step of its upgrade is under way.
+fn waiting_for(step: &str) -> String {
+    format!("progressive: {step}")
+}
+
 /// One progressive pass for a rollout whose promoted child is `live`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn pass<R: Rollout>(
@@ -600,6 +606,7 @@ pub(crate) async fn pass<R: Rollout>(
     live: &R::Child,
     desired: DesiredChild,
     riders_changed: bool,
+    trace: &Trace,
     generation: i64,
     now: &Time,
     wake: &mut Option<Timestamp>,
@@ -618,6 +625,7 @@ pub(crate) async fn pass<R: Rollout>(
         generation,
         now,
     };
+    let strategy_before = st.common().upgrade_in_progress;
     st.common_mut().upgrade_in_progress = UpgradeStrategy::Progressive;
     let record = R::read_record(st);
     let rollout_changed = st.common().observed_generation != generation;
@@ -636,12 +644,23 @@ pub(crate) async fn pass<R: Rollout>(
     ctx.due_steps
         .schedule(&obj.uid().unwrap_or_default(), deadline);
     // Record first, then act; a promotion's label flip is its own record (the engine reads it
-    // back), so it goes first and the status written at the end of the pass records it.
+    // back), so it goes first and the status written at the end of the pass records it. The
+    // record's write also shows what the pass will report (its step, the child's health): the
+    // report then finds nothing new to write unless acting changed it.
     R::write_record(&plan.record, st);
     if !plan.action.records_itself()
         && R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record
     {
-        status::write_name_count(obj, ctx, st).await?;
+        let shown = observation::preview::<R>(
+            ctx,
+            st,
+            live,
+            &waiting_for(&plan.message),
+            strategy_before,
+            trace,
+            (generation, now),
+        );
+        status::write_name_count(obj, ctx, &shown).await?;
     }
     info!(action = ?std::mem::discriminant(&plan.action), message = %plan.message, "progressive step");
     let acted = p
@@ -826,7 +845,7 @@ impl<R: Rollout> Progress<'_, R> {
         let mut wake = None;
         let pending = |m: &str| Carry::Prepared {
             child: live.clone(),
-            pending: Some(format!("progressive: {m}")),
+            pending: Some(waiting_for(m)),
         };
         let mut after = plan.after;
         let carry = match plan.action {

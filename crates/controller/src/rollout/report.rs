@@ -1,9 +1,10 @@
 //! Report: a pass's outcome becomes the rollout's status (written once, or held back while the
 //! child settles), its Events, its metrics and the next wake-up.
 
-use super::act::{Acted, Outcome, Trace};
+use super::act::{Acted, Outcome};
 use super::kind::{Rollout, publish};
-use crate::children::{self, ChildObject};
+use super::observation::{Trace, record_history, report_child};
+use crate::children;
 use crate::context::{Ctx, RESYNC};
 use crate::error::Error;
 use crate::status::{self, RolloutStatus};
@@ -63,6 +64,9 @@ impl<R: Rollout> Report<R> {
         acted: Result<Acted<R::Child>, Error>,
     ) -> Result<Action, Error> {
         let (generation, now) = (self.generation, self.now.clone());
+        // Compared with what the API server has: a status written earlier in this pass (a
+        // progressive record) may already say all of it.
+        let server = status::written_since(ctx, obj).and_then(|w| w.status_of().cloned());
         let st = &mut self.st;
         let (outcome, wake) = match acted {
             Ok(a) => (a.outcome, a.wake),
@@ -79,7 +83,8 @@ impl<R: Rollout> Report<R> {
                 .await;
                 record_health::<R>(ctx, obj, st.common());
                 obj.observe_metrics(ctx, st, &now);
-                status::write_if_changed(obj, ctx, &self.before, st).await?;
+                status::write_if_changed(obj, ctx, server.as_ref().unwrap_or(&self.before), st)
+                    .await?;
                 ctx.status_holds.release(&self.uid);
                 return Err(e);
             }
@@ -128,7 +133,7 @@ impl<R: Rollout> Report<R> {
             return Ok(Action::requeue(left));
         }
         // Released only once written: a failed write keeps what the held status recorded.
-        status::write_if_changed(obj, ctx, &self.before, st).await?;
+        status::write_if_changed(obj, ctx, server.as_ref().unwrap_or(&self.before), st).await?;
         if reacted {
             ctx.status_holds.settled(&self.uid);
         } else {
@@ -203,62 +208,4 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
     let kind = children::kind_str::<R>();
     ctx.metrics.set_health(kind, &ns, &name, labels);
     ctx.metrics.count(kind, &ns, &name, true);
-}
-
-/// Adds this pass to `status.upgradeHistory` (see [`numaplane_core::history`]).
-fn record_history<R: Rollout>(
-    ctx: &Ctx,
-    st: &mut R::Status,
-    strategy_before: UpgradeStrategy,
-    trace: &Trace,
-    generation: i64,
-    now: &Time,
-) {
-    let record = R::read_record(st);
-    let obs = numaplane_core::history::Observation {
-        strategy_before,
-        strategy_after: st.common().upgrade_in_progress,
-        trial: record.upgrading.as_ref(),
-        promoted: Some(&trace.promoted),
-        created: trace.created,
-        applied: trace.applied,
-        generation,
-        changed_fields: &trace.changed_fields,
-    };
-    let limit = ctx.settings.controller().upgrade_history_limit;
-    numaplane_core::history::record(&mut st.common_mut().upgrade_history, &obs, now, limit);
-}
-
-/// The child's part of the status: deployed or pending, its health and kind-specific fields.
-/// Returns whether its reaction is still to come (Numaflow has yet to observe it, or it, or
-/// something it needs like a pipeline's ISB service, is still coming up).
-fn report_child<R: Rollout>(
-    ctx: &Ctx,
-    st: &mut R::Status,
-    child: &R::Child,
-    pending: Option<&str>,
-    generation: i64,
-    now: &Time,
-) -> bool {
-    match pending {
-        Some(m) => status::mark_pending(st.common_mut(), m),
-        None => status::mark_deployed(st.common_mut(), generation, now),
-    }
-    let health = R::health(ctx, child);
-    status::set_health(st.common_mut(), &health, generation, now);
-    R::observe_child(st, child, generation, now);
-    health.reason == keys::reason::PROGRESSING
-        || not_yet_observed(child)
-        || R::still_coming_up(ctx, child)
-}
-
-/// Whether the child's controller has yet to observe its current generation (a new MonoVertex
-/// reads as "Unknown" rather than "Progressing" until Numaflow first writes its status).
-fn not_yet_observed<C: ChildObject>(child: &C) -> bool {
-    let observed = child
-        .status()
-        .and_then(|s| s.get("observedGeneration"))
-        .and_then(serde_json::Value::as_i64)
-        .unwrap_or(0);
-    observed < child.meta().generation.unwrap_or(0)
 }

@@ -207,8 +207,15 @@ impl Harness {
     }
 
     async fn start_operator(&mut self) {
+        // Requests counted as the binary counts them (`numaplane_kube_requests_total`).
+        let client = kube::client::ClientBuilder::try_from(self.env.operator_config())
+            .expect("operator client")
+            .with_layer(&numaplane::api_metrics::RequestMetricsLayer::new(
+                self.metrics.clone(),
+            ))
+            .build();
         let operator = Operator::start(
-            self.env.operator_client(),
+            client,
             OperatorOptions {
                 config_file: self.config_file.clone(),
                 operator_namespace: if self.own_namespace {
