@@ -744,18 +744,21 @@ async fn a_step_record_shows_the_step_it_records() {
     h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
     h.until("deployed", "mvr", settled).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let status_patches = |t: &str| -> f64 {
+    let patches = |t: &str, resource: &str, code: &str| -> f64 {
         samples(t, "numaplane_kube_requests_total")
             .iter()
             .filter(|(l, _)| {
                 l.contains(r#"verb="PATCH""#)
-                    && l.contains(r#"resource="monovertexrollouts/status""#)
-                    && l.contains(r#"code="200""#)
+                    && l.contains(&format!(r#"resource="{resource}""#))
+                    && l.contains(&format!(r#"code="{code}""#))
             })
             .map(|(_, v)| v)
             .sum()
     };
+    let status_patches = |t: &str| patches(t, "monovertexrollouts/status", "200");
+    let child_patches = |t: &str| patches(t, "monovertices", "200");
     let patched_before = status_patches(&h.metrics.encode());
+    let child_patched_before = child_patches(&h.metrics.encode());
     let versions = record::<MonoVertexRollout>(&h, "mvr").await;
     h.apply::<MonoVertexRollout>(mvr(JAVA, None)).await;
     h.until("deployed on mvr-1", "mvr", |r| {
@@ -777,6 +780,15 @@ async fn a_step_record_shows_the_step_it_records() {
     }
     let (patched, changed) = counts();
     assert_eq!(patched, changed, "status writes, status changes seen");
+    // The MonoVertices: the trial created (201), then four changes: the promoted one scaled
+    // down, the trial labelled promoted, the old one labelled recyclable, the new one's scale
+    // restored. The pass the trial's record wakes, before the watch shows the trial, reads it
+    // live rather than apply it again.
+    assert_eq!(
+        child_patches(&h.metrics.encode()) - child_patched_before,
+        4.0,
+        "MonoVertex patches"
+    );
     let seen = versions.lock().expect("lock").clone();
     let generation = seen.last().and_then(|r| r.metadata.generation);
     let status = |r: &MonoVertexRollout| r.status.clone().expect("status");

@@ -715,7 +715,11 @@ impl<R: Rollout> Progress<'_, R> {
     ) -> Result<Option<ObservedTrial<R::Child>>, Error> {
         let (obj, ctx, kind) = (self.obj, self.ctx, self.parts.kind);
         let (metadata, template) = obj.child_template();
-        let Some(t) = find_trial::<R>(ctx, &self.ns, &self.name) else {
+        let cached = find_trial::<R>(ctx, &self.ns, &self.name);
+        let Some(t) = (match cached {
+            Some(t) => Some(t),
+            None => self.created_trial(record).await?,
+        }) else {
             return Ok(None);
         };
         let want = desired_child(obj, self.resolved, &t.name_any(), metadata, template)?;
@@ -745,6 +749,36 @@ impl<R: Rollout> Progress<'_, R> {
             differs,
             health,
             run,
+        }))
+    }
+
+    /// The trial the record names before its initialization, when the cache does not show it:
+    /// the pass before this one created it, and the watch has not brought it yet (the status
+    /// that pass wrote wakes this one at once). Read live, so that it is not applied again.
+    async fn created_trial(
+        &self,
+        record: &numaplane_core::progressive::Record,
+    ) -> Result<Option<R::Child>, Error> {
+        let Some(u) = record.upgrading.as_ref() else {
+            return Ok(None);
+        };
+        if u.initialization_complete
+            || R::children(&self.ctx.stores)
+                .named(&self.ns, &u.name)
+                .is_some()
+        {
+            return Ok(None);
+        }
+        let api: Api<R::Child> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let live = api
+            .get_opt(&u.name)
+            .await
+            .ctx(|| format!("reading trial {}", u.name))?;
+        Ok(live.filter(|c| {
+            let label = |k: &str| c.labels().get(k).map(String::as_str);
+            label(labels::PARENT_ROLLOUT_NAME) == Some(self.name.as_str())
+                && label(labels::UPGRADE_STATE) == Some(upgrade_state::TRIAL)
+                && c.meta().deletion_timestamp.is_none()
         }))
     }
 
