@@ -137,15 +137,18 @@ fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
     })
 }
 
-/// The newest live trial child (legacy `in-progress` too).
+/// A child labelled trial (legacy `in-progress` too) and not being deleted.
+fn is_live_trial<C: ChildObject>(c: &C) -> bool {
+    matches!(
+        c.labels().get(labels::UPGRADE_STATE).map(String::as_str),
+        Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
+    ) && c.meta().deletion_timestamp.is_none()
+}
+
+/// The newest live trial child.
 fn find_trial<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str) -> Option<R::Child> {
     cached_children::<R>(ctx, ns, rollout)
-        .filter(|c| {
-            matches!(
-                c.labels().get(labels::UPGRADE_STATE).map(String::as_str),
-                Some(upgrade_state::TRIAL) | Some(upgrade_state::IN_PROGRESS)
-            ) && c.meta().deletion_timestamp.is_none()
-        })
+        .filter(|c| is_live_trial(&**c))
         .max_by_key(|c| c.meta().creation_timestamp.as_ref().map(|t| t.0))
         .map(|c| (*c).clone())
 }
@@ -775,10 +778,7 @@ impl<R: Rollout> Progress<'_, R> {
             .await
             .ctx(|| format!("reading trial {}", u.name))?;
         Ok(live.filter(|c| {
-            let label = |k: &str| c.labels().get(k).map(String::as_str);
-            label(labels::PARENT_ROLLOUT_NAME) == Some(self.name.as_str())
-                && label(labels::UPGRADE_STATE) == Some(upgrade_state::TRIAL)
-                && c.meta().deletion_timestamp.is_none()
+            is_live_trial(c) && c.labels().get(labels::PARENT_ROLLOUT_NAME) == Some(&self.name)
         }))
     }
 
