@@ -362,7 +362,7 @@ impl Observer {
         want: &HashMap<String, i64>,
         fails: &dyn Fn(&str) -> bool,
         timeout: Duration,
-    ) -> Result<(Duration, Figures)> {
+    ) -> Result<(Duration, Figures, String)> {
         let started = Instant::now();
         let mut seen: HashMap<String, Seen> = HashMap::new();
         let mut last_report = Instant::now();
@@ -396,7 +396,7 @@ impl Observer {
                 }
             }
             if pending.is_empty() {
-                return Ok((started.elapsed(), figures(&seen)));
+                return Ok((started.elapsed(), figures(&seen), trials_table(&seen)));
             }
             if started.elapsed() > timeout {
                 bail!(
@@ -565,19 +565,50 @@ fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
     observed && s.promoted_at.is_some() && !replaced_left
 }
 
+/// When a promotion was due: once the healthy period has passed and the AnalysisRun (if any)
+/// has finished.
+fn promotion_due(s: &Seen) -> Option<f64> {
+    let healthy = s.window_start? + PERIOD_S;
+    Some(s.analysis_done.map_or(healthy, |a| a.max(healthy)))
+}
+
+/// Every upgrade's times (seconds since the epoch) as tab-separated text, latest verdict last,
+/// to set the late ones beside the operator's log.
+fn trials_table(seen: &HashMap<String, Seen>) -> String {
+    let cell = |t: Option<f64>| t.map(|t| format!("{t:.3}")).unwrap_or_default();
+    let mut rows: Vec<_> = seen.iter().collect();
+    rows.sort_by(|a, b| {
+        let at = |s: &Seen| s.promoted_at.or(s.failed_at).unwrap_or(0.0);
+        at(a.1).total_cmp(&at(b.1))
+    });
+    let mut out = String::from(
+        "rollout\ttrial\twindow_start\tanalysis_done\tpromotion_due\tpromoted_at\tfailed_at\tpromotion_lateness\n",
+    );
+    for (name, s) in rows {
+        let due = promotion_due(s);
+        let late = s.promoted_at.zip(due).map(|(p, d)| p - d);
+        out += &format!(
+            "{name}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            s.trial.as_deref().unwrap_or_default(),
+            cell(s.window_start),
+            cell(s.analysis_done),
+            cell(due),
+            cell(s.promoted_at),
+            cell(s.failed_at),
+            cell(late),
+        );
+    }
+    out
+}
+
 fn figures(seen: &HashMap<String, Seen>) -> Figures {
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v
     };
-    // Due when the healthy period has passed and the AnalysisRun (if any) has finished.
-    let due = |s: &Seen| {
-        let healthy = s.window_start? + PERIOD_S;
-        Some(s.analysis_done.map_or(healthy, |a| a.max(healthy)))
-    };
     let promotion = sorted(
         seen.values()
-            .filter_map(|s| Some(s.promoted_at? - due(s)?))
+            .filter_map(|s| Some(s.promoted_at? - promotion_due(s)?))
             .collect(),
     );
     // A failure is due the first second after `start + end`.

@@ -297,9 +297,10 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
                     .and_then(|(_, i)| i.parse::<usize>().ok())
                     .is_some_and(fails)
             };
-            let (wall, mut figures) = observer
+            let (wall, mut figures, trials) = observer
                 .wait(&want, &fails_name, s.converge_timeout)
                 .await?;
+            std::fs::write(dir.join(format!("{name}-trials.tsv")), trials)?;
             info!(
                 n,
                 name,

@@ -525,6 +525,59 @@ async fn pipeline_failure_then_fix_force_drains_the_failed_trial() {
 /// under a long assessment fails at once, is scaled to zero while the promoted pipeline gets its
 /// scale back, and the rollout stays on the promoted child; the next spec change replaces the
 /// aborted trial, which is drained before it is deleted.
+/// A trial Numaflow refuses (an edge to a vertex the spec lacks: phase Failed, no Vertex
+/// objects) is unhealthy by its own status, so its health samples read no vertices: with its
+/// Vertex objects missing from the cache, every one-second sample used to LIST them live.
+#[tokio::test]
+async fn a_trial_failed_by_its_own_status_is_sampled_without_listing_vertices() {
+    use numaplane_api::numaflow::Pipeline;
+    let h = pipeline_setup("prog-novtx").await;
+    let vertex_lists = || -> f64 {
+        samples(&h.metrics.encode(), "numaplane_kube_requests_total")
+            .iter()
+            .filter(|(l, _)| l.contains(r#"verb="LIST""#) && l.contains(r#"resource="vertices""#))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let before = vertex_lists();
+    let mut refused = pr(
+        CAT2,
+        json!({"progressive": {"assessmentSchedule": "0,10,2,1"}}),
+    );
+    refused["spec"]["pipeline"]["spec"]["edges"][1]["to"] = json!("nowhere");
+    h.apply::<numaplane_api::PipelineRollout>(refused).await;
+    let reasons = h
+        .until::<numaplane_api::PipelineRollout, _, _>("failed", "pr", |r| {
+            let st = r?.status.as_ref()?;
+            let (s, reason, _) = condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")?;
+            (s == "False" && reason == "Failed").then_some(())?;
+            let up = st
+                .progressive_status
+                .as_ref()?
+                .upgrading_pipeline_status
+                .as_ref()?;
+            Some(up.child.failure_reasons.clone())
+        })
+        .await;
+    assert!(
+        reasons.iter().any(|r| r.contains("Failed")),
+        "failed by its own status: {reasons:?}"
+    );
+    let trial: Pipeline = h.api().get("pr-1").await.expect("pr-1");
+    assert_eq!(
+        trial.status.as_ref().and_then(|s| s.get("phase")),
+        Some(&json!("Failed")),
+        "Numaflow refused the trial"
+    );
+    // At most the samples before Numaflow wrote the trial's status (about ten samples in all).
+    let lists = vertex_lists() - before;
+    assert!(
+        lists <= 2.0,
+        "{lists} vertex LISTs while the trial was sampled"
+    );
+    h.assert_invariants().await;
+}
+
 #[tokio::test]
 async fn pipeline_abort_fails_the_trial_now_and_a_new_spec_recycles_it() {
     use numaplane_api::numaflow::Pipeline;

@@ -228,9 +228,10 @@ async fn health_sample<K: ChildObject>(
         return Ok(progressive::health::pipeline_type_health(&json, true, &[]));
     }
     let ns = trial.namespace().unwrap_or_default();
-    if let Some(vertices) = cached_vertices(ctx, &ns, &trial.name_any(), trial.spec()) {
+    let (cached, complete) = cached_vertices(ctx, &ns, &trial.name_any(), trial.spec());
+    if complete || !progressive::health::vertices_can_decide(&json) {
         return Ok(progressive::health::pipeline_type_health(
-            &json, false, &vertices,
+            &json, false, &cached,
         ));
     }
     let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &ns);
@@ -252,21 +253,29 @@ async fn health_sample<K: ChildObject>(
     ))
 }
 
-/// The Vertex objects of the trial pipeline `pipeline` from the Vertex cache, once it holds one
-/// for every vertex of the pipeline's spec (Numaflow names them `<pipeline>-<vertex>`); `None`
-/// while it does not yet, and they are read live. A health sample every interval of every trial
-/// was one label-selected LIST each, which the API server answers by scanning every Vertex of
-/// the namespace.
-fn cached_vertices(ctx: &Ctx, ns: &str, pipeline: &str, spec: &Value) -> Option<Vec<Value>> {
-    spec.get("vertices")?
-        .as_array()?
-        .iter()
-        .map(|v| {
-            let name = format!("{pipeline}-{}", v.get("name")?.as_str()?);
-            let counts = ctx.stores.vertices.get(ns, &name)?;
-            (counts.pipeline == pipeline).then(|| counts.to_json(&name))
-        })
-        .collect()
+/// The Vertex objects of the trial pipeline `pipeline` that the Vertex cache holds (Numaflow
+/// names them `<pipeline>-<vertex>`), and whether that is one for every vertex of its spec.
+/// They are read live only while it is not and they could decide the sample: a health sample
+/// every interval of every trial was one label-selected LIST each, which the API server answers
+/// by scanning every Vertex of the namespace.
+fn cached_vertices(ctx: &Ctx, ns: &str, pipeline: &str, spec: &Value) -> (Vec<Value>, bool) {
+    let Some(wanted) = spec.get("vertices").and_then(Value::as_array) else {
+        return (Vec::new(), false);
+    };
+    let mut out = Vec::with_capacity(wanted.len());
+    for v in wanted {
+        let Some(vertex) = v.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let name = format!("{pipeline}-{vertex}");
+        if let Some(counts) = ctx.stores.vertices.get(ns, &name)
+            && counts.pipeline == pipeline
+        {
+            out.push(counts.to_json(&name));
+        }
+    }
+    let complete = out.len() == wanted.len();
+    (out, complete)
 }
 
 /// The AnalysisRun of the trial with UID `trial`: from the watch of Numaplane's runs (a

@@ -82,6 +82,17 @@ pub fn pipeline_type_health(child: &Value, is_monovertex: bool, vertices: &[Valu
     }
 }
 
+/// Whether a trial Pipeline's Vertex objects can change what [`pipeline_type_health`] says of
+/// it: not once its own status (phase Failed, a condition not True) makes it unhealthy, since
+/// vertices only add reasons then. A pipeline coming up spends most of its samples there, so
+/// those need no fresh read of its vertices.
+pub fn vertices_can_decide(pipeline: &Value) -> bool {
+    !matches!(
+        pipeline_type_health(pipeline, false, &[]),
+        TrialHealth::Unhealthy { .. }
+    )
+}
+
 /// Health of a trial InterStepBufferService, judged only from the PipelineRollouts that use its
 /// rollout (§5.3): pending until each has a trial pipeline on `trial_isbsvc`; unhealthy (final)
 /// when one failed; healthy when all succeeded or there are none. `held_passes`: the ISB

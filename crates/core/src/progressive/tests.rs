@@ -398,6 +398,15 @@ fn health_samples() {
         matches!(pipeline_type_health(&failed, false, &[json!({"status": {}})]),
         TrialHealth::Unhealthy { reasons, .. } if reasons == vec!["child phase is in Failed state".to_string()])
     );
+    // Its vertices decide only while its own status does not already make it unhealthy.
+    use super::health::vertices_can_decide;
+    assert!(!vertices_can_decide(&failed));
+    let progressing = json!({"status": {"phase": "Running", "conditions": [
+        {"type": "VerticesHealthy", "status": "False", "reason": "Progressing", "message": "m"}]}});
+    assert!(!vertices_can_decide(&progressing));
+    assert!(vertices_can_decide(&ok));
+    assert!(vertices_can_decide(&pending));
+    assert!(vertices_can_decide(&json!({})));
 }
 
 #[test]
