@@ -229,7 +229,7 @@ async fn health_sample<K: ChildObject>(
     }
     let ns = trial.namespace().unwrap_or_default();
     let (cached, complete) = cached_vertices(ctx, &ns, &trial.name_any(), trial.spec());
-    if complete || !progressive::health::vertices_can_decide(&json) {
+    if complete || !progressive::health::needs_every_vertex(&json) {
         return Ok(progressive::health::pipeline_type_health(
             &json, false, &cached,
         ));
@@ -255,9 +255,9 @@ async fn health_sample<K: ChildObject>(
 
 /// The Vertex objects of the trial pipeline `pipeline` that the Vertex cache holds (Numaflow
 /// names them `<pipeline>-<vertex>`), and whether that is one for every vertex of its spec.
-/// They are read live only while it is not and they could decide the sample: a health sample
-/// every interval of every trial was one label-selected LIST each, which the API server answers
-/// by scanning every Vertex of the namespace.
+/// They are read live only when some are missing and the pipeline's own status would pass it:
+/// a health sample every interval of every trial coming up was one label-selected LIST each,
+/// which the API server answers by scanning every Vertex of the namespace.
 fn cached_vertices(ctx: &Ctx, ns: &str, pipeline: &str, spec: &Value) -> (Vec<Value>, bool) {
     let Some(wanted) = spec.get("vertices").and_then(Value::as_array) else {
         return (Vec::new(), false);

@@ -82,15 +82,12 @@ pub fn pipeline_type_health(child: &Value, is_monovertex: bool, vertices: &[Valu
     }
 }
 
-/// Whether a trial Pipeline's Vertex objects can change what [`pipeline_type_health`] says of
-/// it: not once its own status (phase Failed, a condition not True) makes it unhealthy, since
-/// vertices only add reasons then. A pipeline coming up spends most of its samples there, so
-/// those need no fresh read of its vertices.
-pub fn vertices_can_decide(pipeline: &Value) -> bool {
-    !matches!(
-        pipeline_type_health(pipeline, false, &[]),
-        TrialHealth::Unhealthy { .. }
-    )
+/// Whether a sample of the trial Pipeline needs every one of its Vertex objects: only when its
+/// own status would pass it healthy (a vertex not yet seen must not let it pass). Otherwise
+/// the vertices at hand only tell unhealthy from not running yet, and add reasons. A pipeline
+/// coming up spends most of its samples there, Numaflow not having made its vertices yet.
+pub fn needs_every_vertex(pipeline: &Value) -> bool {
+    pipeline_type_health(pipeline, false, &[]) == TrialHealth::Healthy
 }
 
 /// Health of a trial InterStepBufferService, judged only from the PipelineRollouts that use its

@@ -398,15 +398,15 @@ fn health_samples() {
         matches!(pipeline_type_health(&failed, false, &[json!({"status": {}})]),
         TrialHealth::Unhealthy { reasons, .. } if reasons == vec!["child phase is in Failed state".to_string()])
     );
-    // Its vertices decide only while its own status does not already make it unhealthy.
-    use super::health::vertices_can_decide;
-    assert!(!vertices_can_decide(&failed));
+    // Every vertex is needed only when the pipeline's own status would pass it.
+    use super::health::needs_every_vertex;
+    assert!(needs_every_vertex(&ok));
+    assert!(needs_every_vertex(&paused));
     let progressing = json!({"status": {"phase": "Running", "conditions": [
         {"type": "VerticesHealthy", "status": "False", "reason": "Progressing", "message": "m"}]}});
-    assert!(!vertices_can_decide(&progressing));
-    assert!(vertices_can_decide(&ok));
-    assert!(vertices_can_decide(&pending));
-    assert!(vertices_can_decide(&json!({})));
+    for not_passing in [&failed, &progressing, &pending, &json!({})] {
+        assert!(!needs_every_vertex(not_passing), "{not_passing}");
+    }
 }
 
 #[test]
