@@ -41,6 +41,13 @@ struct Event {
     object_ref: Option<ObjectRef>,
 }
 
+/// A line's request time, read only for the patches [`child_patches_since`] collects.
+#[derive(Deserialize)]
+struct Received {
+    #[serde(rename = "requestReceivedTimestamp")]
+    received: String,
+}
+
 #[derive(Deserialize, Default)]
 struct User {
     #[serde(default)]
@@ -167,6 +174,54 @@ pub fn count_since(path: &Path, from: u64, user: &str) -> Result<Counts> {
     // A line still being written has no newline yet: leave it out.
     let complete = text.rfind('\n').map_or("", |i| &text[..=i]);
     Ok(Counts::from_text(user, complete))
+}
+
+/// When the API server received each of `user`'s patches of a Pipeline or MonoVertex (not a
+/// subresource) appended to the log since `from`, by object name, in seconds since the epoch:
+/// when Numaplane's writes went out, without a watcher's delay in seeing them.
+pub fn child_patches_since(
+    path: &Path,
+    from: u64,
+    user: &str,
+) -> Result<BTreeMap<String, Vec<f64>>> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    f.seek(SeekFrom::Start(from))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    Ok(child_patches(user, &text))
+}
+
+fn child_patches(user: &str, text: &str) -> BTreeMap<String, Vec<f64>> {
+    let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for line in text.lines() {
+        let Ok(ev) = serde_json::from_str::<Event>(line) else {
+            continue;
+        };
+        let Some(o) = ev.object_ref.as_ref() else {
+            continue;
+        };
+        if ev.user.username != user
+            || ev.verb != "patch"
+            || ev.stage != "ResponseComplete"
+            || o.subresource.is_some()
+            || !matches!(o.resource.as_str(), "pipelines" | "monovertices")
+        {
+            continue;
+        }
+        let at = serde_json::from_str::<Received>(line)
+            .ok()
+            .and_then(|r| r.received.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        if let (Some(name), Some(at)) = (&o.name, at) {
+            out.entry(name.clone())
+                .or_default()
+                .push(at.as_microsecond() as f64 / 1e6);
+        }
+    }
+    for times in out.values_mut() {
+        times.sort_by(f64::total_cmp);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -297,6 +352,61 @@ mod tests {
         std::fs::write(&path, format!("{new}\n")).expect("write");
         let err = count_since(&path, from + 1_000, OP).expect_err("rotated");
         assert!(err.to_string().contains("rotated"), "{err}");
+    }
+
+    #[test]
+    fn child_patches_are_the_operators_patches_of_pipelines_and_monovertices() {
+        let at = |l: String, t: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(&l).expect("json");
+            v["requestReceivedTimestamp"] = t.into();
+            v.to_string()
+        };
+        let text = [
+            at(
+                named(DONE, "patch", OP, "pipelines", None, "p-1"),
+                "2026-12-05T16:04:33.757000Z",
+            ),
+            at(
+                named(DONE, "patch", OP, "pipelines", None, "p-1"),
+                "2026-12-05T16:04:33.500000Z",
+            ),
+            at(
+                named(DONE, "patch", OP, "monovertices", None, "m-1"),
+                "2026-12-05T16:04:34.000000Z",
+            ),
+            // Not the operator's, not a patch, a subresource, another kind, not finished.
+            at(
+                named(DONE, "patch", ADMIN, "pipelines", None, "p-1"),
+                "2026-12-05T16:04:30Z",
+            ),
+            at(
+                named(DONE, "get", OP, "pipelines", None, "p-1"),
+                "2026-12-05T16:04:30Z",
+            ),
+            at(
+                named(DONE, "patch", OP, "pipelines", Some("status"), "p-1"),
+                "2026-12-05T16:04:30Z",
+            ),
+            at(
+                named(DONE, "patch", OP, "pipelinerollouts", None, "p"),
+                "2026-12-05T16:04:30Z",
+            ),
+            at(
+                named(OPENED, "patch", OP, "pipelines", None, "p-1"),
+                "2026-12-05T16:04:30Z",
+            ),
+        ]
+        .join("\n");
+        let got = child_patches(OP, &text);
+        let p0 = 1_796_486_673.5;
+        assert_eq!(got.len(), 2, "{got:?}");
+        let p1 = &got["p-1"];
+        assert_eq!(p1.len(), 2);
+        assert!(
+            (p1[0] - p0).abs() < 1e-3 && (p1[1] - (p0 + 0.257)).abs() < 1e-3,
+            "{p1:?}"
+        );
+        assert!((got["m-1"][0] - (p0 + 0.5)).abs() < 1e-3);
     }
 
     #[test]

@@ -71,6 +71,16 @@ impl Window {
         })
     }
 
+    /// When the operator's Pipeline and MonoVertex patches since the window opened reached the
+    /// API server, by object name.
+    pub fn child_patches(&self) -> Result<BTreeMap<String, Vec<f64>>> {
+        crate::audit::child_patches_since(
+            &self.audit_log,
+            self.audit_mark,
+            numaplane_testenv::controlplane::OPERATOR_USER,
+        )
+    }
+
     /// Closes the window. `steady_from` starts the period whose median RSS is the steady figure;
     /// `rollouts` divides the writes.
     #[allow(clippy::too_many_arguments)]

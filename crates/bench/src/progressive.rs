@@ -265,6 +265,10 @@ struct Seen {
     /// When the trial was seen promoted, or labelled failed (seconds since the epoch).
     promoted_at: Option<f64>,
     failed_at: Option<f64>,
+    /// When the API server received the promotion's label flip (the audit log): the trial's
+    /// first patch after its healthy window began, a second after the window's start to be
+    /// clear of the trial's creation (the start is recorded to the second).
+    flip_sent: Option<f64>,
     /// Its trial was made to fail.
     to_fail: bool,
 }
@@ -286,6 +290,12 @@ pub struct Figures {
     pub promotion_lateness_p50_seconds: Option<f64>,
     pub promotion_lateness_p99_seconds: Option<f64>,
     pub promotion_lateness_max_seconds: Option<f64>,
+    /// The same until the API server received the promotion's label flip (the audit log):
+    /// Numaplane's part, without the delay of the benchmark's watch. With an AnalysisTemplate
+    /// the moment due is still when the benchmark's watch saw the run finish.
+    pub promotion_write_lateness_p50_seconds: Option<f64>,
+    pub promotion_write_lateness_p99_seconds: Option<f64>,
+    pub promotion_write_lateness_max_seconds: Option<f64>,
     /// The same for failures (due at the end of the assessment window).
     pub failure_lateness_p50_seconds: Option<f64>,
     pub failure_lateness_p99_seconds: Option<f64>,
@@ -362,7 +372,7 @@ impl Observer {
         want: &HashMap<String, i64>,
         fails: &dyn Fn(&str) -> bool,
         timeout: Duration,
-    ) -> Result<(Duration, Figures, String)> {
+    ) -> Result<(Duration, Judged)> {
         let started = Instant::now();
         let mut seen: HashMap<String, Seen> = HashMap::new();
         let mut last_report = Instant::now();
@@ -396,7 +406,7 @@ impl Observer {
                 }
             }
             if pending.is_empty() {
-                return Ok((started.elapsed(), figures(&seen), trials_table(&seen)));
+                return Ok((started.elapsed(), Judged { seen }));
             }
             if started.elapsed() > timeout {
                 bail!(
@@ -565,6 +575,36 @@ fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
     observed && s.promoted_at.is_some() && !replaced_left
 }
 
+/// The upgrades of one progressive run as the observer saw them.
+pub struct Judged {
+    seen: HashMap<String, Seen>,
+}
+
+impl Judged {
+    /// Adds when each promotion's label flip reached the API server, from the operator's
+    /// Pipeline and MonoVertex patches by name ([`crate::audit::child_patches_since`]).
+    pub fn with_patches(mut self, patches: &std::collections::BTreeMap<String, Vec<f64>>) -> Self {
+        for s in self.seen.values_mut() {
+            let (Some(trial), Some(start), Some(_)) = (&s.trial, s.window_start, s.promoted_at)
+            else {
+                continue;
+            };
+            s.flip_sent = patches
+                .get(trial)
+                .and_then(|times| times.iter().copied().find(|t| *t > start + 1.0));
+        }
+        self
+    }
+
+    pub fn figures(&self) -> Figures {
+        figures(&self.seen)
+    }
+
+    pub fn table(&self) -> String {
+        trials_table(&self.seen)
+    }
+}
+
 /// When a promotion was due: once the healthy period has passed and the AnalysisRun (if any)
 /// has finished.
 fn promotion_due(s: &Seen) -> Option<f64> {
@@ -582,17 +622,18 @@ fn trials_table(seen: &HashMap<String, Seen>) -> String {
         at(a.1).total_cmp(&at(b.1))
     });
     let mut out = String::from(
-        "rollout\ttrial\twindow_start\tanalysis_done\tpromotion_due\tpromoted_at\tfailed_at\tpromotion_lateness\n",
+        "rollout\ttrial\twindow_start\tanalysis_done\tpromotion_due\tflip_sent\tpromoted_at\tfailed_at\tpromotion_lateness\n",
     );
     for (name, s) in rows {
         let due = promotion_due(s);
         let late = s.promoted_at.zip(due).map(|(p, d)| p - d);
         out += &format!(
-            "{name}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            "{name}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             s.trial.as_deref().unwrap_or_default(),
             cell(s.window_start),
             cell(s.analysis_done),
             cell(due),
+            cell(s.flip_sent),
             cell(s.promoted_at),
             cell(s.failed_at),
             cell(late),
@@ -609,6 +650,11 @@ fn figures(seen: &HashMap<String, Seen>) -> Figures {
     let promotion = sorted(
         seen.values()
             .filter_map(|s| Some(s.promoted_at? - promotion_due(s)?))
+            .collect(),
+    );
+    let written = sorted(
+        seen.values()
+            .filter_map(|s| Some(s.flip_sent? - promotion_due(s)?))
             .collect(),
     );
     // A failure is due the first second after `start + end`.
@@ -638,6 +684,9 @@ fn figures(seen: &HashMap<String, Seen>) -> Figures {
         promotion_lateness_p50_seconds: q(&promotion, 0.5),
         promotion_lateness_p99_seconds: q(&promotion, 0.99),
         promotion_lateness_max_seconds: q(&promotion, 1.0),
+        promotion_write_lateness_p50_seconds: q(&written, 0.5),
+        promotion_write_lateness_p99_seconds: q(&written, 0.99),
+        promotion_write_lateness_max_seconds: q(&written, 1.0),
         failure_lateness_p50_seconds: q(&failure, 0.5),
         failure_lateness_p99_seconds: q(&failure, 0.99),
         api_requests_per_upgrade: 0.0,
@@ -722,5 +771,28 @@ mod tests {
         assert_eq!(f.failed_unexpectedly, 0);
         assert_eq!(f.promotion_lateness_p99_seconds, Some(0.4));
         assert_eq!(f.failure_lateness_p99_seconds, Some(0.2));
+        assert_eq!(f.promotion_write_lateness_max_seconds, None);
+        // The flips as the API server received them: a-1's creation (within a second of its
+        // window's start) is not its flip; b-1 failed, so it has none.
+        let patches = [
+            ("a-1", vec![100.6, 105.1, 105.9]),
+            ("b-1", vec![150.0]),
+            ("c-1", vec![107.05]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let j = Judged { seen }.with_patches(&patches);
+        let f = j.figures();
+        assert_eq!(f.promotion_write_lateness_p50_seconds, Some(0.05));
+        assert_eq!(f.promotion_write_lateness_max_seconds, Some(0.1));
+        let table = j.table();
+        assert_eq!(table.lines().count(), 4, "{table}");
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with("a\ta-1\t100.000\t\t105.000\t105.100\t105.400")),
+            "{table}"
+        );
     }
 }

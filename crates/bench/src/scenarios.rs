@@ -297,10 +297,12 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
                     .and_then(|(_, i)| i.parse::<usize>().ok())
                     .is_some_and(fails)
             };
-            let (wall, mut figures, trials) = observer
+            let (wall, judged) = observer
                 .wait(&want, &fails_name, s.converge_timeout)
                 .await?;
-            std::fs::write(dir.join(format!("{name}-trials.tsv")), trials)?;
+            let judged = judged.with_patches(&w.child_patches()?);
+            let mut figures = judged.figures();
+            std::fs::write(dir.join(format!("{name}-trials.tsv")), judged.table())?;
             info!(
                 n,
                 name,
