@@ -37,10 +37,18 @@ pub trait ChildObject:
     fn spec(&self) -> &Value;
     fn status(&self) -> Option<&Value>;
     fn to_json(&self) -> Value;
+    /// The operator's cache of this kind of child.
+    fn cache(stores: &crate::context::Stores) -> &crate::child_cache::ChildCache<Self>;
+}
+
+/// Keeps what a write of a child returned, so that a pass reads it before the watch brings it
+/// (`child_cache.rs`).
+pub fn remember<K: ChildObject>(ctx: &Ctx, written: &K) {
+    K::cache(&ctx.stores).remember(written);
 }
 
 macro_rules! child_object {
-    ($t:ty) => {
+    ($t:ty, $cache:ident) => {
         impl ChildObject for $t {
             fn spec(&self) -> &Value {
                 &self.spec
@@ -51,12 +59,15 @@ macro_rules! child_object {
             fn to_json(&self) -> Value {
                 <$t>::to_json(self)
             }
+            fn cache(stores: &crate::context::Stores) -> &crate::child_cache::ChildCache<Self> {
+                &stores.$cache
+            }
         }
     };
 }
-child_object!(Pipeline);
-child_object!(MonoVertex);
-child_object!(InterStepBufferService);
+child_object!(Pipeline, pipelines);
+child_object!(MonoVertex, monovertices);
+child_object!(InterStepBufferService, isbsvcs);
 
 /// The child as its rollout wants it.
 #[derive(Clone, Debug)]
@@ -173,6 +184,7 @@ pub async fn apply<K: ChildObject>(
         )
         .await
         .ctx(|| format!("applying {} {}", K::kind(&()), desired.name))?;
+    remember(ctx, &applied);
     if json_eq(applied.spec(), &desired.spec) {
         return Ok(applied);
     }
@@ -185,16 +197,19 @@ pub async fn apply<K: ChildObject>(
     ]))
     .map_err(|e| Error::InvalidSpec(format!("spec patch: {e}")))?;
     tracing::info!(child = %live.name_any(), "removing spec fields not in the rollout");
-    api.patch(
-        &desired.name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        },
-        &Patch::<()>::Json(patch),
-    )
-    .await
-    .ctx(|| format!("replacing spec of {} {}", K::kind(&()), desired.name))
+    let replaced: K = api
+        .patch(
+            &desired.name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .ctx(|| format!("replacing spec of {} {}", K::kind(&()), desired.name))?;
+    remember(ctx, &replaced);
+    Ok(replaced)
 }
 
 /// The kind of a statically typed resource, for error messages.
@@ -336,7 +351,7 @@ pub async fn mark_recyclable<K: ChildObject>(
         });
     }
     tracing::info!(child = %name, reason, "marking child recyclable");
-    api::<K>(ctx, &ns)
+    let marked: K = api::<K>(ctx, &ns)
         .patch(
             &name,
             &PatchParams {
@@ -346,7 +361,9 @@ pub async fn mark_recyclable<K: ChildObject>(
             &Patch::Merge(&patch),
         )
         .await
-        .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))
+        .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))?;
+    remember(ctx, &marked);
+    Ok(marked)
 }
 
 #[cfg(test)]

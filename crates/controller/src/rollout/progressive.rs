@@ -405,16 +405,18 @@ async fn merge_child<K: ChildObject>(
 ) -> Result<(), Error> {
     ctx.ensure_leader()?;
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    api.patch(
-        name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        },
-        &Patch::Merge(patch),
-    )
-    .await
-    .ctx(|| format!("patching {} {name}", K::kind(&())))?;
+    let patched = api
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(patch),
+        )
+        .await
+        .ctx(|| format!("patching {} {name}", K::kind(&())))?;
+    crate::children::remember(ctx, &patched);
     Ok(())
 }
 

@@ -64,16 +64,19 @@ async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Resul
     ctx.ensure_leader()?;
     let api: Api<Pipeline> =
         Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
-    api.patch(
-        &p.name_any(),
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await
-    .ctx(|| format!("{what} of pipeline {}", p.name_any()))
+    let patched = api
+        .patch(
+            &p.name_any(),
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+        .ctx(|| format!("{what} of pipeline {}", p.name_any()))?;
+    crate::children::remember(ctx, &patched);
+    Ok(patched)
 }
 
 /// JSON-patch ops setting `min=max=n` (not disabled) on the named vertices, each guarded by its
@@ -99,15 +102,18 @@ async fn json_patch(ctx: &Ctx, p: &Pipeline, ops: Vec<Value>) -> kube::Result<Pi
         serde_json::from_value(Value::Array(ops)).map_err(kube::Error::SerdeError)?;
     let api: Api<Pipeline> =
         Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
-    api.patch(
-        &p.name_any(),
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        },
-        &Patch::<()>::Json(patch),
-    )
-    .await
+    let patched = api
+        .patch(
+            &p.name_any(),
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::<()>::Json(patch),
+        )
+        .await?;
+    crate::children::remember(ctx, &patched);
+    Ok(patched)
 }
 
 /// Sets `min=max=n` (not disabled) on the named vertices.
