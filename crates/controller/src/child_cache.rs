@@ -70,7 +70,10 @@ where
                 .get(&ObjectRef::new(name).within(ns))
                 .is_some_and(|c| newer(w.meta(), &c.metadata))
         });
-        written.insert((ns, name), Arc::new(obj.clone()));
+        let mut obj = obj.clone();
+        // (The watches drop them too: a field tree per manager, read by no pass.)
+        obj.meta_mut().managed_fields = None;
+        written.insert((ns, name), Arc::new(obj));
     }
 
     /// What this operator wrote of `ns/name` if it is newer than `cached`, the store's copy.
