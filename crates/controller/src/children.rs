@@ -41,10 +41,26 @@ pub trait ChildObject:
     fn cache(stores: &crate::context::Stores) -> &crate::child_cache::ChildCache<Self>;
 }
 
-/// Keeps what a write of a child returned, so that a pass reads it before the watch brings it
-/// (`child_cache.rs`).
-pub fn remember<K: ChildObject>(ctx: &Ctx, written: &K) {
-    K::cache(&ctx.stores).remember(written);
+/// Patches child `ns/name`, and keeps what the API server answered so that a pass reads it
+/// before the watch brings it (`child_cache.rs`). Every patch of a child goes through here.
+pub async fn patch<K: ChildObject, P: Serialize + Debug>(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<P>,
+) -> kube::Result<K> {
+    let written: K = api::<K>(ctx, ns).patch(name, params, patch).await?;
+    K::cache(&ctx.stores).remember(&written);
+    Ok(written)
+}
+
+/// Numaplane's field manager for patches other than applies.
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
 }
 
 macro_rules! child_object {
@@ -175,16 +191,15 @@ pub async fn apply<K: ChildObject>(
     desired: &DesiredChild,
 ) -> Result<K, Error> {
     ctx.ensure_leader()?;
-    let api = api::<K>(ctx, &desired.namespace);
-    let applied: K = api
-        .patch(
-            &desired.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(desired.body::<K>()),
-        )
-        .await
-        .ctx(|| format!("applying {} {}", K::kind(&()), desired.name))?;
-    remember(ctx, &applied);
+    let applied: K = patch(
+        ctx,
+        &desired.namespace,
+        &desired.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(desired.body::<K>()),
+    )
+    .await
+    .ctx(|| format!("applying {} {}", K::kind(&()), desired.name))?;
     if json_eq(applied.spec(), &desired.spec) {
         return Ok(applied);
     }
@@ -197,19 +212,15 @@ pub async fn apply<K: ChildObject>(
     ]))
     .map_err(|e| Error::InvalidSpec(format!("spec patch: {e}")))?;
     tracing::info!(child = %live.name_any(), "removing spec fields not in the rollout");
-    let replaced: K = api
-        .patch(
-            &desired.name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &Patch::<()>::Json(patch),
-        )
-        .await
-        .ctx(|| format!("replacing spec of {} {}", K::kind(&()), desired.name))?;
-    remember(ctx, &replaced);
-    Ok(replaced)
+    self::patch(
+        ctx,
+        &desired.namespace,
+        &desired.name,
+        &patch_params(),
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .ctx(|| format!("replacing spec of {} {}", K::kind(&()), desired.name))
 }
 
 /// The kind of a statically typed resource, for error messages.
@@ -351,19 +362,9 @@ pub async fn mark_recyclable<K: ChildObject>(
         });
     }
     tracing::info!(child = %name, reason, "marking child recyclable");
-    let marked: K = api::<K>(ctx, &ns)
-        .patch(
-            &name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &Patch::Merge(&patch),
-        )
+    self::patch(ctx, &ns, &name, &patch_params(), &Patch::Merge(&patch))
         .await
-        .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))?;
-    remember(ctx, &marked);
-    Ok(marked)
+        .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))
 }
 
 #[cfg(test)]

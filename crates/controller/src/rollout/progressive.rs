@@ -9,7 +9,7 @@ use super::kind::{Carry, Parts, Rollout, publish};
 use super::lookup::cached_children;
 use super::observation::{self, Trace};
 use super::placement::Resolved;
-use crate::children::{self, ChildObject, DesiredChild, FIELD_MANAGER};
+use crate::children::{self, ChildObject, DesiredChild};
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_not_found};
 use crate::status::{self, RolloutStatus};
@@ -17,7 +17,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{RiderStatus, UpgradeStrategy};
@@ -404,19 +404,15 @@ async fn merge_child<K: ChildObject>(
     patch: &Value,
 ) -> Result<(), Error> {
     ctx.ensure_leader()?;
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    let patched = api
-        .patch(
-            name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &Patch::Merge(patch),
-        )
-        .await
-        .ctx(|| format!("patching {} {name}", K::kind(&())))?;
-    crate::children::remember(ctx, &patched);
+    children::patch::<K, _>(
+        ctx,
+        ns,
+        name,
+        &children::patch_params(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .ctx(|| format!("patching {} {name}", K::kind(&())))?;
     Ok(())
 }
 

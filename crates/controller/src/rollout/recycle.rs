@@ -3,12 +3,12 @@
 //! `progressive_pipeline_drains` metric. Every step's state lives in the pipeline's annotations
 //! and spec, so a restarted controller continues it.
 
-use crate::children::{self, FIELD_MANAGER};
+use crate::children;
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use crate::events::source;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use numaplane_api::PipelineRollout;
@@ -62,21 +62,19 @@ fn rollout_spec_for(
 
 async fn merge_patch(ctx: &Ctx, p: &Pipeline, patch: Value, what: &str) -> Result<Pipeline, Error> {
     ctx.ensure_leader()?;
-    let api: Api<Pipeline> =
-        Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
-    let patched = api
-        .patch(
-            &p.name_any(),
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &Patch::Merge(&patch),
-        )
+    patch_pipeline(ctx, p, &Patch::Merge(&patch))
         .await
-        .ctx(|| format!("{what} of pipeline {}", p.name_any()))?;
-    crate::children::remember(ctx, &patched);
-    Ok(patched)
+        .ctx(|| format!("{what} of pipeline {}", p.name_any()))
+}
+
+/// Patches the recycled pipeline `p` as Numaplane (`children::patch`).
+async fn patch_pipeline<P: serde::Serialize + std::fmt::Debug>(
+    ctx: &Ctx,
+    p: &Pipeline,
+    patch: &Patch<P>,
+) -> kube::Result<Pipeline> {
+    let ns = p.namespace().unwrap_or_default();
+    children::patch(ctx, &ns, &p.name_any(), &children::patch_params(), patch).await
 }
 
 /// JSON-patch ops setting `min=max=n` (not disabled) on the named vertices, each guarded by its
@@ -100,20 +98,7 @@ fn scale_ops(p: &Pipeline, want: &[(String, i64)]) -> Vec<Value> {
 async fn json_patch(ctx: &Ctx, p: &Pipeline, ops: Vec<Value>) -> kube::Result<Pipeline> {
     let patch: json_patch::Patch =
         serde_json::from_value(Value::Array(ops)).map_err(kube::Error::SerdeError)?;
-    let api: Api<Pipeline> =
-        Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
-    let patched = api
-        .patch(
-            &p.name_any(),
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &Patch::<()>::Json(patch),
-        )
-        .await?;
-    crate::children::remember(ctx, &patched);
-    Ok(patched)
+    patch_pipeline(ctx, p, &Patch::<()>::Json(patch)).await
 }
 
 /// Sets `min=max=n` (not disabled) on the named vertices.
