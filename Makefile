@@ -16,7 +16,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench bench-large fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state)
@@ -83,6 +83,13 @@ bench: testenv-binaries
 ## bench/results-large.json with the memory one more rollout costs (rss_per_rollout_kib)
 bench-large:
 	$(MAKE) --no-print-directory bench BENCH_ARGS="--n 1000,10000 --idle-seconds 60 --converge-timeout-seconds 3600 --progressive-max-n 1000 --out bench/results-large.json"
+
+## bench-progressive-large: the progressive scenarios at N=10,000 (1,000 + 1,000 upgrades at once,
+## with a 600 s assessment window: the simulator needs minutes to bring a thousand trials up),
+## after a cold start of the 11,001 rollouts they run beside; no floor, idle, storm or restart
+## (~75 min on 2 cores), written to bench/results-progressive-n10000.json
+bench-progressive-large:
+	$(MAKE) --no-print-directory bench BENCH_ARGS="--n 10000 --converge-timeout-seconds 3600 --progressive-only --assessment-end-seconds 600 --out bench/results-progressive-n10000.json"
 
 ## fuzz: the hostile-input suite at full size: FUZZ_CASES (10,000) generated rollout specs sent
 ## through the real API server to the operator (figures in bench/fuzz-results.json; `make test`

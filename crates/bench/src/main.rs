@@ -50,10 +50,22 @@ struct Args {
     #[arg(long, default_value_t = 8)]
     simulator_concurrency: u16,
     /// Run the progressive scenarios only for N up to this (at N=10,000 on two cores the
-    /// simulator cannot bring 1,000 trial pipelines up within the 120 s window: trials fail
-    /// and the all-succeeding run never ends).
+    /// simulator cannot bring 1,000 trial pipelines up within a 120 s window: give it a
+    /// longer one with --assessment-end-seconds).
     #[arg(long)]
     progressive_max_n: Option<usize>,
+    /// The end of the progressive trials' assessment window, seconds after it starts (the
+    /// schedule is `0,<end>,5,1`); the half-failing run lasts at least this long.
+    #[arg(long, default_value_t = 120)]
+    assessment_end_seconds: u64,
+    /// Only the cold start (the N rollouts the upgrades run beside) and the progressive
+    /// scenarios: no floor, idle, update storm or restart.
+    #[arg(long)]
+    progressive_only: bool,
+    /// How many of the three progressive runs (all succeeding, half failing, with
+    /// AnalysisTemplates) to make, in that order.
+    #[arg(long, default_value_t = 3)]
+    progressive_runs: usize,
     /// Give up on convergence after this many seconds.
     #[arg(long, default_value_t = 900)]
     converge_timeout_seconds: u64,
@@ -95,6 +107,11 @@ async fn main() -> Result<()> {
         settle: Duration::from_secs(args.settle_seconds),
         converge_timeout: Duration::from_secs(args.converge_timeout_seconds),
         progressive_max_n: args.progressive_max_n.unwrap_or(usize::MAX),
+        schedule: progressive::Schedule {
+            end_seconds: args.assessment_end_seconds,
+        },
+        progressive_only: args.progressive_only,
+        progressive_runs: args.progressive_runs,
         work_dir: args.work_dir.canonicalize()?,
     };
     let machine = report::Machine::detect();
@@ -111,7 +128,7 @@ async fn main() -> Result<()> {
         let (got, floor) = scenarios::run(*n, &settings)
             .await
             .with_context(|| format!("benchmark at N={n}"))?;
-        results.floors.push(floor);
+        results.floors.extend(floor);
         for s in &got {
             tracing::info!(
                 name = s.name,

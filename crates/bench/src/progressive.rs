@@ -23,12 +23,27 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// `delay,end,period,interval`: promoted once healthy for 5 s, failed if not by 120 s after it
-/// starts (at N=1000 the simulator needs more than 20 s to bring a hundred new trials up, so a
-/// shorter window fails healthy trials: the first run did).
-pub const SCHEDULE: &str = "0,120,5,1";
+/// The assessment schedule `delay,end,period,interval` = `0,<end>,5,1`: promoted once healthy
+/// for 5 s, failed if not by `end` seconds after it starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    /// 120 s by default: at N=1000 the simulator needs more than 20 s to bring a hundred new
+    /// trials up, so a shorter window fails healthy trials (the first run did); at N=10,000 it
+    /// needs many minutes for a thousand.
+    pub end_seconds: u64,
+}
+
+impl Schedule {
+    fn text(self) -> String {
+        format!("0,{},5,1", self.end_seconds)
+    }
+
+    fn end(self) -> f64 {
+        self.end_seconds as f64
+    }
+}
+
 const PERIOD_S: f64 = 5.0;
-const END_S: f64 = 120.0;
 const IMAGE: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
 const SOURCE_IMAGE: &str = "quay.io/numaio/numaflow-go/source-simple-source:stable";
 /// The simulator never brings up a container with this in its image.
@@ -65,8 +80,8 @@ fn analysis_args() -> Value {
 }
 
 /// The rollout strategy: the short schedule, and with `template` an AnalysisTemplate too.
-fn strategy(template: Option<&str>) -> Value {
-    let mut s = json!({"progressive": {"assessmentSchedule": SCHEDULE}});
+fn strategy(schedule: Schedule, template: Option<&str>) -> Value {
+    let mut s = json!({"progressive": {"assessmentSchedule": schedule.text()}});
     if let Some(t) = template {
         s["analysis"] = json!({"templates": [{"templateName": t}], "args": analysis_args()});
     }
@@ -75,13 +90,13 @@ fn strategy(template: Option<&str>) -> Value {
 
 /// A three-vertex pipeline whose `cat` vertex runs `tag` of the map-cat image; judged by the
 /// sample AnalysisTemplate too when `analysis`.
-pub fn pipeline_rollout(name: &str, tag: &str, analysis: bool) -> Value {
+pub fn pipeline_rollout(name: &str, tag: &str, analysis: bool, schedule: Schedule) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "PipelineRollout",
         "metadata": {"name": name},
         "spec": {
-            "strategy": strategy(analysis.then_some(PIPELINE_TEMPLATE)),
+            "strategy": strategy(schedule, analysis.then_some(PIPELINE_TEMPLATE)),
             "pipeline": {"spec": {
                 "interStepBufferServiceName": ISB_NAME,
                 "lifecycle": {"pauseGracePeriodSeconds": 10},
@@ -100,13 +115,13 @@ pub fn pipeline_rollout(name: &str, tag: &str, analysis: bool) -> Value {
 
 /// A MonoVertex whose source runs `tag` of the simple-source image; judged by the sample
 /// AnalysisTemplate too when `analysis`.
-pub fn monovertex_rollout(name: &str, tag: &str, analysis: bool) -> Value {
+pub fn monovertex_rollout(name: &str, tag: &str, analysis: bool, schedule: Schedule) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
         "kind": "MonoVertexRollout",
         "metadata": {"name": name},
         "spec": {
-            "strategy": strategy(analysis.then_some(MONOVERTEX_TEMPLATE)),
+            "strategy": strategy(schedule, analysis.then_some(MONOVERTEX_TEMPLATE)),
             "monoVertex": {"spec": {
                 "scale": {"min": 1, "max": 1},
                 "source": {"udsource": {"container": {"image": image(SOURCE_IMAGE, tag)}}},
@@ -188,6 +203,7 @@ pub async fn apply(
     n: usize,
     tag: &str,
     analysis: bool,
+    schedule: Schedule,
     fails: impl Fn(usize) -> bool,
 ) -> Result<(HashMap<String, i64>, HashMap<String, i64>)> {
     let tag_of = |i: usize| {
@@ -202,12 +218,12 @@ pub async fn apply(
     let p: Vec<Value> = pipeline_names(n)
         .iter()
         .enumerate()
-        .map(|(i, name)| pipeline_rollout(name, &tag_of(i), analysis))
+        .map(|(i, name)| pipeline_rollout(name, &tag_of(i), analysis, schedule))
         .collect();
     let m: Vec<Value> = monovertex_names(n)
         .iter()
         .enumerate()
-        .map(|(i, name)| monovertex_rollout(name, &tag_of(i), analysis))
+        .map(|(i, name)| monovertex_rollout(name, &tag_of(i), analysis, schedule))
         .collect();
     tokio::try_join!(workload::apply_all(&prs, p), workload::apply_all(&mvrs, m))
 }
@@ -276,6 +292,8 @@ struct Seen {
 /// Figures of one progressive scenario.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Figures {
+    /// The rollouts' `assessmentSchedule`.
+    pub assessment_schedule: String,
     pub upgrades: usize,
     pub promoted: usize,
     pub failed: usize,
@@ -371,6 +389,7 @@ impl Observer {
         &self,
         want: &HashMap<String, i64>,
         fails: &dyn Fn(&str) -> bool,
+        schedule: Schedule,
         timeout: Duration,
     ) -> Result<(Duration, Judged)> {
         let started = Instant::now();
@@ -406,7 +425,7 @@ impl Observer {
                 }
             }
             if pending.is_empty() {
-                return Ok((started.elapsed(), Judged { seen }));
+                return Ok((started.elapsed(), Judged { seen, schedule }));
             }
             if started.elapsed() > timeout {
                 bail!(
@@ -578,6 +597,7 @@ fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
 /// The upgrades of one progressive run as the observer saw them.
 pub struct Judged {
     seen: HashMap<String, Seen>,
+    schedule: Schedule,
 }
 
 impl Judged {
@@ -597,7 +617,7 @@ impl Judged {
     }
 
     pub fn figures(&self) -> Figures {
-        figures(&self.seen)
+        figures(&self.seen, self.schedule)
     }
 
     pub fn table(&self) -> String {
@@ -642,7 +662,7 @@ fn trials_table(seen: &HashMap<String, Seen>) -> String {
     out
 }
 
-fn figures(seen: &HashMap<String, Seen>) -> Figures {
+fn figures(seen: &HashMap<String, Seen>, schedule: Schedule) -> Figures {
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v
@@ -660,11 +680,12 @@ fn figures(seen: &HashMap<String, Seen>) -> Figures {
     // A failure is due the first second after `start + end`.
     let failure = sorted(
         seen.values()
-            .filter_map(|s| Some(s.failed_at? - (s.assessment_start? + END_S + 1.0)))
+            .filter_map(|s| Some(s.failed_at? - (s.assessment_start? + schedule.end() + 1.0)))
             .collect(),
     );
     let q = |v: &[f64], p: f64| workload::nearest_rank(v, p).map(crate::measure::round3);
     Figures {
+        assessment_schedule: schedule.text(),
         upgrades: seen.len(),
         promoted: seen.values().filter(|s| s.promoted_at.is_some()).count(),
         failed: seen.values().filter(|s| s.failed_at.is_some()).count(),
@@ -709,18 +730,19 @@ mod tests {
             image(IMAGE, "v2-badcat"),
             "quay.io/numaio/numaflow-go/map-cat-badcat:v2-badcat"
         );
-        let p = pipeline_rollout("ppr-0000", "v1", false);
+        let schedule = Schedule { end_seconds: 900 };
+        let p = pipeline_rollout("ppr-0000", "v1", false, schedule);
         assert_eq!(
             p["spec"]["strategy"]["progressive"]["assessmentSchedule"],
-            SCHEDULE
+            "0,900,5,1"
         );
         assert!(p["spec"]["strategy"].get("analysis").is_none());
-        let p = pipeline_rollout("ppr-0000", "v1", true);
+        let p = pipeline_rollout("ppr-0000", "v1", true, schedule);
         assert_eq!(
             p["spec"]["strategy"]["analysis"]["templates"][0]["templateName"],
             PIPELINE_TEMPLATE
         );
-        let m = monovertex_rollout("pmvr-0000", "v1", true);
+        let m = monovertex_rollout("pmvr-0000", "v1", true, schedule);
         assert_eq!(
             m["spec"]["strategy"]["analysis"]["templates"][0]["templateName"],
             MONOVERTEX_TEMPLATE
@@ -763,7 +785,7 @@ mod tests {
                 ..Seen::default()
             },
         );
-        let f = figures(&seen);
+        let f = figures(&seen, Schedule { end_seconds: 120 });
         assert_eq!((f.upgrades, f.promoted, f.failed), (3, 2, 1));
         assert_eq!((f.analysis_runs, f.analysis_gated), (1, 1));
         assert_eq!(f.promotion_lateness_max_seconds, Some(0.4));
@@ -782,7 +804,11 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let j = Judged { seen }.with_patches(&patches);
+        let j = Judged {
+            seen,
+            schedule: Schedule { end_seconds: 120 },
+        }
+        .with_patches(&patches);
         let f = j.figures();
         assert_eq!(f.promotion_write_lateness_p50_seconds, Some(0.05));
         assert_eq!(f.promotion_write_lateness_max_seconds, Some(0.1));

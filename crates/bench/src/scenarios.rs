@@ -31,11 +31,20 @@ pub struct Settings {
     pub converge_timeout: Duration,
     /// The largest N the progressive scenarios run at.
     pub progressive_max_n: usize,
+    /// The progressive rollouts' assessment schedule.
+    pub schedule: crate::progressive::Schedule,
+    /// Only the cold start (the N rollouts the upgrades run beside) and the progressive
+    /// scenarios: no floor, idle, update storm or restart.
+    pub progressive_only: bool,
+    /// How many of the three progressive runs to make, in order.
+    pub progressive_runs: usize,
     pub work_dir: PathBuf,
 }
 
-/// Measures the API server's floor, then runs every scenario for `n` PipelineRollouts.
-pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor::Floor)> {
+/// Measures the API server's floor, then runs every scenario for `n` PipelineRollouts (only the
+/// cold start and the progressive ones, without the floor, when `progressive_only`).
+/// (Long: the scenarios share one control plane, controller and watcher, in order.)
+pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate::floor::Floor>)> {
     let dir = s.work_dir.join(format!("n{n}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let audit_log = dir.join("audit.log");
@@ -52,40 +61,11 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
     .await?;
     let client = env.client();
     rbac::install(&client).await?;
-    // The floor first, while nothing else runs (its objects stay in their own namespace,
-    // outside the operator's and the stand-in's).
-    let floor_ns = env.try_create_namespace("floor").await?;
-    info!(n, "api-server floor");
-    let mut floor = crate::floor::measure(&client, &floor_ns, n, usize::from(s.workers)).await?;
-    info!(
-        n,
-        seconds = floor.wall_seconds,
-        operator_writes_seconds = floor.operator_writes_seconds,
-        "api-server floor measured"
-    );
-    if !s.real_stack {
-        // The same writes again, with a Numaflow stand-in of the cold start's settings reacting
-        // to them in their own namespace; stopped before the scenarios.
-        let floor_ns = env.try_create_namespace("floor-numaflow").await?;
-        let sim = Simulator::start_with(
-            client.clone(),
-            SimulatorConfig {
-                namespace: Some(floor_ns.clone()),
-                concurrency: s.simulator_concurrency,
-                ..SimulatorConfig::default()
-            },
-        )
-        .await?;
-        let seconds =
-            crate::floor::measure_with_numaflow(&client, &floor_ns, n, usize::from(s.workers))
-                .await?;
-        drop(sim);
-        info!(
-            n,
-            seconds, "api-server floor with the Numaflow stand-in measured"
-        );
-        floor.with_numaflow_seconds = Some(seconds);
-    }
+    let floor = if s.progressive_only {
+        None
+    } else {
+        Some(floors(&env, n, s).await?)
+    };
     let ns = env.try_create_namespace("bench").await?;
     let _sim = if s.real_stack {
         None
@@ -170,99 +150,101 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
     with_convergence(&mut sc, &conv.per_object);
     out.push(sc);
 
-    // 2. Idle.
-    info!(n, seconds = s.idle.as_secs(), "idle");
-    let w = Window::open(&audit_log, Some(&controller), &others).await?;
-    tokio::time::sleep(s.idle).await;
-    let started = w.started;
-    out.push(
-        w.close(
-            "idle",
-            n,
-            s.idle.as_secs_f64(),
-            &controller,
-            &rss,
-            started,
-            all,
-        )
-        .await?,
-    );
+    if !s.progressive_only {
+        // 2. Idle.
+        info!(n, seconds = s.idle.as_secs(), "idle");
+        let w = Window::open(&audit_log, Some(&controller), &others).await?;
+        tokio::time::sleep(s.idle).await;
+        let started = w.started;
+        out.push(
+            w.close(
+                "idle",
+                n,
+                s.idle.as_secs_f64(),
+                &controller,
+                &rss,
+                started,
+                all,
+            )
+            .await?,
+        );
 
-    // 3. Update storm: a direct-apply change to every PipelineRollout.
-    info!(n, "update_storm");
-    let w = Window::open(&audit_log, Some(&controller), &others).await?;
-    expect.pipelines = workload::apply_all(
-        &prs,
-        pr_names
-            .iter()
-            .map(|p| workload::pipeline_rollout(p, 6))
-            .collect(),
-    )
-    .await?;
-    let storm_only = Expect {
-        pipelines: expect.pipelines.clone(),
-        ..Expect::default()
-    };
-    let conv = watcher
-        .wait(&storm_only, w.started, s.converge_timeout)
-        .await?;
-    info!(
-        n,
-        seconds = conv.wall.as_secs_f64(),
-        "update_storm converged"
-    );
-    let steady_from = Instant::now();
-    tokio::time::sleep(s.settle).await;
-    let mut sc = w
-        .close(
-            "update_storm",
-            n,
-            conv.wall.as_secs_f64(),
-            &controller,
-            &rss,
-            steady_from,
-            n,
+        // 3. Update storm: a direct-apply change to every PipelineRollout.
+        info!(n, "update_storm");
+        let w = Window::open(&audit_log, Some(&controller), &others).await?;
+        expect.pipelines = workload::apply_all(
+            &prs,
+            pr_names
+                .iter()
+                .map(|p| workload::pipeline_rollout(p, 6))
+                .collect(),
         )
         .await?;
-    with_convergence(&mut sc, &conv.per_object);
-    out.push(sc);
+        let storm_only = Expect {
+            pipelines: expect.pipelines.clone(),
+            ..Expect::default()
+        };
+        let conv = watcher
+            .wait(&storm_only, w.started, s.converge_timeout)
+            .await?;
+        info!(
+            n,
+            seconds = conv.wall.as_secs_f64(),
+            "update_storm converged"
+        );
+        let steady_from = Instant::now();
+        tokio::time::sleep(s.settle).await;
+        let mut sc = w
+            .close(
+                "update_storm",
+                n,
+                conv.wall.as_secs_f64(),
+                &controller,
+                &rss,
+                steady_from,
+                n,
+            )
+            .await?;
+        with_convergence(&mut sc, &conv.per_object);
+        out.push(sc);
 
-    // 4. Restart: SIGKILL with everything Deployed, start a new process.
-    info!(n, "restart");
-    controller.kill()?;
-    drop(rss);
-    let w = Window::open(&audit_log, None, &others).await?;
-    controller = Controller::start(&launch, "numaplane-2")?;
-    rss = RssSampler::start(controller.pid(), RSS_PERIOD);
-    let ready = controller.wait_ready(READY_TIMEOUT).await?;
-    watcher.wait(&expect, w.started, s.converge_timeout).await?;
-    let want = [
-        ("pipeline_rollout_syncs_total", n),
-        ("monovertex_rollout_syncs_total", n / 10),
-        ("isb_service_rollout_syncs_total", 1),
-    ];
-    wait_reconciled(&controller, &want, s.converge_timeout).await?;
-    let wall = w.started.elapsed();
-    info!(
-        n,
-        seconds = wall.as_secs_f64(),
-        "restart reconciled everything"
-    );
-    let steady_from = Instant::now();
-    tokio::time::sleep(s.settle).await;
-    let mut sc = w
-        .close(
-            "restart",
+        // 4. Restart: SIGKILL with everything Deployed, start a new process.
+        info!(n, "restart");
+        controller.kill()?;
+        drop(rss);
+        let w = Window::open(&audit_log, None, &others).await?;
+        controller = Controller::start(&launch, "numaplane-2")?;
+        rss = RssSampler::start(controller.pid(), RSS_PERIOD);
+        let ready = controller.wait_ready(READY_TIMEOUT).await?;
+        watcher.wait(&expect, w.started, s.converge_timeout).await?;
+        let want = [
+            ("pipeline_rollout_syncs_total", n),
+            ("monovertex_rollout_syncs_total", n / 10),
+            ("isb_service_rollout_syncs_total", 1),
+        ];
+        wait_reconciled(&controller, &want, s.converge_timeout).await?;
+        let wall = w.started.elapsed();
+        info!(
             n,
-            wall.as_secs_f64(),
-            &controller,
-            &rss,
-            steady_from,
-            all,
-        )
-        .await?;
-    sc.ready_seconds = Some(crate::measure::round3(ready.as_secs_f64()));
-    out.push(sc);
+            seconds = wall.as_secs_f64(),
+            "restart reconciled everything"
+        );
+        let steady_from = Instant::now();
+        tokio::time::sleep(s.settle).await;
+        let mut sc = w
+            .close(
+                "restart",
+                n,
+                wall.as_secs_f64(),
+                &controller,
+                &rss,
+                steady_from,
+                all,
+            )
+            .await?;
+        sc.ready_seconds = Some(crate::measure::round3(ready.as_secs_f64()));
+        out.push(sc);
+    }
 
     // 5. Progressive upgrades at scale: N/10 + N/10 rollouts under progressive, all upgraded at
     // once; then again with every other trial failing; then again judged by AnalysisRuns too
@@ -272,14 +254,17 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
         use crate::progressive::{self as prog, merged};
         prog::configure(&client, &ns).await?;
         let observer = prog::Observer::start(&client, &ns);
-        let (p, m) = prog::apply(&client, &ns, n, "stable", false, |_| false).await?;
+        let (p, m) = prog::apply(&client, &ns, n, "stable", false, s.schedule, |_| false).await?;
         observer.settle(&merged(p, m), s.converge_timeout).await?;
         tokio::time::sleep(s.settle).await;
         for (name, tag, half_fail, analysis) in [
             ("progressive", "v1", false, false),
             ("progressive_half_failing", "v2", true, false),
             ("progressive_analysis", "v3", false, true),
-        ] {
+        ]
+        .into_iter()
+        .take(s.progressive_runs)
+        {
             let fails = |i: usize| half_fail && i.is_multiple_of(2);
             if analysis {
                 if !s.real_stack {
@@ -289,7 +274,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
             }
             info!(n, name, "progressive upgrades");
             let w = Window::open(&audit_log, Some(&controller), &others).await?;
-            let (p, m) = prog::apply(&client, &ns, n, tag, analysis, fails).await?;
+            let (p, m) = prog::apply(&client, &ns, n, tag, analysis, s.schedule, fails).await?;
             let want = merged(p, m);
             let fails_name = |rollout: &str| {
                 rollout
@@ -298,7 +283,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
                     .is_some_and(fails)
             };
             let (wall, judged) = observer
-                .wait(&want, &fails_name, s.converge_timeout)
+                .wait(&want, &fails_name, s.schedule, s.converge_timeout)
                 .await?;
             let judged = judged.with_patches(&w.child_patches()?);
             let mut figures = judged.figures();
@@ -335,6 +320,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, crate::floor:
     drop(watcher);
     drop(env);
     for sc in &mut out {
+        let Some(floor) = &floor else { break };
         // (not for the fixed-length idle, nor the progressive runs, paced by their schedule)
         if !sc.name.starts_with("idle")
             && !sc.name.starts_with("progressive")
@@ -378,4 +364,44 @@ async fn wait_reconciled(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The API server's floor, first while nothing else runs, then with a Numaflow stand-in of the
+/// cold start's settings reacting (its objects stay in their own namespaces, outside the
+/// operator's and the stand-in's).
+async fn floors(env: &TestEnv, n: usize, s: &Settings) -> Result<crate::floor::Floor> {
+    let client = env.client();
+    let floor_ns = env.try_create_namespace("floor").await?;
+    info!(n, "api-server floor");
+    let mut floor = crate::floor::measure(&client, &floor_ns, n, usize::from(s.workers)).await?;
+    info!(
+        n,
+        seconds = floor.wall_seconds,
+        operator_writes_seconds = floor.operator_writes_seconds,
+        "api-server floor measured"
+    );
+    if !s.real_stack {
+        // The same writes again, with a Numaflow stand-in of the cold start's settings reacting
+        // to them in their own namespace; stopped before the scenarios.
+        let floor_ns = env.try_create_namespace("floor-numaflow").await?;
+        let sim = Simulator::start_with(
+            client.clone(),
+            SimulatorConfig {
+                namespace: Some(floor_ns.clone()),
+                concurrency: s.simulator_concurrency,
+                ..SimulatorConfig::default()
+            },
+        )
+        .await?;
+        let seconds =
+            crate::floor::measure_with_numaflow(&client, &floor_ns, n, usize::from(s.workers))
+                .await?;
+        drop(sim);
+        info!(
+            n,
+            seconds, "api-server floor with the Numaflow stand-in measured"
+        );
+        floor.with_numaflow_seconds = Some(seconds);
+    }
+    Ok(floor)
 }

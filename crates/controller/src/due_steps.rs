@@ -31,6 +31,17 @@ struct Inner {
 #[derive(Default)]
 pub struct DueSteps(Mutex<Inner>);
 
+/// What a pass does when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// Its own scheduled step is due: it goes, in the lane of due passes (`pass_queue.rs`).
+    Due,
+    /// It goes, in turn with the others.
+    Go,
+    /// Another rollout's step is due and not yet taken: it steps aside this long.
+    StepAside(Duration),
+}
+
 impl DueSteps {
     /// The step `uid`'s pass scheduled falls due at `at` (`None`: it scheduled none).
     pub fn schedule(&self, uid: &str, at: Option<Instant>) {
@@ -41,28 +52,28 @@ impl DueSteps {
         };
     }
 
-    /// Whether the pass of `uid` starting at `now` steps aside, and for how long: not when its
-    /// own step is due, nor when no other is waiting, nor once it has been put off for
-    /// [`MAX_DEFER`].
-    pub fn defer(&self, uid: &str, now: Instant) -> Option<Duration> {
+    /// What the pass of `uid` starting at `now` does: it goes in the lane of due passes when
+    /// its own step is due; it steps aside while another's is due and not yet taken, until it
+    /// has been put off for [`MAX_DEFER`]; otherwise it goes in turn.
+    pub fn turn(&self, uid: &str, now: Instant) -> Turn {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let is_due = |at: &Instant| *at <= now && now.saturating_duration_since(*at) < STALE;
         if m.due.get(uid).is_some_and(is_due) {
             // Taken: its pass says when the next one falls due.
             m.due.remove(uid);
             m.deferred.remove(uid);
-            return None;
+            return Turn::Due;
         }
         if !m.due.values().any(is_due) {
             m.deferred.remove(uid);
-            return None;
+            return Turn::Go;
         }
         let first = *m.deferred.entry(uid.to_string()).or_insert(now);
         if now.saturating_duration_since(first) >= MAX_DEFER {
             m.deferred.remove(uid);
-            return None;
+            return Turn::Go;
         }
-        Some(STEP_ASIDE)
+        Turn::StepAside(STEP_ASIDE)
     }
 
     /// `uid` is gone.
@@ -85,19 +96,25 @@ mod tests {
         let t0 = Instant::now();
         due.schedule("verdict", Some(t0 + MS(500)));
         // Not due yet: nobody waits.
-        assert_eq!(due.defer("other", t0), None);
+        assert_eq!(due.turn("other", t0), Turn::Go);
         // Due and not taken: others step aside, the due one goes.
-        assert_eq!(due.defer("other", t0 + MS(600)), Some(STEP_ASIDE));
-        assert_eq!(due.defer("verdict", t0 + MS(650)), None);
+        assert_eq!(due.turn("other", t0 + MS(600)), Turn::StepAside(STEP_ASIDE));
+        assert_eq!(due.turn("verdict", t0 + MS(650)), Turn::Due);
         // Its pass scheduled nothing more: the others go.
         due.schedule("verdict", None);
-        assert_eq!(due.defer("other", t0 + MS(700)), None);
+        assert_eq!(due.turn("other", t0 + MS(700)), Turn::Go);
         // Steps that keep falling due put an ordinary pass off for MAX_DEFER at most.
         due.schedule("a", Some(t0 + MS(1000)));
-        assert_eq!(due.defer("other", t0 + MS(1000)), Some(STEP_ASIDE));
+        assert_eq!(
+            due.turn("other", t0 + MS(1000)),
+            Turn::StepAside(STEP_ASIDE)
+        );
         due.schedule("b", Some(t0 + MS(1500)));
-        assert_eq!(due.defer("other", t0 + MS(1600)), Some(STEP_ASIDE));
-        assert_eq!(due.defer("other", t0 + MS(1000) + MAX_DEFER), None);
+        assert_eq!(
+            due.turn("other", t0 + MS(1600)),
+            Turn::StepAside(STEP_ASIDE)
+        );
+        assert_eq!(due.turn("other", t0 + MS(1000) + MAX_DEFER), Turn::Go);
     }
 
     #[test]
@@ -105,10 +122,10 @@ mod tests {
         let due = DueSteps::default();
         let t0 = Instant::now();
         due.schedule("deleted", Some(t0));
-        assert_eq!(due.defer("other", t0 + MS(10)), Some(STEP_ASIDE));
-        assert_eq!(due.defer("late", t0 + STALE), None);
+        assert_eq!(due.turn("other", t0 + MS(10)), Turn::StepAside(STEP_ASIDE));
+        assert_eq!(due.turn("late", t0 + STALE), Turn::Go);
         due.schedule("gone", Some(t0 + STALE));
         due.forget("gone");
-        assert_eq!(due.defer("late", t0 + STALE + MS(1)), None);
+        assert_eq!(due.turn("late", t0 + STALE + MS(1)), Turn::Go);
     }
 }

@@ -34,7 +34,7 @@ use numaplane_core::progressive::{
 };
 use serde_json::{Value, json};
 use std::time::Duration;
-use tracing::info;
+use tracing::{debug, info};
 
 fn metric_kind(kind: Kind) -> &'static str {
     match kind {
@@ -658,9 +658,9 @@ pub(crate) async fn pass<R: Rollout>(
     // record's write also shows what the pass will report (its step, the child's health): the
     // report then finds nothing new to write unless acting changed it.
     R::write_record(&plan.record, st);
-    if !plan.action.records_itself()
-        && R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record
-    {
+    let recorded_anew =
+        R::read_record(&obj.status_of().cloned().unwrap_or_default()) != plan.record;
+    if !plan.action.records_itself() && recorded_anew {
         let shown = observation::preview::<R>(
             ctx,
             st,
@@ -672,7 +672,12 @@ pub(crate) async fn pass<R: Rollout>(
         );
         status::write_name_count(obj, ctx, &shown).await?;
     }
-    info!(action = ?std::mem::discriminant(&plan.action), message = %plan.message, "progressive step");
+    // A trial is sampled every `interval`: a wait that records nothing new is routine.
+    if recorded_anew || !matches!(plan.action, Action::Wait { .. }) {
+        info!(action = plan.action.name(), step = %plan.message, "progressive step");
+    } else {
+        debug!(action = plan.action.name(), step = %plan.message, "progressive step");
+    }
     let acted = p
         .act(st, plan, &record, desired, trial.as_ref().map(|t| &t.child))
         .await?;

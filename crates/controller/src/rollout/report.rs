@@ -122,6 +122,13 @@ impl<R: Rollout> Report<R> {
         let st = &self.st;
         record_health::<R>(ctx, obj, st.common());
         obj.observe_metrics(ctx, st, &now);
+        // A deadline of the engine's (a trial's verdict, a recycling expiry) wakes the rollout
+        // exactly when it is due. (A timer never fires early; the margin covers the wall clock
+        // being slewed meanwhile.)
+        let until_wake = wake.map(|w: Timestamp| {
+            Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
+                + Duration::from_millis(20)
+        });
         if self.before != *st
             && settling
             && holdable::<R>(&self.before, st)
@@ -130,7 +137,7 @@ impl<R: Rollout> Report<R> {
                     .hold(&self.uid, &obj.namespace().unwrap_or_default(), st)
         {
             debug!(?left, "child settling; status write held back");
-            return Ok(Action::requeue(left));
+            return Ok(Action::requeue(next_pass(left, until_wake)));
         }
         // Released only once written: a failed write keeps what the held status recorded.
         status::write_if_changed(obj, ctx, server.as_ref().unwrap_or(&self.before), st).await?;
@@ -139,13 +146,7 @@ impl<R: Rollout> Report<R> {
         } else {
             ctx.status_holds.release(&self.uid);
         }
-        // A recycling deadline (expiry, failure wait) wakes the rollout exactly when it is due.
-        // (A timer never fires early; the margin covers the wall clock being slewed meanwhile.)
-        let until_wake = wake.map(|w: Timestamp| {
-            Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
-                + Duration::from_millis(20)
-        });
-        Ok(Action::requeue(until_wake.map_or(delay, |w| w.min(delay))))
+        Ok(Action::requeue(next_pass(delay, until_wake)))
     }
 
     /// The promoted child changed: its metric, and one Event per new child (routine updates
@@ -167,6 +168,14 @@ impl<R: Rollout> Report<R> {
                 .await;
         }
     }
+}
+
+/// When to look again: after `otherwise` (the periodic re-check, or what is left of a status
+/// hold), or at the engine's deadline if that comes first. A held status must not put off a
+/// verdict: during a mass upgrade a promoted child scaled down for its trial settles slowly, and
+/// its rollout's promotion waited for the hold to end (five minutes late at N=10,000).
+fn next_pass(otherwise: Duration, wake: Option<Duration>) -> Duration {
+    wake.map_or(otherwise, |w| w.min(otherwise))
 }
 
 /// Whether a status change is only an observation that may wait for the child to settle: no
@@ -208,4 +217,23 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
     let kind = children::kind_str::<R>();
     ctx.metrics.set_health(kind, &ns, &name, labels);
     ctx.metrics.count(kind, &ns, &name, true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_wakes_the_rollout_before_a_hold_or_the_recheck_ends() {
+        let s = Duration::from_secs;
+        // A trial due in 3 s while its rollout's status is held for 5 minutes more.
+        assert_eq!(next_pass(s(300), Some(s(3))), s(3));
+        assert_eq!(next_pass(IN_PROGRESS_RECHECK, Some(s(3))), s(3));
+        // No deadline, or a later one: the hold or re-check decides.
+        assert_eq!(next_pass(s(300), None), s(300));
+        assert_eq!(
+            next_pass(IN_PROGRESS_RECHECK, Some(s(60))),
+            IN_PROGRESS_RECHECK
+        );
+    }
 }

@@ -195,6 +195,25 @@ impl Action {
     pub fn records_itself(&self) -> bool {
         matches!(self, Action::Promote { .. })
     }
+
+    /// The action's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::ObservePromotedPods => "ObservePromotedPods",
+            Action::Persist => "Persist",
+            Action::CreateTrial { .. } => "CreateTrial",
+            Action::InitializeTrial { .. } => "InitializeTrial",
+            Action::CreateAnalysisRun { .. } => "CreateAnalysisRun",
+            Action::Wait { .. } => "Wait",
+            Action::Promote { .. } => "Promote",
+            Action::Fail { .. } => "Fail",
+            Action::ReplaceTrial { .. } => "ReplaceTrial",
+            Action::Discontinue { .. } => "Discontinue",
+            Action::RestorePromoted { .. } => "RestorePromoted",
+            Action::RecreatePromoted => "RecreatePromoted",
+            Action::Done => "Done",
+        }
+    }
 }
 
 /// Where the upgrade stands after this pass.
