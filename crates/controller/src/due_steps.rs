@@ -1,6 +1,6 @@
 //! Steps that fall due go first. A rollout whose engine scheduled a step for a moment (a
 //! progressive verdict at the end of its healthy period or assessment window, a recycling
-//! deadline) is woken at that moment, and then waits for a worker like any other pass. When
+//! deadline) is woken at that moment and takes a worker of its own lane (`pass_queue.rs`). When
 //! many verdicts fall due in the same second (every trial of a mass upgrade came up at once),
 //! the passes their own promotions set off (restoring scale, draining and deleting the replaced
 //! children) took the workers and the API server from the verdicts still waiting: at N=1000 the
@@ -74,6 +74,19 @@ impl DueSteps {
             return Turn::Go;
         }
         Turn::StepAside(STEP_ASIDE)
+    }
+
+    /// When the step `uid`'s pass scheduled falls due, if it scheduled one.
+    pub fn due_at(&self, uid: &str) -> Option<Instant> {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.due.get(uid).copied()
+    }
+
+    /// The pass of `uid` took its due step (it fell due while the pass waited for a worker).
+    pub fn taken(&self, uid: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.due.remove(uid);
+        m.deferred.remove(uid);
     }
 
     /// `uid` is gone.

@@ -310,8 +310,11 @@ impl Operator {
             client,
             watch_namespace: opts.watch_namespace.clone(),
             subs,
-            // Every due pass starts at once and waits for a worker in turn (`pass_queue.rs`).
-            cfg: ControllerConfig::default(),
+            // Due passes start and wait for a worker in turn (`pass_queue.rs`).
+            cfg: ControllerConfig::default().concurrency(
+                opts.workers
+                    .saturating_mul(crate::pass_queue::STARTED_PER_WORKER),
+            ),
             deletions,
         };
         let (prs, mvrs) = spawn_controllers(&mut tasks, &cancel, ctx.clone(), wiring);
@@ -488,7 +491,7 @@ struct Wiring {
     client: Client,
     watch_namespace: Option<String>,
     subs: Subscriptions,
-    /// Unbounded: the workers are counted in `Ctx::passes`.
+    /// Passes started at once; the workers are counted in `Ctx::passes`.
     cfg: ControllerConfig,
     deletions: broadcast::Sender<Announced>,
 }
@@ -719,15 +722,26 @@ async fn reconcile_cached<R: Rollout, O: Cached<R>>(
     use crate::due_steps::Turn;
     use kube::runtime::controller::Action;
     // Another rollout's scheduled step is due and not yet taken: this one steps aside.
-    let due = match ctx
-        .due_steps
-        .turn(&obj.uid().unwrap_or_default(), std::time::Instant::now())
-    {
+    let uid = obj.uid().unwrap_or_default();
+    let due = match ctx.due_steps.turn(&uid, std::time::Instant::now()) {
         Turn::StepAside(wait) => return Ok(Action::requeue(wait)),
         Turn::Due => true,
         Turn::Go => false,
     };
-    let _worker = ctx.passes.of(R::CONTROLLER).worker(due).await;
+    let (_worker, took_due) = ctx
+        .passes
+        .of(R::CONTROLLER)
+        // (one already past and not due is stale: `turn` did not take it)
+        .worker(
+            due,
+            ctx.due_steps
+                .due_at(&uid)
+                .filter(|at| *at > std::time::Instant::now()),
+        )
+        .await;
+    if took_due && !due {
+        ctx.due_steps.taken(&uid);
+    }
     // It may have changed while the pass waited; gone, its deletion was the last change.
     let Some(obj) = store.get(&ObjectRef::from_obj(&*obj)) else {
         return Ok(Action::await_change());
