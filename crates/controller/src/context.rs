@@ -55,14 +55,10 @@ pub struct Ctx {
     pub status_holds: crate::status_hold::StatusHolds,
     /// Engine-scheduled steps by rollout, so that one that falls due goes first.
     pub due_steps: Arc<crate::due_steps::DueSteps>,
-    /// The rollout controllers' workers, taken in turn.
-    pub passes: crate::pass_queue::PassQueues,
 }
 
 /// Riders are re-read from the cluster at least this often even when nothing changed.
 pub const RIDER_RECHECK: Duration = Duration::from_secs(300);
-/// Workers per rollout controller unless `--workers` says otherwise.
-pub const DEFAULT_WORKERS: u16 = 16;
 /// Periodic re-reconcile of a quiet rollout (like an informer resync).
 pub const RESYNC: Duration = Duration::from_secs(900);
 
@@ -89,7 +85,6 @@ impl Ctx {
             rider_resources: Mutex::default(),
             status_holds: Default::default(),
             due_steps: Default::default(),
-            passes: crate::pass_queue::PassQueues::new(DEFAULT_WORKERS),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Steps that fall due go first. A rollout whose engine scheduled a step for a moment (a
 //! progressive verdict at the end of its healthy period or assessment window, a recycling
-//! deadline) is woken at that moment and takes a worker of its own lane (`pass_queue.rs`). When
+//! deadline) is woken at that moment, and then waits for a worker like any other pass. When
 //! many verdicts fall due in the same second (every trial of a mass upgrade came up at once),
 //! the passes their own promotions set off (restoring scale, draining and deleting the replaced
 //! children) took the workers and the API server from the verdicts still waiting: at N=1000 the
@@ -31,17 +31,6 @@ struct Inner {
 #[derive(Default)]
 pub struct DueSteps(Mutex<Inner>);
 
-/// What a pass does when it starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Turn {
-    /// Its own scheduled step is due: it goes, in the lane of due passes (`pass_queue.rs`).
-    Due,
-    /// It goes, in turn with the others.
-    Go,
-    /// Another rollout's step is due and not yet taken: it steps aside this long.
-    StepAside(Duration),
-}
-
 impl DueSteps {
     /// The step `uid`'s pass scheduled falls due at `at` (`None`: it scheduled none).
     pub fn schedule(&self, uid: &str, at: Option<Instant>) {
@@ -52,41 +41,28 @@ impl DueSteps {
         };
     }
 
-    /// What the pass of `uid` starting at `now` does: it goes in the lane of due passes when
-    /// its own step is due; it steps aside while another's is due and not yet taken, until it
-    /// has been put off for [`MAX_DEFER`]; otherwise it goes in turn.
-    pub fn turn(&self, uid: &str, now: Instant) -> Turn {
+    /// Whether the pass of `uid` starting at `now` steps aside, and for how long: not when its
+    /// own step is due, nor when no other is waiting, nor once it has been put off for
+    /// [`MAX_DEFER`].
+    pub fn defer(&self, uid: &str, now: Instant) -> Option<Duration> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let is_due = |at: &Instant| *at <= now && now.saturating_duration_since(*at) < STALE;
         if m.due.get(uid).is_some_and(is_due) {
             // Taken: its pass says when the next one falls due.
             m.due.remove(uid);
             m.deferred.remove(uid);
-            return Turn::Due;
+            return None;
         }
         if !m.due.values().any(is_due) {
             m.deferred.remove(uid);
-            return Turn::Go;
+            return None;
         }
         let first = *m.deferred.entry(uid.to_string()).or_insert(now);
         if now.saturating_duration_since(first) >= MAX_DEFER {
             m.deferred.remove(uid);
-            return Turn::Go;
+            return None;
         }
-        Turn::StepAside(STEP_ASIDE)
-    }
-
-    /// When the step `uid`'s pass scheduled falls due, if it scheduled one.
-    pub fn due_at(&self, uid: &str) -> Option<Instant> {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.due.get(uid).copied()
-    }
-
-    /// The pass of `uid` took its due step (it fell due while the pass waited for a worker).
-    pub fn taken(&self, uid: &str) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.due.remove(uid);
-        m.deferred.remove(uid);
+        Some(STEP_ASIDE)
     }
 
     /// `uid` is gone.
@@ -109,25 +85,19 @@ mod tests {
         let t0 = Instant::now();
         due.schedule("verdict", Some(t0 + MS(500)));
         // Not due yet: nobody waits.
-        assert_eq!(due.turn("other", t0), Turn::Go);
+        assert_eq!(due.defer("other", t0), None);
         // Due and not taken: others step aside, the due one goes.
-        assert_eq!(due.turn("other", t0 + MS(600)), Turn::StepAside(STEP_ASIDE));
-        assert_eq!(due.turn("verdict", t0 + MS(650)), Turn::Due);
+        assert_eq!(due.defer("other", t0 + MS(600)), Some(STEP_ASIDE));
+        assert_eq!(due.defer("verdict", t0 + MS(650)), None);
         // Its pass scheduled nothing more: the others go.
         due.schedule("verdict", None);
-        assert_eq!(due.turn("other", t0 + MS(700)), Turn::Go);
+        assert_eq!(due.defer("other", t0 + MS(700)), None);
         // Steps that keep falling due put an ordinary pass off for MAX_DEFER at most.
         due.schedule("a", Some(t0 + MS(1000)));
-        assert_eq!(
-            due.turn("other", t0 + MS(1000)),
-            Turn::StepAside(STEP_ASIDE)
-        );
+        assert_eq!(due.defer("other", t0 + MS(1000)), Some(STEP_ASIDE));
         due.schedule("b", Some(t0 + MS(1500)));
-        assert_eq!(
-            due.turn("other", t0 + MS(1600)),
-            Turn::StepAside(STEP_ASIDE)
-        );
-        assert_eq!(due.turn("other", t0 + MS(1000) + MAX_DEFER), Turn::Go);
+        assert_eq!(due.defer("other", t0 + MS(1600)), Some(STEP_ASIDE));
+        assert_eq!(due.defer("other", t0 + MS(1000) + MAX_DEFER), None);
     }
 
     #[test]
@@ -135,10 +105,10 @@ mod tests {
         let due = DueSteps::default();
         let t0 = Instant::now();
         due.schedule("deleted", Some(t0));
-        assert_eq!(due.turn("other", t0 + MS(10)), Turn::StepAside(STEP_ASIDE));
-        assert_eq!(due.turn("late", t0 + STALE), Turn::Go);
+        assert_eq!(due.defer("other", t0 + MS(10)), Some(STEP_ASIDE));
+        assert_eq!(due.defer("late", t0 + STALE), None);
         due.schedule("gone", Some(t0 + STALE));
         due.forget("gone");
-        assert_eq!(due.turn("late", t0 + STALE + MS(1)), Turn::Go);
+        assert_eq!(due.defer("late", t0 + STALE + MS(1)), None);
     }
 }

@@ -16,7 +16,6 @@ pub mod lease_fence;
 pub mod logging;
 pub mod metrics;
 pub mod numaflow_controller;
-pub mod pass_queue;
 pub mod pause_requests;
 pub mod riders;
 pub mod rollout;

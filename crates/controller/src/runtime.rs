@@ -63,7 +63,7 @@ impl OperatorOptions {
         Self {
             config_file,
             operator_namespace: operator_namespace.into(),
-            workers: crate::context::DEFAULT_WORKERS,
+            workers: 16,
             instance: None,
             watch_namespace: None,
             metrics: Arc::default(),
@@ -200,7 +200,6 @@ impl Operator {
             opts.operator_namespace.clone(),
         );
         ctx.metrics = opts.metrics.clone();
-        ctx.passes = crate::pass_queue::PassQueues::new(opts.workers);
         if let Some(fence) = &opts.fence {
             ctx.fence = fence.clone();
         }
@@ -310,11 +309,7 @@ impl Operator {
             client,
             watch_namespace: opts.watch_namespace.clone(),
             subs,
-            // Due passes start and wait for a worker in turn (`pass_queue.rs`).
-            cfg: ControllerConfig::default().concurrency(
-                opts.workers
-                    .saturating_mul(crate::pass_queue::STARTED_PER_WORKER),
-            ),
+            cfg,
             deletions,
         };
         let (prs, mvrs) = spawn_controllers(&mut tasks, &cancel, ctx.clone(), wiring);
@@ -491,7 +486,6 @@ struct Wiring {
     client: Client,
     watch_namespace: Option<String>,
     subs: Subscriptions,
-    /// Passes started at once; the workers are counted in `Ctx::passes`.
     cfg: ControllerConfig,
     deletions: broadcast::Sender<Announced>,
 }
@@ -712,44 +706,13 @@ impl<R: Rollout> Cached<R> for Compact<R> {
     }
 }
 
-/// One pass of a rollout controller: in turn (`due_steps.rs`, `pass_queue.rs`), on the rollout
-/// as the cache has it once a worker is free.
 async fn reconcile_cached<R: Rollout, O: Cached<R>>(
-    store: Store<O>,
     obj: Arc<O>,
     ctx: Arc<Ctx>,
 ) -> Result<kube::runtime::controller::Action, crate::error::Error> {
-    use crate::due_steps::Turn;
-    use kube::runtime::controller::Action;
-    // Another rollout's scheduled step is due and not yet taken: this one steps aside.
-    let uid = obj.uid().unwrap_or_default();
-    let due = match ctx.due_steps.turn(&uid, std::time::Instant::now()) {
-        Turn::StepAside(wait) => return Ok(Action::requeue(wait)),
-        Turn::Due => true,
-        Turn::Go => false,
-    };
-    let (_worker, took_due) = ctx
-        .passes
-        .of(R::CONTROLLER)
-        // (one already past and not due is stale: `turn` did not take it)
-        .worker(
-            due,
-            ctx.due_steps
-                .due_at(&uid)
-                .filter(|at| *at > std::time::Instant::now()),
-        )
-        .await;
-    if took_due && !due {
-        ctx.due_steps.taken(&uid);
-    }
-    // It may have changed while the pass waited; gone, its deletion was the last change.
-    let Some(obj) = store.get(&ObjectRef::from_obj(&*obj)) else {
-        return Ok(Action::await_change());
-    };
-    // Boxed: a pass waiting for a worker stays small (thousands wait in a mass upgrade).
     match obj.clone().rollout() {
-        Ok(parsed) => Box::pin(rollout::reconcile::<R>(parsed, ctx.clone())).await,
-        Err(e) => Ok(Box::pin(rollout::unreadable::<R>(&*obj, &e, &ctx)).await),
+        Ok(parsed) => rollout::reconcile::<R>(parsed, ctx).await,
+        Err(e) => Ok(rollout::unreadable::<R>(&*obj, &e, &ctx).await),
     }
 }
 
@@ -762,16 +725,11 @@ fn run_controller<R: Rollout, O: Cached<R>>(
 ) {
     let token = cancel.clone();
     let gained = leadership_gained(gained);
-    let store = controller.store();
     tasks.spawn(async move {
         controller
             .reconcile_all_on(gained)
             .graceful_shutdown_on(async move { token.cancelled().await })
-            .run(
-                move |obj, ctx| reconcile_cached::<R, O>(store.clone(), obj, ctx),
-                rollout::error_policy::<O>,
-                ctx,
-            )
+            .run(reconcile_cached::<R, O>, rollout::error_policy::<O>, ctx)
             .for_each(|res| async move {
                 if let Err(e) = res {
                     tracing::debug!(error = %e, "controller event");

@@ -65,6 +65,13 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
         if !ctx.is_leader() {
             return Ok(Action::await_change());
         }
+        // Another rollout's scheduled step is due: this pass waits its turn (`due_steps.rs`).
+        if let Some(wait) = ctx
+            .due_steps
+            .defer(&obj.uid().unwrap_or_default(), std::time::Instant::now())
+        {
+            return Ok(Action::requeue(wait));
+        }
         let started = std::time::Instant::now();
         // kube-runtime keeps no queue to measure: the reference's queue length counts the
         // PipelineRollout reconciles in progress.
