@@ -123,7 +123,7 @@ impl<R: Rollout> Report<R> {
         record_health::<R>(ctx, obj, st.common());
         obj.observe_metrics(ctx, st, &now);
         // A deadline of the engine's (a trial's verdict, a recycling expiry) wakes the rollout
-        // exactly when it is due. (A timer never fires early; the margin covers the wall clock
+        // exactly when it is due, held status or not. (A timer never fires early; the margin covers the wall clock
         // being slewed meanwhile.)
         let until_wake = wake.map(|w: Timestamp| {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
@@ -172,8 +172,8 @@ impl<R: Rollout> Report<R> {
 
 /// When to look again: after `otherwise` (the periodic re-check, or what is left of a status
 /// hold), or at the engine's deadline if that comes first. A held status must not put off a
-/// verdict: during a mass upgrade a promoted child scaled down for its trial settles slowly, and
-/// its rollout's promotion waited for the hold to end (five minutes late at N=10,000).
+/// deadline (a recycling expiry, a failure wait): a hold lasts up to ten minutes while the
+/// namespace's Numaflow controller works through a backlog.
 fn next_pass(otherwise: Duration, wake: Option<Duration>) -> Duration {
     wake.map_or(otherwise, |w| w.min(otherwise))
 }
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn a_deadline_wakes_the_rollout_before_a_hold_or_the_recheck_ends() {
         let s = Duration::from_secs;
-        // A trial due in 3 s while its rollout's status is held for 5 minutes more.
+        // A deadline in 3 s while the rollout's status is held for 5 minutes more.
         assert_eq!(next_pass(s(300), Some(s(3))), s(3));
         assert_eq!(next_pass(IN_PROGRESS_RECHECK, Some(s(3))), s(3));
         // No deadline, or a later one: the hold or re-check decides.
