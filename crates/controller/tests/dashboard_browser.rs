@@ -109,6 +109,8 @@ impl Drop for KillChromium {
         let _ = std::process::Command::new("pkill")
             .arg("-KILL")
             .arg("-f")
+            // The pattern starts with dashes: without `--` pkill took it for an option.
+            .arg("--")
             .arg(format!("--user-data-dir={}", self.0.display()))
             .status();
     }
