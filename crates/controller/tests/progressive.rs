@@ -293,6 +293,54 @@ async fn monovertex_success_then_failure_and_force_promote() {
     h.assert_invariants().await;
 }
 
+/// A trial judged from its own status is woken by its changes and its deadlines, not sampled
+/// every `interval` (at N=10,000, a pass per trial per second kept every worker busy and
+/// starved some rollouts for minutes).
+#[tokio::test]
+async fn a_monovertex_trial_is_judged_on_its_changes_not_every_interval() {
+    let h = Harness::start_real("prog-quiet", CONFIG).await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    // A bad trial, sampled every second by its schedule, failing only after a minute.
+    h.apply::<MonoVertexRollout>(mvr(BAD, Some("0,60,2,1")))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("trial judged unhealthy", "mvr", |r| {
+        let up = upgrading(r?)?;
+        (up.child.name == "mvr-1" && !up.child.failure_reasons.is_empty()).then_some(())
+    })
+    .await;
+    let passes = || -> f64 {
+        samples(
+            &h.metrics.encode(),
+            "numaplane_reconcile_duration_seconds_count",
+        )
+        .iter()
+        .filter(|(l, _)| l.contains(r#"controller="monovertex-rollout-controller""#))
+        .map(|(_, v)| v)
+        .sum()
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = passes();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let during = passes() - before;
+    // Ten samples if it were sampled every second; a few passes for the child's own changes.
+    assert!(
+        during <= 4.0,
+        "{during} passes in 10 s of a trial that did not change"
+    );
+    let r: MonoVertexRollout = h.api().get("mvr").await.expect("mvr");
+    let up = upgrading(&r).expect("upgrading");
+    assert_eq!(
+        (up.child.name.as_str(), up.child.assessment_result),
+        (
+            "mvr-1",
+            Some(numaplane_api::progressive::AssessmentResult::Unknown)
+        ),
+        "still being assessed"
+    );
+    h.assert_invariants().await;
+}
+
 // ---- Pipelines ----
 
 const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";

@@ -218,21 +218,25 @@ async fn isbsvc_health_sample<K: ChildObject>(
     ))
 }
 
+/// One health sample of a trial Pipeline or MonoVertex, and whether it was judged only from
+/// the child itself, whose every change wakes the rollout (vertex counts do not: a Pipeline
+/// whose own status passes it is sampled every interval while its vertices decide).
 async fn health_sample<K: ChildObject>(
     ctx: &Ctx,
     kind: Kind,
     trial: &K,
-) -> Result<TrialHealth, Error> {
+) -> Result<(TrialHealth, bool), Error> {
     let json = trial.to_json();
     if kind == Kind::MonoVertex {
-        return Ok(progressive::health::pipeline_type_health(&json, true, &[]));
+        let health = progressive::health::pipeline_type_health(&json, true, &[]);
+        return Ok((health, true));
     }
     let ns = trial.namespace().unwrap_or_default();
     let (cached, complete) = cached_vertices(ctx, &ns, &trial.name_any(), trial.spec());
-    if complete || !progressive::health::needs_every_vertex(&json) {
-        return Ok(progressive::health::pipeline_type_health(
-            &json, false, &cached,
-        ));
+    let vertices_decide = progressive::health::needs_every_vertex(&json);
+    if complete || !vertices_decide {
+        let health = progressive::health::pipeline_type_health(&json, false, &cached);
+        return Ok((health, !vertices_decide));
     }
     let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &ns);
     let lp = ListParams::default().labels(&format!(
@@ -248,9 +252,8 @@ async fn health_sample<K: ChildObject>(
         .iter()
         .map(Vertex::to_json)
         .collect();
-    Ok(progressive::health::pipeline_type_health(
-        &json, false, &vertices,
-    ))
+    let health = progressive::health::pipeline_type_health(&json, false, &vertices);
+    Ok((health, false))
 }
 
 /// The Vertex objects of the trial pipeline `pipeline` that the Vertex cache holds (Numaflow
@@ -606,8 +609,9 @@ fn waiting_for(step: &str) -> String {
     format!("progressive: {step}")
 }
 
-/// Logs a pass's step: at debug when it only waits and records nothing new (a trial is sampled
-/// every `interval`; at N=10,000 a line per sample was most of a 195 MB log).
+/// Logs a pass's step: at debug when it only waits and records nothing new (a trial whose
+/// vertices decide is sampled every `interval`; at N=10,000 a line per sample was most of a
+/// 195 MB log).
 fn log_step(plan: &progressive::Plan, recorded_anew: bool) {
     if recorded_anew || !matches!(plan.action, Action::Wait { .. }) {
         info!(action = plan.action.name(), step = %plan.message, "progressive step");
@@ -714,6 +718,8 @@ struct ObservedTrial<C> {
     /// Its spec (or riders) no longer what the rollout asks for.
     differs: bool,
     health: TrialHealth,
+    /// `health` was judged only from what wakes the rollout when it changes.
+    health_watched: bool,
     run: Option<ObservedRun>,
 }
 
@@ -759,8 +765,9 @@ impl<R: Rollout> Progress<'_, R> {
         } else {
             None
         };
-        let health = if kind == Kind::InterStepBufferService {
-            isbsvc_health_sample(ctx, &self.name, &t, self.resolved.placement.hold).await?
+        let (health, health_watched) = if kind == Kind::InterStepBufferService {
+            let sample = isbsvc_health_sample(ctx, &self.name, &t, self.resolved.placement.hold);
+            (sample.await?, false)
         } else {
             health_sample(ctx, kind, &t).await?
         };
@@ -768,6 +775,7 @@ impl<R: Rollout> Progress<'_, R> {
             child: t,
             differs,
             health,
+            health_watched,
             run,
         }))
     }
@@ -827,6 +835,7 @@ impl<R: Rollout> Progress<'_, R> {
                 .map(String::as_str),
             differs_from_rollout: t.differs,
             health: t.health.clone(),
+            health_watched: t.health_watched,
             analysis_run: t.run.clone(),
         });
         let live_name = live.name_any();

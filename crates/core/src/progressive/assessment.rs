@@ -6,7 +6,11 @@
 //! healthy for a continuous `period` (`trialWindowStartTime`, restarted by any failure signal)
 //! and reach that before `start + end`, else it fails. Unlike the reference, which only samples
 //! every `interval`, the returned wake-up is the earliest of the next sample, the end of the
-//! healthy window and the failure deadline, so a verdict is never up to `interval` late.
+//! healthy window and the failure deadline, so a verdict is never up to `interval` late. And
+//! when every input of the sample wakes the rollout as it changes (`watched`: a MonoVertex, a
+//! Pipeline whose own status does not pass it), there is no next sample: the child's watch
+//! brings each change, and the wake-up is only the verdict's deadline. At N=10,000 a sample of
+//! every trial every second kept the workers' queue from ever draining.
 
 use super::Kind;
 use super::health::TrialHealth;
@@ -29,11 +33,13 @@ pub(crate) enum BasicVerdict {
 }
 
 /// Judges one sample, updating `u` as the reference records it. `u` must name the trial.
+/// `watched`: a change of anything `health` was judged from wakes the rollout.
 pub(crate) fn basic(
     u: &mut UpgradingChildStatus,
     kind: Kind,
     schedule: &AssessmentSchedule,
     health: &TrialHealth,
+    watched: bool,
     now: Secs,
 ) -> BasicVerdict {
     let trial = u.name.clone();
@@ -55,7 +61,11 @@ pub(crate) fn basic(
             deadline: false,
         };
     }
-    let next_sample = now.saturating_add(secs(schedule.requeue_interval()));
+    let next_sample = if watched && kind != Kind::InterStepBufferService {
+        Secs::MAX
+    } else {
+        now.saturating_add(secs(schedule.requeue_interval()))
+    };
 
     if kind == Kind::InterStepBufferService {
         // Judged from its pipelines only; End and Period don't apply (their own End bounds it).

@@ -185,6 +185,8 @@ impl Sim {
                 result_label: t.result_label,
                 differs_from_rollout: t.version != self.version,
                 health: self.health.clone(),
+                // Passes come as the simulation's events, not at the wake-ups the engine asks.
+                health_watched: true,
                 analysis_run: None,
             }),
             record: &self.record,

@@ -63,6 +63,9 @@ pub struct TrialChild<'a> {
     pub differs_from_rollout: bool,
     /// One health sample ([`super::health`]).
     pub health: TrialHealth,
+    /// Everything `health` was judged from is watched (the child's own status): a change
+    /// wakes the rollout, so the assessment waits for its deadlines, not for timed samples.
+    pub health_watched: bool,
     /// The AnalysisRun `<kind>-<trial>`, if it exists.
     pub analysis_run: Option<ObservedRun>,
 }
@@ -749,7 +752,14 @@ fn assess(
         return fail(rec, input, promoted, trial);
     }
 
-    let verdict = basic(u, input.kind, &input.schedule, &trial.health, now);
+    let verdict = basic(
+        u,
+        input.kind,
+        &input.schedule,
+        &trial.health,
+        trial.health_watched,
+        now,
+    );
     let verdict = match verdict {
         BasicVerdict::Failure => {
             u.assessment_result = Some(AssessmentResult::Failure);
@@ -815,8 +825,8 @@ fn assess(
             if let Some(u) = rec.upgrading.as_mut() {
                 u.assessment_result = Some(AssessmentResult::Unknown);
             }
-            // AnalysisRun changes are watched; the interval is only a safety net.
-            let next_sample = now.saturating_add(interval);
+            // A finished run wakes the rollout through the run watch; this is a safety net.
+            let next_sample = now.saturating_add(interval.max(ANALYSIS_RECHECK));
             let mut p = wait(
                 rec,
                 next_sample.min(timeout_at),
@@ -831,6 +841,11 @@ fn assess(
         }
     }
 }
+
+/// How often a running AnalysisRun is looked at without an event: its finish wakes the
+/// rollout (the controller's run watch), so this only covers a watch that is down. Sampling
+/// every `interval` was a pass per second per trial at scale.
+const ANALYSIS_RECHECK: Secs = 20;
 
 /// The failure reason of an aborted trial.
 pub const ABORTED: &str = "aborted by the user: label numaplane.numaproj.io/abort on the trial";

@@ -476,6 +476,7 @@ struct World {
     trial: Option<(String, Value)>,
     trial_differs: bool,
     health: TrialHealth,
+    health_watched: bool,
     label_force: bool,
     label_abort: bool,
     result_label: Option<&'static str>,
@@ -501,6 +502,7 @@ impl World {
             trial: None,
             trial_differs: false,
             health: TrialHealth::Pending,
+            health_watched: false,
             label_force: false,
             label_abort: false,
             result_label: None,
@@ -526,6 +528,7 @@ impl World {
             result_label: self.result_label,
             differs_from_rollout: self.trial_differs,
             health: self.health.clone(),
+            health_watched: self.health_watched,
             analysis_run: self.run.clone(),
         });
         step(&StepInput {
@@ -694,6 +697,101 @@ fn monovertex_success_with_exact_wakeups() {
     assert_eq!(
         (done.action, done.progress),
         (Action::Done, Progress::Complete)
+    );
+}
+
+/// A trial judged only from what is watched gets no timed samples: it waits for the deadline
+/// that applies (the failure deadline, then the end of its healthy window), and each change
+/// of its health arrives as a pass of its own.
+#[test]
+fn a_watched_trial_waits_only_for_its_deadlines() {
+    let mut w = initialised_mv();
+    w.health_watched = true;
+    // Delay 10 s from 1000: assessment starts after 1010, a plain wait.
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.deadline),
+        (
+            Action::Wait {
+                until: Some(ts(1011))
+            },
+            false
+        )
+    );
+    // Not running yet: no sample every 10 s, only the failure deadline (end 180 s).
+    w.now = 1011;
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.deadline),
+        (
+            Action::Wait {
+                until: Some(ts(1191))
+            },
+            true
+        )
+    );
+    // Unhealthy: the same.
+    w.now = 1020;
+    w.health = TrialHealth::Unhealthy {
+        reasons: vec!["down".into()],
+        child_status: None,
+    };
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.deadline),
+        (
+            Action::Wait {
+                until: Some(ts(1191))
+            },
+            true
+        )
+    );
+    // Healthy from 1030: the 30 s window ends at 1060, the verdict's moment.
+    w.now = 1030;
+    w.health = TrialHealth::Healthy;
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.deadline),
+        (
+            Action::Wait {
+                until: Some(ts(1060))
+            },
+            true
+        )
+    );
+    // A window that would end after the deadline is woken at the deadline.
+    w.now = 1170;
+    w.health = TrialHealth::Unhealthy {
+        reasons: vec!["down".into()],
+        child_status: None,
+    };
+    w.run();
+    w.health = TrialHealth::Healthy;
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.deadline),
+        (
+            Action::Wait {
+                until: Some(ts(1191))
+            },
+            true
+        )
+    );
+    w.now = 1191;
+    assert!(matches!(w.run().action, Action::Fail { .. }));
+    // Not watched (a pipeline whose vertices decide): sampled every interval as before.
+    let mut w = initialised_mv();
+    w.run();
+    w.now = 1011;
+    let p = w.run();
+    assert_eq!(
+        (p.action, p.deadline),
+        (
+            Action::Wait {
+                until: Some(ts(1021))
+            },
+            false
+        )
     );
 }
 
@@ -1055,10 +1153,11 @@ fn analysis_run_phases() {
         completed_at: None,
     };
     w.run = Some(obs(AnalysisPhase::Running));
+    // Its finish is watched: looked at again only after 20 s (not every 10 s interval).
     assert_eq!(
         w.run().action,
         Action::Wait {
-            until: Some(ts(1011))
+            until: Some(ts(1021))
         }
     );
     // Close to the timeout the wake-up is the timeout.
