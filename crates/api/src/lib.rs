@@ -14,6 +14,7 @@ pub mod keys;
 pub mod label_index;
 pub mod manifests;
 pub mod monovertex_rollout;
+pub mod narrow;
 pub mod numaflow;
 pub mod numaflow_controller;
 pub mod numaflow_controller_rollout;

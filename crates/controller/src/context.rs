@@ -8,7 +8,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::narrow::AnalysisRunPhase;
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{ISBServiceRollout, NumaflowControllerRollout};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,8 +27,9 @@ pub struct Stores {
     pub nc_rollouts: Store<NumaflowControllerRollout>,
     pub statefulsets: Store<StatefulSet>,
     pub pdbs: Store<PodDisruptionBudget>,
-    /// Numaplane's AnalysisRuns (`run_watch.rs`); empty without Argo Rollouts' CRDs.
-    pub analysis_runs: Store<AnalysisRun>,
+    /// Numaplane's AnalysisRuns, their owners and outcome only (`run_watch.rs`); empty without
+    /// Argo Rollouts' CRDs.
+    pub analysis_runs: Store<AnalysisRunPhase>,
     /// Every Vertex's replica counts (a trial pipeline's health sample reads them).
     pub vertices: crate::vertex_cache::VertexCache,
 }

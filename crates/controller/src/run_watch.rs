@@ -3,19 +3,20 @@
 //! up to the schedule's interval (10 s by default) after Argo Rollouts decided. The verdict a
 //! finished run brings is due at once: its pass goes before routine ones (`due_steps.rs`). Only
 //! Numaplane's runs are watched (`app.kubernetes.io/part-of=numaplane`), and only a final
-//! phase wakes anyone: Argo rewrites a running run's status at every measurement.
+//! phase wakes anyone: Argo rewrites a running run's status at every measurement. A run is
+//! cached as its owners and outcome only ([`AnalysisRunPhase`]).
 
 use crate::child_cache::ChildCache;
 use crate::due_steps::DueSteps;
 use crate::watches::Announced;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Resource, ResourceExt};
 use numaplane_api::keys::{labels, upgrade_state};
-use numaplane_api::numaflow::{AnalysisRun, MonoVertex, Pipeline};
-use serde_json::Value;
+use numaplane_api::narrow::AnalysisRunPhase;
+use numaplane_api::numaflow::{MonoVertex, Pipeline};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::broadcast;
@@ -41,9 +42,9 @@ pub(crate) struct Trials {
 pub(crate) fn spawn(
     tasks: &mut JoinSet<()>,
     cancel: &CancellationToken,
-    api: Api<AnalysisRun>,
+    api: Api<AnalysisRunPhase>,
     trials: Trials,
-    store: reflector::store::Writer<AnalysisRun>,
+    store: reflector::store::Writer<AnalysisRunPhase>,
     announced: broadcast::Sender<Announced>,
     due: Arc<DueSteps>,
 ) {
@@ -59,7 +60,6 @@ pub(crate) fn spawn(
         // there.
         let stream = watcher(api, cfg)
             .default_backoff()
-            .modify(|r: &mut AnalysisRun| r.meta_mut().managed_fields = None)
             .reflect(store)
             .applied_objects();
         let mut stream = std::pin::pin!(stream);
@@ -87,9 +87,8 @@ pub(crate) fn spawn(
 /// The announcement for `run` if it is finished and its trial is a cached child, with the UID
 /// of the trial's rollout while the child is still a trial (a verdict waits on the run; a
 /// relist also announces the runs of children promoted long ago).
-fn finished(run: &AnalysisRun, trials: &Trials) -> Option<(Announced, Option<String>)> {
-    let phase = run.status.as_ref()?.get("phase").and_then(Value::as_str)?;
-    if !FINAL.contains(&phase) {
+fn finished(run: &AnalysisRunPhase, trials: &Trials) -> Option<(Announced, Option<String>)> {
+    if !FINAL.contains(&run.phase.as_deref()?) {
         return None;
     }
     let ns = run.namespace()?;
@@ -141,7 +140,7 @@ mod tests {
     use kube::runtime::watcher::Event;
     use numaplane_api::compact::Compact;
     use numaplane_api::label_index::LabelIndex;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn cache<K>(objects: &[Value]) -> ChildCache<K>
     where
@@ -155,7 +154,7 @@ mod tests {
         ChildCache::new(reader, Arc::new(LabelIndex::of_keys(INDEXED_LABELS)))
     }
 
-    fn run(phase: &str, owner_kind: &str, owner: &str) -> AnalysisRun {
+    fn run(phase: &str, owner_kind: &str, owner: &str) -> AnalysisRunPhase {
         serde_json::from_value(json!({
             "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
             "metadata": {"name": "run", "namespace": "ns", "ownerReferences": [{

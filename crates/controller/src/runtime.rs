@@ -22,7 +22,8 @@ use kube::{Client, Resource, ResourceExt};
 use numaplane_api::compact::{Compact, RawObject, Unreadable};
 use numaplane_api::keys::labels;
 use numaplane_api::label_index::LabelIndex;
-use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::narrow::AnalysisRunPhase;
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
 };
@@ -105,7 +106,7 @@ impl Operator {
         let (statefulsets, statefulsets_w) =
             reflector::store_shared::<StatefulSet>(SUBSCRIBER_BUFFER);
         let (pdbs, pdbs_w) = reflector::store_shared::<PodDisruptionBudget>(SUBSCRIBER_BUFFER);
-        let (analysis_runs, analysis_runs_w) = reflector::store::<AnalysisRun>();
+        let (analysis_runs, analysis_runs_w) = reflector::store::<AnalysisRunPhase>();
         let vertices = crate::vertex_cache::VertexCache::default();
 
         let pipelines_for_ncr = subscribe(&pipelines_w)?;

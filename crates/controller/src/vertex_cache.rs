@@ -8,7 +8,7 @@ use crate::metrics::Metrics;
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use numaplane_api::numaflow::VertexReplicas;
+use numaplane_api::narrow::VertexReplicas;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use tokio::task::JoinSet;

@@ -22,6 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{RiderStatus, UpgradeStrategy};
 use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
+use numaplane_api::narrow::AnalysisRunPhase;
 use numaplane_api::numaflow::{AnalysisRun, Vertex};
 use numaplane_api::progressive::AnalysisPhase;
 use numaplane_api::strategy::Analysis;
@@ -301,7 +302,7 @@ async fn observed_run(
     {
         return Ok(Some(observed(&run)));
     }
-    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<AnalysisRunPhase> = Api::namespaced(ctx.client.clone(), ns);
     Ok(api
         .get_opt(name)
         .await
@@ -310,16 +311,15 @@ async fn observed_run(
         .map(observed))
 }
 
-fn observed(run: &AnalysisRun) -> ObservedRun {
-    let status = run.status.as_ref();
-    let phase = status
-        .and_then(|s| s.get("phase"))
-        .cloned()
-        .and_then(|p| serde_json::from_value::<AnalysisPhase>(p).ok())
+fn observed(run: &AnalysisRunPhase) -> ObservedRun {
+    let phase = run
+        .phase
+        .as_deref()
+        .and_then(|p| serde_json::from_value::<AnalysisPhase>(Value::from(p)).ok())
         .unwrap_or_default();
-    let completed_at = status
-        .and_then(|s| s.get("completedAt"))
-        .and_then(Value::as_str)
+    let completed_at = run
+        .completed_at
+        .as_deref()
         .and_then(|s| s.parse::<Timestamp>().ok());
     ObservedRun {
         phase,
