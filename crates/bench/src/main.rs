@@ -62,10 +62,10 @@ struct Args {
     /// scenarios: no floor, idle, update storm or restart.
     #[arg(long)]
     progressive_only: bool,
-    /// How many of the three progressive runs (all succeeding, half failing, with
-    /// AnalysisTemplates) to make, in that order.
-    #[arg(long, default_value_t = 3)]
-    progressive_runs: usize,
+    /// Which of the three progressive runs to make (always in this order): progressive (all
+    /// succeeding), progressive_half_failing, progressive_analysis (with AnalysisTemplates).
+    #[arg(long, value_delimiter = ',', default_values_t = scenarios::PROGRESSIVE_RUNS.map(String::from))]
+    progressive_scenarios: Vec<String>,
     /// Give up on convergence after this many seconds.
     #[arg(long, default_value_t = 900)]
     converge_timeout_seconds: u64,
@@ -89,6 +89,16 @@ async fn main() -> Result<()> {
         )
         .init();
     let args = Args::parse();
+    if let Some(bad) = args
+        .progressive_scenarios
+        .iter()
+        .find(|r| !scenarios::PROGRESSIVE_RUNS.contains(&r.as_str()))
+    {
+        anyhow::bail!(
+            "--progressive-scenarios: no scenario {bad:?} (one of {})",
+            scenarios::PROGRESSIVE_RUNS.join(", ")
+        );
+    }
     let command = args
         .command
         .clone()
@@ -111,7 +121,7 @@ async fn main() -> Result<()> {
             end_seconds: args.assessment_end_seconds,
         },
         progressive_only: args.progressive_only,
-        progressive_runs: args.progressive_runs,
+        progressive_scenarios: args.progressive_scenarios,
         work_dir: args.work_dir.canonicalize()?,
     };
     let machine = report::Machine::detect();

@@ -17,6 +17,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tracing::info;
 
+/// The progressive runs, in the order they are made.
+pub const PROGRESSIVE_RUNS: [&str; 3] = [
+    "progressive",
+    "progressive_half_failing",
+    "progressive_analysis",
+];
+
 const RSS_PERIOD: Duration = Duration::from_millis(500);
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -36,8 +43,8 @@ pub struct Settings {
     /// Only the cold start (the N rollouts the upgrades run beside) and the progressive
     /// scenarios: no floor, idle, update storm or restart.
     pub progressive_only: bool,
-    /// How many of the three progressive runs to make, in order.
-    pub progressive_runs: usize,
+    /// Which of [`PROGRESSIVE_RUNS`] to make (in that order, whatever the order given).
+    pub progressive_scenarios: Vec<String>,
     pub work_dir: PathBuf,
 }
 
@@ -257,14 +264,15 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate:
         let (p, m) = prog::apply(&client, &ns, n, "stable", false, s.schedule, |_| false).await?;
         observer.settle(&merged(p, m), s.converge_timeout).await?;
         tokio::time::sleep(s.settle).await;
-        for (name, tag, half_fail, analysis) in [
-            ("progressive", "v1", false, false),
-            ("progressive_half_failing", "v2", true, false),
-            ("progressive_analysis", "v3", false, true),
-        ]
-        .into_iter()
-        .take(s.progressive_runs)
-        {
+        let runs = PROGRESSIVE_RUNS.into_iter().zip([
+            ("v1", false, false),
+            ("v2", true, false),
+            ("v3", false, true),
+        ]);
+        for (name, (tag, half_fail, analysis)) in runs {
+            if !s.progressive_scenarios.iter().any(|r| r == name) {
+                continue;
+            }
             let fails = |i: usize| half_fail && i.is_multiple_of(2);
             if analysis {
                 if !s.real_stack {
