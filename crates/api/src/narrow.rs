@@ -38,26 +38,16 @@ macro_rules! narrow_resource {
     };
 }
 
-/// A Vertex as the operator's Vertex watch reads it: its name, its pipeline and its replica
-/// counts, what a trial pipeline's health sample needs. Everything else (the spec Numaflow
-/// copies from the pipeline, annotations, owners) is dropped as it is parsed, since every
-/// Vertex of the cluster goes through that watch.
-#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(from = "VertexWire")]
-pub struct VertexReplicas {
-    pub metadata: ObjectMeta,
-    pub ready_replicas: Option<i64>,
-    pub desired_replicas: Option<i64>,
-}
-
+/// What a narrowed view parses of an object: `metadata` and `status`, the rest skipped.
 #[derive(Deserialize)]
-struct VertexWire {
+struct Wire<S> {
     #[serde(default)]
     metadata: WireMeta,
-    #[serde(default)]
-    status: Option<ReplicaCounts>,
+    #[serde(default = "Option::default")]
+    status: Option<S>,
 }
 
+/// The metadata fields any view keeps.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
@@ -66,6 +56,36 @@ struct WireMeta {
     resource_version: Option<String>,
     #[serde(default)]
     labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    owner_references: Vec<OwnerReference>,
+}
+
+impl WireMeta {
+    /// Name, namespace and resourceVersion (the watch resumes from the newest object's), with
+    /// the one `label` a view reads and, when `owners`, the owner references.
+    fn keep(self, label: Option<&str>, owners: bool) -> ObjectMeta {
+        let labels = label.map(|l| self.labels.into_iter().filter(|(k, _)| k == l).collect());
+        ObjectMeta {
+            name: self.name,
+            namespace: self.namespace,
+            resource_version: self.resource_version,
+            labels,
+            owner_references: owners.then_some(self.owner_references),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// A Vertex as the operator's Vertex watch reads it: its name, its pipeline and its replica
+/// counts, what a trial pipeline's health sample needs. Everything else (the spec Numaflow
+/// copies from the pipeline, annotations, owners) is dropped as it is parsed, since every
+/// Vertex of the cluster goes through that watch.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(from = "Wire<ReplicaCounts>")]
+pub struct VertexReplicas {
+    pub metadata: ObjectMeta,
+    pub ready_replicas: Option<i64>,
+    pub desired_replicas: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -75,25 +95,13 @@ struct ReplicaCounts {
     desired_replicas: Option<i64>,
 }
 
-impl From<VertexWire> for VertexReplicas {
-    fn from(w: VertexWire) -> Self {
-        let pipeline = crate::keys::labels::NUMAFLOW_PIPELINE_NAME;
-        let labels = w
-            .metadata
-            .labels
-            .into_iter()
-            .filter(|(k, _)| k == pipeline)
-            .collect();
+impl From<Wire<ReplicaCounts>> for VertexReplicas {
+    fn from(w: Wire<ReplicaCounts>) -> Self {
         let status = w.status.unwrap_or_default();
         VertexReplicas {
-            metadata: ObjectMeta {
-                name: w.metadata.name,
-                namespace: w.metadata.namespace,
-                // The watch resumes from the newest object's resource version.
-                resource_version: w.metadata.resource_version,
-                labels: Some(labels),
-                ..ObjectMeta::default()
-            },
+            metadata: w
+                .metadata
+                .keep(Some(crate::keys::labels::NUMAFLOW_PIPELINE_NAME), false),
             ready_replicas: status.ready_replicas,
             desired_replicas: status.desired_replicas,
         }
@@ -118,31 +126,13 @@ narrow_resource!(VertexReplicas, Vertex);
 /// and keeps every measurement in it, beside the spec's metrics and Prometheus queries; a mass
 /// upgrade with AnalysisTemplates leaves thousands of runs in the cache.
 #[derive(Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(from = "RunWire")]
+#[serde(from = "Wire<RunOutcome>")]
 pub struct AnalysisRunPhase {
     pub metadata: ObjectMeta,
     /// `status.phase` (`Pending`, `Running`, `Successful`, `Failed`, `Error`, `Inconclusive`).
     pub phase: Option<String>,
     /// `status.completedAt`, as written.
     pub completed_at: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RunWire {
-    #[serde(default)]
-    metadata: RunWireMeta,
-    #[serde(default)]
-    status: Option<RunOutcome>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct RunWireMeta {
-    name: Option<String>,
-    namespace: Option<String>,
-    resource_version: Option<String>,
-    #[serde(default)]
-    owner_references: Vec<OwnerReference>,
 }
 
 #[derive(Deserialize, Default)]
@@ -152,19 +142,11 @@ struct RunOutcome {
     completed_at: Option<String>,
 }
 
-impl From<RunWire> for AnalysisRunPhase {
-    fn from(w: RunWire) -> Self {
+impl From<Wire<RunOutcome>> for AnalysisRunPhase {
+    fn from(w: Wire<RunOutcome>) -> Self {
         let status = w.status.unwrap_or_default();
-        let m = w.metadata;
         AnalysisRunPhase {
-            metadata: ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                // The watch resumes from the newest object's resource version.
-                resource_version: m.resource_version,
-                owner_references: Some(m.owner_references),
-                ..ObjectMeta::default()
-            },
+            metadata: w.metadata.keep(None, true),
             phase: status.phase,
             completed_at: status.completed_at,
         }
