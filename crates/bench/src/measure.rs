@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const RECONCILE_HISTOGRAM: &str = "numaplane_reconcile_duration_seconds";
+const DUE_STEP_HISTOGRAM: &str = "numaplane_due_step_delay_seconds";
 const MIB: f64 = 1024.0;
 
 /// Other processes whose CPU is worth reporting: name → pid.
@@ -39,6 +40,7 @@ pub struct Window {
     audit_log: PathBuf,
     audit_mark: u64,
     reconciles: Buckets,
+    due_steps: Buckets,
     controller_cpu: f64,
     others: Vec<(String, u32, f64)>,
 }
@@ -51,18 +53,23 @@ impl Window {
         controller: Option<&Controller>,
         others: &Others,
     ) -> Result<Self> {
-        let (reconciles, controller_cpu) = match controller {
-            Some(c) => (
-                Buckets::of(&prom::parse(&c.metrics().await?), RECONCILE_HISTOGRAM),
-                procfs::cpu_seconds(c.pid())?,
-            ),
-            None => (Buckets::default(), 0.0),
+        let (reconciles, due_steps, controller_cpu) = match controller {
+            Some(c) => {
+                let m = prom::parse(&c.metrics().await?);
+                (
+                    Buckets::of(&m, RECONCILE_HISTOGRAM),
+                    Buckets::of(&m, DUE_STEP_HISTOGRAM),
+                    procfs::cpu_seconds(c.pid())?,
+                )
+            }
+            None => (Buckets::default(), Buckets::default(), 0.0),
         };
         Ok(Self {
             started: Instant::now(),
             audit_log: audit_log.to_path_buf(),
             audit_mark: audit::mark(audit_log)?,
             reconciles,
+            due_steps,
             controller_cpu,
             others: others
                 .iter()
@@ -97,6 +104,8 @@ impl Window {
         let end = Instant::now();
         let metrics = prom::parse(&controller.metrics().await?);
         let reconciles = Buckets::of(&metrics, RECONCILE_HISTOGRAM).since(&self.reconciles);
+        let due_steps = Buckets::of(&metrics, DUE_STEP_HISTOGRAM).since(&self.due_steps);
+        let due_ms = |q: f64| due_steps.quantile(q).map(|s| round3(s * 1000.0));
         let cpu = procfs::cpu_seconds(controller.pid())? - self.controller_cpu;
         let (_, hwm) = procfs::memory(controller.pid())?;
         let all = rss.window(self.started, end);
@@ -171,6 +180,9 @@ impl Window {
             wall_to_floor: None,
             wall_to_numaflow_floor: None,
             other_cpu_seconds,
+            due_steps: (due_steps.count() > 0.0).then(|| due_steps.count() as u64),
+            due_step_delay_p50_ms: due_ms(0.5),
+            due_step_delay_p99_ms: due_ms(0.99),
             progressive: None,
         })
     }

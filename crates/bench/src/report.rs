@@ -63,6 +63,14 @@ pub struct Scenario {
     pub wall_to_numaflow_floor: Option<f64>,
     /// CPU seconds of the other processes on the machine during the scenario.
     pub other_cpu_seconds: BTreeMap<String, f64>,
+    /// Steps that fell due (progressive verdicts) and how long after their moment their pass
+    /// started, p50 and p99 in ms; absent when none fell due.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_steps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_step_delay_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_step_delay_p99_ms: Option<f64>,
     /// The progressive scenarios' own figures (verdicts and their lateness).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progressive: Option<crate::progressive::Figures>,
@@ -184,6 +192,10 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
         (
             "reconcile_p50_ms",
             "histogram_quantile-style interpolation over the difference of numaplane_reconcile_duration_seconds buckets (all controllers) scraped before and after the scenario; 0 when no reconcile ran",
+        ),
+        (
+            "due_step_delay_p50_ms",
+            "interpolated like reconcile_p50_ms over numaplane_due_step_delay_seconds: from the moment a scheduled step (a progressive verdict: the end of a healthy period, a finished AnalysisRun) fell due to the start of the pass that takes it; due_steps counts them",
         ),
         (
             "rss_per_rollout_kib",

@@ -55,7 +55,7 @@ pub struct Ctx {
     pub rider_resources: Mutex<HashMap<String, kube::discovery::ApiResource>>,
     /// Status writes held back while a child settles.
     pub status_holds: crate::status_hold::StatusHolds,
-    /// Engine-scheduled steps by rollout, so that one that falls due goes first.
+    /// Engine-scheduled steps by rollout, taken at their moment beside the workers.
     pub due_steps: Arc<crate::due_steps::DueSteps>,
 }
 
@@ -136,7 +136,6 @@ impl Ctx {
 
     pub fn forget(&self, uid: &str) {
         self.status_holds.release(uid);
-        self.due_steps.forget(uid);
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())

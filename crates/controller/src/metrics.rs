@@ -79,6 +79,8 @@ pub struct Metrics {
     // Ours.
     pub reconcile_duration: Family<Labels, Histogram>,
     pub reconcile_errors: Family<Labels, Counter>,
+    /// From the moment a scheduled step fell due to the start of its pass (`due_steps.rs`).
+    pub due_step_delay: Family<Labels, Histogram>,
     pub kube_requests: Family<Labels, Counter>,
     pub leader: Gauge,
     /// Writes refused because this replica's lease renewal was overdue.
@@ -297,6 +299,11 @@ impl Metrics {
             "Duration of every reconcile pass, by controller",
             Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram)
         );
+        let due_step_delay = reg!(
+            "numaplane_due_step_delay_seconds",
+            "From the moment a scheduled step (a progressive verdict) fell due to the start of its pass, by controller",
+            Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram)
+        );
         let reconcile_errors = reg!(
             "numaplane_reconcile_errors",
             "Failed reconcile passes by controller and reason",
@@ -381,6 +388,7 @@ impl Metrics {
             numaflow_controller_kubectl_execution_total,
             reconcile_duration,
             reconcile_errors,
+            due_step_delay,
             kube_requests,
             leader,
             fenced_writes,

@@ -1,13 +1,14 @@
 //! Keeps Numaplane's AnalysisRuns in a cache a pass reads, and wakes a rollout the moment its
 //! trial's run finishes; without this watch it would look only at its next assessment sample,
 //! up to the schedule's interval (10 s by default) after Argo Rollouts decided. The verdict a
-//! finished run brings is due at once: its pass goes before routine ones (`due_steps.rs`). Only
+//! finished run brings is due at once: its pass is taken beside the workers (`due_steps.rs`). Only
 //! Numaplane's runs are watched (`app.kubernetes.io/part-of=numaplane`), and only a final
 //! phase wakes anyone: Argo rewrites a running run's status at every measurement. A run is
 //! cached as its owners and outcome only ([`AnalysisRunPhase`]).
 
 use crate::child_cache::ChildCache;
-use crate::due_steps::DueSteps;
+use crate::due_steps::{DueSteps, StepOf};
+use crate::rollout::Rollout;
 use crate::watches::Announced;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,6 +18,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::narrow::AnalysisRunPhase;
 use numaplane_api::numaflow::{MonoVertex, Pipeline};
+use numaplane_api::{MonoVertexRollout, PipelineRollout};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::broadcast;
@@ -72,9 +74,9 @@ pub(crate) fn spawn(
                 None => return,
                 Some(Err(e)) => debug!(error = %e, "AnalysisRun watch"),
                 Some(Ok(run)) => {
-                    if let Some((a, rollout_uid)) = finished(&run, &trials) {
-                        if let Some(uid) = rollout_uid {
-                            due.schedule(&uid, Some(Instant::now()));
+                    if let Some((a, step)) = finished(&run, &trials) {
+                        if let Some(step) = step {
+                            due.schedule(step, Some(Instant::now()));
                         }
                         let _ = announced.send(a);
                     }
@@ -84,10 +86,10 @@ pub(crate) fn spawn(
     });
 }
 
-/// The announcement for `run` if it is finished and its trial is a cached child, with the UID
-/// of the trial's rollout while the child is still a trial (a verdict waits on the run; a
+/// The announcement for `run` if it is finished and its trial is a cached child, with the
+/// trial's rollout's step while the child is still a trial (a verdict waits on the run; a
 /// relist also announces the runs of children promoted long ago).
-fn finished(run: &AnalysisRunPhase, trials: &Trials) -> Option<(Announced, Option<String>)> {
+fn finished(run: &AnalysisRunPhase, trials: &Trials) -> Option<(Announced, Option<StepOf>)> {
     if !FINAL.contains(&run.phase.as_deref()?) {
         return None;
     }
@@ -96,25 +98,34 @@ fn finished(run: &AnalysisRunPhase, trials: &Trials) -> Option<(Announced, Optio
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true))?;
-    let (read, kind) = match owner.kind.as_str() {
+    let (read, kind, controller) = match owner.kind.as_str() {
         "Pipeline" => (
             trials.pipelines.read_meta(&ns, &owner.name, trial_of),
             PIPELINE_RUN,
+            PipelineRollout::CONTROLLER,
         ),
         "MonoVertex" => (
             trials.monovertices.read_meta(&ns, &owner.name, trial_of),
             MONOVERTEX_RUN,
+            MonoVertexRollout::CONTROLLER,
         ),
         _ => return None,
     };
     let (parent, rollout_uid) = read?;
+    let parent = parent?;
+    let step = rollout_uid.map(|uid| StepOf {
+        controller,
+        namespace: ns.clone(),
+        name: parent.clone(),
+        uid,
+    });
     let announced = Announced {
         kind: kind.to_string(),
-        parent: parent?,
+        parent,
         namespace: ns,
         isb_rollout: None,
     };
-    Some((announced, rollout_uid))
+    Some((announced, step))
 }
 
 /// A run's owner as the announcement reads it: its rollout's name and, while it is still a
@@ -185,16 +196,21 @@ mod tests {
     #[test]
     fn a_finished_run_names_its_trial_s_rollout_and_that_rollout_s_uid() {
         let trial = trials("trial");
-        let (a, uid) = finished(&run("Successful", "Pipeline", "p-1"), &trial).expect("finished");
+        let (a, step) = finished(&run("Successful", "Pipeline", "p-1"), &trial).expect("finished");
         assert_eq!((a.kind.as_str(), a.parent.as_str()), (PIPELINE_RUN, "p"));
-        assert_eq!(uid.as_deref(), Some("rollout-uid"));
+        let step = step.expect("a verdict is due");
+        assert_eq!(
+            (step.controller, step.namespace.as_str(), step.name.as_str()),
+            ("pipeline-rollout-controller", "ns", "p")
+        );
+        assert_eq!(step.uid, "rollout-uid");
         // A run still measuring wakes nobody; nor one whose trial is not cached.
         assert!(finished(&run("Running", "Pipeline", "p-1"), &trial).is_none());
         assert!(finished(&run("Failed", "MonoVertex", "p-1"), &trial).is_none());
         // The run of a child promoted since (a relist announces it again): no verdict is due.
-        let (a, uid) =
+        let (a, step) =
             finished(&run("Successful", "Pipeline", "p-1"), &trials("promoted")).expect("finished");
         assert_eq!(a.parent, "p");
-        assert_eq!(uid, None);
+        assert_eq!(step, None);
     }
 }

@@ -4,6 +4,7 @@
 use crate::child_cache::{ChildCache, INDEXED_LABELS};
 use crate::config_watch;
 use crate::context::{Ctx, Stores};
+use crate::due_steps::Due;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::rollout::{self, Rollout};
@@ -724,6 +725,25 @@ fn run_controller<R: Rollout, O: Cached<R>>(
     ctx: Arc<Ctx>,
     gained: &broadcast::Sender<()>,
 ) {
+    // A step falling due gets its pass at once, beside the workers (`due_steps.rs`).
+    let (store, lane_ctx) = (controller.store(), ctx.clone());
+    ctx.due_steps
+        .spawn_lane(tasks, cancel, R::CONTROLLER, move |due: Due| {
+            let (store, ctx) = (store.clone(), lane_ctx.clone());
+            async move {
+                let at = ObjectRef::new(&due.name).within(&due.namespace);
+                let Some(obj) = store.get(&at) else { return };
+                if obj.meta().uid.as_deref() != Some(due.uid.as_str()) {
+                    return;
+                }
+                ctx.metrics
+                    .due_step_delay
+                    .get_or_create(&vec![("controller", R::CONTROLLER.to_string())])
+                    .observe(due.at.elapsed().as_secs_f64());
+                // (Its answer is not needed: the runner keeps its own wake for this moment.)
+                let _ = reconcile_cached::<R, O>(obj, ctx).await;
+            }
+        });
     let token = cancel.clone();
     let gained = leadership_gained(gained);
     tasks.spawn(async move {

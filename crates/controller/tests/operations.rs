@@ -345,6 +345,7 @@ const METRIC_FAMILIES: &[(&str, &str)] = &[
     // Ours.
     ("numaplane_reconcile_duration_seconds", "histogram"),
     ("numaplane_reconcile_errors_total", "counter"),
+    ("numaplane_due_step_delay_seconds", "histogram"),
     ("numaplane_kube_requests_total", "counter"),
     ("numaplane_leader", "gauge"),
     ("numaplane_fenced_writes_total", "counter"),

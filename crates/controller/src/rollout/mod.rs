@@ -65,13 +65,11 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
         if !ctx.is_leader() {
             return Ok(Action::await_change());
         }
-        // Another rollout's scheduled step is due: this pass waits its turn (`due_steps.rs`).
-        if let Some(wait) = ctx
-            .due_steps
-            .defer(&obj.uid().unwrap_or_default(), std::time::Instant::now())
-        {
-            return Ok(Action::requeue(wait));
-        }
+        // Its due step's pass (`due_steps.rs`) is under way: this one comes after it.
+        let uid = obj.uid().unwrap_or_default();
+        let Some(_in_pass) = ctx.due_steps.begin(&uid) else {
+            return Ok(Action::requeue(crate::due_steps::STEP_ASIDE));
+        };
         let started = std::time::Instant::now();
         // kube-runtime keeps no queue to measure: the reference's queue length counts the
         // PipelineRollout reconciles in progress.

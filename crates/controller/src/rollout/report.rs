@@ -22,6 +22,9 @@ use tracing::debug;
 /// a safety net behind the watch triggers, e.g. for an allow-data-loss annotation added to
 /// another rollout.
 pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
+/// Added to a wake at an engine deadline. A timer never fires early; the margin covers the wall
+/// clock being slewed meanwhile.
+pub(crate) const WAKE_MARGIN: Duration = Duration::from_millis(20);
 
 /// A pass under way: the status it started from and the one it is building.
 pub(super) struct Report<R: Rollout> {
@@ -123,11 +126,10 @@ impl<R: Rollout> Report<R> {
         record_health::<R>(ctx, obj, st.common());
         obj.observe_metrics(ctx, st, &now);
         // A deadline of the engine's (a trial's verdict, a recycling expiry) wakes the rollout
-        // exactly when it is due, held status or not. (A timer never fires early; the margin covers the wall clock
-        // being slewed meanwhile.)
+        // exactly when it is due, held status or not.
         let until_wake = wake.map(|w: Timestamp| {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
-                + Duration::from_millis(20)
+                + WAKE_MARGIN
         });
         if self.before != *st
             && settling
