@@ -21,6 +21,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{DelayQueue, delay_queue};
 
+/// Added to a wake at an engine deadline, in the lane and the runner alike. A timer never fires
+/// early; the margin covers the wall clock being slewed meanwhile.
+pub const WAKE_MARGIN: Duration = Duration::from_millis(20);
 /// How long a runner pass steps aside while its rollout's due step runs in the lane.
 pub const STEP_ASIDE: Duration = Duration::from_millis(100);
 /// Passes the lane runs at once (verdicts fall due a few a second even in a mass upgrade;

@@ -657,24 +657,7 @@ pub(crate) async fn pass<R: Rollout>(
     let plan = p
         .plan(&record, &desired, riders_changed, trial.as_ref())
         .await?;
-    // A verdict that falls due gets its pass at once, beside the workers (`due_steps.rs`).
-    let deadline = match plan.action {
-        Action::Wait { until: Some(u) } if plan.deadline => {
-            let left = u.duration_since(status::now().0);
-            let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
-            Some(std::time::Instant::now() + left + super::report::WAKE_MARGIN)
-        }
-        _ => None,
-    };
-    ctx.due_steps.schedule(
-        crate::due_steps::StepOf {
-            controller: R::CONTROLLER,
-            namespace: p.ns.clone(),
-            name: p.name.clone(),
-            uid: obj.uid().unwrap_or_default(),
-        },
-        deadline,
-    );
+    schedule_verdict(&p, &plan);
     // Record first, then act; a promotion's label flip is its own record (the engine reads it
     // back), so it goes first and the status written at the end of the pass records it. The
     // record's write also shows what the pass will report (its step, the child's health): the
@@ -705,6 +688,28 @@ pub(crate) async fn pass<R: Rollout>(
         R::write_record(after, st);
     }
     Ok(acted.carry)
+}
+
+/// A verdict that falls due gets its pass at its moment, beside the workers (`due_steps.rs`);
+/// any other step clears what an earlier pass scheduled.
+fn schedule_verdict<R: Rollout>(p: &Progress<'_, R>, plan: &progressive::Plan) {
+    let deadline = match plan.action {
+        Action::Wait { until: Some(u) } if plan.deadline => {
+            let left = u.duration_since(status::now().0);
+            let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
+            Some(std::time::Instant::now() + left + crate::due_steps::WAKE_MARGIN)
+        }
+        _ => None,
+    };
+    p.ctx.due_steps.schedule(
+        crate::due_steps::StepOf {
+            controller: R::CONTROLLER,
+            namespace: p.ns.clone(),
+            name: p.name.clone(),
+            uid: p.obj.uid().unwrap_or_default(),
+        },
+        deadline,
+    );
 }
 
 /// What a progressive pass works on: the rollout, its promoted child, where and when.

@@ -22,9 +22,6 @@ use tracing::debug;
 /// a safety net behind the watch triggers, e.g. for an allow-data-loss annotation added to
 /// another rollout.
 pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
-/// Added to a wake at an engine deadline. A timer never fires early; the margin covers the wall
-/// clock being slewed meanwhile.
-pub(crate) const WAKE_MARGIN: Duration = Duration::from_millis(20);
 
 /// A pass under way: the status it started from and the one it is building.
 pub(super) struct Report<R: Rollout> {
@@ -129,7 +126,7 @@ impl<R: Rollout> Report<R> {
         // exactly when it is due, held status or not.
         let until_wake = wake.map(|w: Timestamp| {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
-                + WAKE_MARGIN
+                + crate::due_steps::WAKE_MARGIN
         });
         if self.before != *st
             && settling
