@@ -136,6 +136,7 @@ impl Ctx {
 
     pub fn forget(&self, uid: &str) {
         self.status_holds.release(uid);
+        self.due_steps.forget(uid);
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())

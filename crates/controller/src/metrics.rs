@@ -301,7 +301,7 @@ impl Metrics {
         );
         let due_step_delay = reg!(
             "numaplane_due_step_delay_seconds",
-            "From the moment a scheduled step (a progressive verdict) fell due to the start of its pass, by controller",
+            "From the moment a scheduled step (a progressive verdict) fell due to the start of the pass that took it, by controller and path (lane or worker)",
             Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram)
         );
         let reconcile_errors = reg!(

@@ -736,10 +736,6 @@ fn run_controller<R: Rollout, O: Cached<R>>(
                 if obj.meta().uid.as_deref() != Some(due.uid.as_str()) {
                     return;
                 }
-                ctx.metrics
-                    .due_step_delay
-                    .get_or_create(&vec![("controller", R::CONTROLLER.to_string())])
-                    .observe(due.at.elapsed().as_secs_f64());
                 // (Its answer is not needed: the runner keeps its own wake for this moment.)
                 let _ = reconcile_cached::<R, O>(obj, ctx).await;
             }

@@ -66,11 +66,23 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
             return Ok(Action::await_change());
         }
         // Its due step's pass (`due_steps.rs`) is under way: this one comes after it.
+        let started = std::time::Instant::now();
         let uid = obj.uid().unwrap_or_default();
-        let Some(_in_pass) = ctx.due_steps.begin(&uid) else {
+        let Some(in_pass) = ctx.due_steps.begin(&uid, started) else {
             return Ok(Action::requeue(crate::due_steps::STEP_ASIDE));
         };
-        let started = std::time::Instant::now();
+        if let Some(late) = in_pass.took_due_step {
+            ctx.metrics
+                .due_step_delay
+                .get_or_create(&vec![
+                    ("controller", R::CONTROLLER.to_string()),
+                    (
+                        "path",
+                        if in_pass.by_lane { "lane" } else { "worker" }.into(),
+                    ),
+                ])
+                .observe(late.as_secs_f64());
+        }
         // kube-runtime keeps no queue to measure: the reference's queue length counts the
         // PipelineRollout reconciles in progress.
         let _in_flight = (R::CONTROLLER == "pipeline-rollout-controller")

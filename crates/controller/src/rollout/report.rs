@@ -123,10 +123,12 @@ impl<R: Rollout> Report<R> {
         record_health::<R>(ctx, obj, st.common());
         obj.observe_metrics(ctx, st, &now);
         // A deadline of the engine's (a trial's verdict, a recycling expiry) wakes the rollout
-        // exactly when it is due, held status or not.
+        // when it is due, held status or not; a verdict's own pass comes from the due steps'
+        // lane first.
         let until_wake = wake.map(|w: Timestamp| {
             Duration::try_from(w.duration_since(status::now().0)).unwrap_or(Duration::ZERO)
                 + crate::due_steps::WAKE_MARGIN
+                + crate::due_steps::WORKER_AFTER_LANE
         });
         if self.before != *st
             && settling
