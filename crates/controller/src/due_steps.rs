@@ -9,8 +9,9 @@
 //!
 //! A pass runs once per rollout at a time in either path: a runner pass that finds the lane's
 //! pass of its rollout under way steps aside for a moment, and the lane waits for a runner pass
-//! under way to end first. The runner's own wake for the same moment stays: it is the fallback
-//! if the lane is not running, and after the lane's pass it finds the verdict already taken.
+//! under way to end first. The runner's own wake for the same moment stays, 100 ms later: it is
+//! the fallback if the lane is full or not running, and after the lane's pass it finds the
+//! verdict already taken (and asks for the next wake, which a lane pass's answer cannot).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;

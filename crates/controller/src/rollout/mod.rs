@@ -65,9 +65,9 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
         if !ctx.is_leader() {
             return Ok(Action::await_change());
         }
-        // Its due step's pass (`due_steps.rs`) is under way: this one comes after it.
         let started = std::time::Instant::now();
         let uid = obj.uid().unwrap_or_default();
+        // A pass of this rollout from the due steps' lane is under way: this one comes after.
         let Some(in_pass) = ctx.due_steps.begin(&uid, started) else {
             return Ok(Action::requeue(crate::due_steps::STEP_ASIDE));
         };
