@@ -228,23 +228,51 @@ pub async fn apply(
     tokio::try_join!(workload::apply_all(&prs, p), workload::apply_all(&mvrs, m))
 }
 
-/// When each child was first seen labelled promoted, or its trial failed (seconds since the
-/// epoch), stamped as the watch event arrives.
-type Flips = std::sync::Arc<std::sync::Mutex<HashMap<String, (Option<f64>, Option<f64>)>>>;
+/// What the benchmark's watch saw of one child, by name (seconds since the epoch, stamped as
+/// the watch event arrives).
+#[derive(Debug, Default, Clone, Copy)]
+struct ChildTimes {
+    /// First seen: within the watch's delay of its creation.
+    seen: Option<f64>,
+    /// First seen up: phase Running with every condition True, as the simulated Numaflow
+    /// controller reports a child whose vertices are ready. Its wait after `seen` is the
+    /// simulator's; a trial's healthy window starting long after it is the operator's.
+    up: Option<f64>,
+    /// First seen labelled promoted, or its trial failed.
+    promoted: Option<f64>,
+    failed: Option<f64>,
+}
 
-/// Stamps `o` in `flips` the first time it is seen labelled promoted, or failed.
-fn stamp(flips: &Flips, o: &impl kube::Resource) {
+type Flips = std::sync::Arc<std::sync::Mutex<HashMap<String, ChildTimes>>>;
+
+/// Whether a child's status says it is up: phase Running and no condition other than True.
+fn is_up(status: Option<&Value>) -> bool {
+    let Some(st) = status else { return false };
+    st.get("phase").and_then(Value::as_str) == Some("Running")
+        && st
+            .get("conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| cs.iter().all(|c| c["status"] == "True"))
+}
+
+/// Stamps `o` in `flips`: the first time it is seen, seen up, labelled promoted, or failed.
+fn stamp(flips: &Flips, o: &impl kube::Resource, status: Option<&Value>) {
     let now = epoch(SystemTime::now());
     let l = o.labels();
     let promoted = l.get(labels::UPGRADE_STATE).map(String::as_str) == Some("promoted");
     let failed = l.get(labels::PROGRESSIVE_RESULT_STATE).map(String::as_str) == Some("failed");
+    let up = is_up(status);
     let mut m = flips.lock().unwrap_or_else(|e| e.into_inner());
     let e = m.entry(o.name_any()).or_default();
-    if promoted && e.0.is_none() {
-        e.0 = Some(now);
+    e.seen.get_or_insert(now);
+    if up {
+        e.up.get_or_insert(now);
     }
-    if failed && e.1.is_none() {
-        e.1 = Some(now);
+    if promoted {
+        e.promoted.get_or_insert(now);
+    }
+    if failed {
+        e.failed.get_or_insert(now);
     }
 }
 
@@ -274,6 +302,9 @@ struct Seen {
     /// The trial's name and its assessment times (seconds since the epoch), last seen in the
     /// rollout's status.
     trial: Option<String>,
+    /// When the benchmark's watch first saw the trial, and first saw it up ([`ChildTimes`]).
+    trial_seen: Option<f64>,
+    trial_up: Option<f64>,
     window_start: Option<f64>,
     assessment_start: Option<f64>,
     /// When the trial's AnalysisRun was seen finished, if it had one.
@@ -299,6 +330,18 @@ pub struct Figures {
     pub failed: usize,
     /// Trials that failed though their image runs (judged unhealthy within the window).
     pub failed_unexpectedly: usize,
+    /// Of those, the ones the benchmark's watch never saw up (phase Running, every condition
+    /// True) before they failed: the simulator had not brought them up in the window.
+    pub failed_never_up: usize,
+    /// Seconds from the watch first seeing a trial to seeing it up (the simulator's bring-up,
+    /// over the trials seen up).
+    pub trial_up_p50_seconds: Option<f64>,
+    pub trial_up_p99_seconds: Option<f64>,
+    pub trial_up_max_seconds: Option<f64>,
+    /// Seconds from the watch seeing a trial up to the healthy window's start the operator
+    /// recorded in its status (truncated to the second, so down to -1 s).
+    pub window_after_up_p50_seconds: Option<f64>,
+    pub window_after_up_p99_seconds: Option<f64>,
     /// Trials whose AnalysisRun was seen finished, and of them the ones it held back (it
     /// finished after the healthy period ended).
     pub analysis_runs: usize,
@@ -357,12 +400,12 @@ impl Observer {
         let (mvrs, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
         let f = flips.clone();
         let (pipelines, c) = reflect(Api::namespaced(client.clone(), ns), move |o: &Pipeline| {
-            stamp(&f, o)
+            stamp(&f, o, o.status.as_ref())
         });
         let f = flips.clone();
         let (monovertices, d) = reflect(
             Api::namespaced(client.clone(), ns),
-            move |o: &MonoVertex| stamp(&f, o),
+            move |o: &MonoVertex| stamp(&f, o, o.status.as_ref()),
         );
         let finished = Finished::default();
         let f = finished.clone();
@@ -535,7 +578,7 @@ struct Looked<'a> {
     status: Option<&'a Value>,
     observed: bool,
     children: &'a [(String, String)],
-    flips: &'a HashMap<String, (Option<f64>, Option<f64>)>,
+    flips: &'a HashMap<String, ChildTimes>,
     finished: &'a HashMap<String, f64>,
 }
 
@@ -575,9 +618,11 @@ fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
             s.assessment_start = Some(t);
         }
     }
-    if let Some((promoted, failed)) = s.trial.as_ref().and_then(|t| flips.get(t)) {
-        s.promoted_at = *promoted;
-        s.failed_at = *failed;
+    if let Some(c) = s.trial.as_ref().and_then(|t| flips.get(t)) {
+        s.trial_seen = c.seen;
+        s.trial_up = c.up;
+        s.promoted_at = c.promoted;
+        s.failed_at = c.failed;
     }
     if let Some(t) = &s.trial {
         // Numaplane names a trial's run after its kind and the trial.
@@ -642,13 +687,13 @@ fn trials_table(seen: &HashMap<String, Seen>) -> String {
         at(a.1).total_cmp(&at(b.1))
     });
     let mut out = String::from(
-        "rollout\ttrial\twindow_start\tanalysis_done\tpromotion_due\tflip_sent\tpromoted_at\tfailed_at\tpromotion_lateness\n",
+        "rollout\ttrial\twindow_start\tanalysis_done\tpromotion_due\tflip_sent\tpromoted_at\tfailed_at\tpromotion_lateness\ttrial_seen\ttrial_up\n",
     );
     for (name, s) in rows {
         let due = promotion_due(s);
         let late = s.promoted_at.zip(due).map(|(p, d)| p - d);
         out += &format!(
-            "{name}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            "{name}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             s.trial.as_deref().unwrap_or_default(),
             cell(s.window_start),
             cell(s.analysis_done),
@@ -657,6 +702,8 @@ fn trials_table(seen: &HashMap<String, Seen>) -> String {
             cell(s.promoted_at),
             cell(s.failed_at),
             cell(late),
+            cell(s.trial_seen),
+            cell(s.trial_up),
         );
     }
     out
@@ -683,6 +730,18 @@ fn figures(seen: &HashMap<String, Seen>, schedule: Schedule) -> Figures {
             .filter_map(|s| Some(s.failed_at? - (s.assessment_start? + schedule.end() + 1.0)))
             .collect(),
     );
+    // From the watch first seeing a trial to seeing it up (the simulator's part), and from
+    // then to the healthy window's start the operator recorded (to the second, truncated).
+    let up = sorted(
+        seen.values()
+            .filter_map(|s| Some(s.trial_up? - s.trial_seen?))
+            .collect(),
+    );
+    let noticed = sorted(
+        seen.values()
+            .filter_map(|s| Some(s.window_start? - s.trial_up?))
+            .collect(),
+    );
     let q = |v: &[f64], p: f64| workload::nearest_rank(v, p).map(crate::measure::round3);
     Figures {
         assessment_schedule: schedule.text(),
@@ -693,6 +752,15 @@ fn figures(seen: &HashMap<String, Seen>, schedule: Schedule) -> Figures {
             .values()
             .filter(|s| s.failed_at.is_some() && !s.to_fail)
             .count(),
+        failed_never_up: seen
+            .values()
+            .filter(|s| s.failed_at.is_some() && !s.to_fail && s.trial_up.is_none())
+            .count(),
+        trial_up_p50_seconds: q(&up, 0.5),
+        trial_up_p99_seconds: q(&up, 0.99),
+        trial_up_max_seconds: q(&up, 1.0),
+        window_after_up_p50_seconds: q(&noticed, 0.5),
+        window_after_up_p99_seconds: q(&noticed, 0.99),
         analysis_runs: seen.values().filter(|s| s.analysis_done.is_some()).count(),
         analysis_gated: seen
             .values()
@@ -753,12 +821,29 @@ mod tests {
     }
 
     #[test]
+    fn a_child_is_up_when_running_with_every_condition_true() {
+        let st = |phase: &str, c: &str| {
+            json!({"phase": phase, "conditions": [
+                {"type": "Deployed", "status": "True"},
+                {"type": "VerticesHealthy", "status": c},
+            ]})
+        };
+        assert!(is_up(Some(&st("Running", "True"))));
+        assert!(!is_up(Some(&st("Running", "False"))));
+        assert!(!is_up(Some(&st("Pending", "True"))));
+        assert!(!is_up(Some(&json!({"phase": "Running"}))));
+        assert!(!is_up(None));
+    }
+
+    #[test]
     fn lateness_is_measured_from_the_moment_the_verdict_was_due() {
         let mut seen = HashMap::new();
         seen.insert(
             "a".to_string(),
             Seen {
                 trial: Some("a-1".into()),
+                trial_seen: Some(90.0),
+                trial_up: Some(99.5),
                 window_start: Some(100.0),
                 promoted_at: Some(105.4),
                 ..Seen::default()
@@ -774,6 +859,17 @@ mod tests {
                 ..Seen::default()
             },
         );
+        // Not made to fail, seen but never up: the simulator's.
+        seen.insert(
+            "d".to_string(),
+            Seen {
+                trial: Some("d-1".into()),
+                trial_seen: Some(95.0),
+                assessment_start: Some(100.0),
+                failed_at: Some(221.5),
+                ..Seen::default()
+            },
+        );
         // Its AnalysisRun finished 2 s after the healthy period: due then.
         seen.insert(
             "c".to_string(),
@@ -786,13 +882,18 @@ mod tests {
             },
         );
         let f = figures(&seen, Schedule { end_seconds: 120 });
-        assert_eq!((f.upgrades, f.promoted, f.failed), (3, 2, 1));
+        assert_eq!((f.upgrades, f.promoted, f.failed), (4, 2, 2));
+        assert_eq!((f.failed_unexpectedly, f.failed_never_up), (1, 1));
         assert_eq!((f.analysis_runs, f.analysis_gated), (1, 1));
         assert_eq!(f.promotion_lateness_max_seconds, Some(0.4));
         assert_eq!(f.promotion_lateness_p50_seconds, Some(0.3));
-        assert_eq!(f.failed_unexpectedly, 0);
+        assert_eq!(
+            (f.trial_up_p50_seconds, f.trial_up_max_seconds),
+            (Some(9.5), Some(9.5))
+        );
+        assert_eq!(f.window_after_up_p99_seconds, Some(0.5));
         assert_eq!(f.promotion_lateness_p99_seconds, Some(0.4));
-        assert_eq!(f.failure_lateness_p99_seconds, Some(0.2));
+        assert_eq!(f.failure_lateness_p99_seconds, Some(0.5));
         assert_eq!(f.promotion_write_lateness_max_seconds, None);
         // The flips as the API server received them: a-1's creation (within a second of its
         // window's start) is not its flip; b-1 failed, so it has none.
@@ -813,11 +914,12 @@ mod tests {
         assert_eq!(f.promotion_write_lateness_p50_seconds, Some(0.05));
         assert_eq!(f.promotion_write_lateness_max_seconds, Some(0.1));
         let table = j.table();
-        assert_eq!(table.lines().count(), 4, "{table}");
+        assert_eq!(table.lines().count(), 5, "{table}");
         assert!(
-            table
-                .lines()
-                .any(|l| l.starts_with("a\ta-1\t100.000\t\t105.000\t105.100\t105.400")),
+            table.lines().any(
+                |l| l.starts_with("a\ta-1\t100.000\t\t105.000\t105.100\t105.400")
+                    && l.ends_with("\t90.000\t99.500")
+            ),
             "{table}"
         );
     }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::{
     Ctx, SimError,
     cache::all,
-    controller_config, drive, error_policy,
+    controller_config, drive, error_policy, in_turn,
     pipeline::patch_params,
     util::{
         A_HASH, L_COMPONENT, L_ISBSVC, L_MANAGED_BY, L_PART_OF, at, dyn_api, dyn_owner_ref,
@@ -48,6 +48,12 @@ const JETSTREAM_VERSIONS: [&str; 15] = [
 
 pub(crate) async fn run(ctx: Arc<Ctx>) {
     let caches = &ctx.caches;
+    let turn = in_turn(
+        ctx.config.concurrency,
+        caches.isbsvcs.store(),
+        isbsvc_resource(),
+        reconcile,
+    );
     let stream = Controller::for_stream_with(
         caches.isbsvcs.subscribe(all),
         caches.isbsvcs.store(),
@@ -55,7 +61,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     )
     .owns_stream(caches.statefulsets.subscribe(all))
     .with_config(controller_config(&ctx))
-    .run(reconcile, error_policy, ctx);
+    .run(turn, error_policy, ctx);
     drive("isbsvc", stream).await;
 }
 

@@ -21,6 +21,7 @@ mod pipeline;
 mod pipeline_children;
 mod pipeline_lifecycle;
 mod pods;
+mod turns;
 mod util;
 mod vertex;
 mod workloads;
@@ -44,6 +45,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 pub use behaviour::{MonoVertexBehaviour, PipelineBehaviour};
+pub(crate) use turns::in_turn;
 
 /// Knobs of the simulated Numaflow controller.
 #[derive(Clone, Debug)]
@@ -57,7 +59,8 @@ pub struct SimulatorConfig {
     /// simulator removes its finalizer; stands in for Numaflow's drain wait on deletion.
     /// Default 1 s.
     pub deletion_delay: Duration,
-    /// Concurrent reconciles per kind. Default 8.
+    /// Concurrent reconciles per kind, started in the order they fell due (`in_turn`).
+    /// Default 8.
     pub concurrency: u16,
     /// How long a simulated controller lets the triggers of one object gather before it
     /// reconciles it (a pod created and made Ready, a vertex status, its own status write),
@@ -195,9 +198,10 @@ pub(crate) async fn drive<T, E1, E2>(
         .await;
 }
 
+/// kube-runtime dispatches every pass at once (no limit of its own); `in_turn` bounds them.
 pub(crate) fn controller_config(ctx: &Ctx) -> controller::Config {
     controller::Config::default()
-        .concurrency(ctx.config.concurrency)
+        .concurrency(0)
         .debounce(ctx.config.debounce)
 }
 

@@ -16,7 +16,7 @@ use super::{
     Ctx, MonoVertexBehaviour, SimError,
     behaviour::fail_deadline,
     cache::labelled,
-    controller_config, drive, error_policy,
+    controller_config, drive, error_policy, in_turn,
     pipeline::deployment_health,
     pods::{self, MetaKey, Naming, PodSet},
     util::{
@@ -31,7 +31,9 @@ use super::{
 pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
     let ar = monovertex_resource();
     let caches = &ctx.caches;
-    let stream = Controller::new_with(ctx.dyn_scoped(&ar), watcher::Config::default(), ar)
+    let ctrl = Controller::new_with(ctx.dyn_scoped(&ar), watcher::Config::default(), ar.clone());
+    let turn = in_turn(ctx.config.concurrency, ctrl.store(), ar, reconcile);
+    let stream = ctrl
         .owns_stream(caches.pods.subscribe(labelled(L_COMPONENT, "mono-vertex")))
         .owns_stream(
             caches
@@ -40,7 +42,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
         )
         .reconcile_all_on(trigger)
         .with_config(controller_config(&ctx))
-        .run(reconcile, error_policy, ctx);
+        .run(turn, error_policy, ctx);
     drive("monovertex", stream).await;
 }
 

@@ -16,7 +16,7 @@ use super::{
     Ctx, PipelineBehaviour, SimError,
     behaviour::fail_deadline,
     cache::{all, labelled},
-    controller_config, drive, error_policy, pipeline_children as children,
+    controller_config, drive, error_policy, in_turn, pipeline_children as children,
     pipeline_lifecycle as lifecycle,
     util::{
         A_INSTANCE, FIELD_MANAGER, L_COMPONENT, L_PIPELINE, at, condition, dyn_api, generation,
@@ -40,6 +40,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
     let ar = pipeline_resource();
     let ctrl = Controller::new_with(ctx.dyn_scoped(&ar), watcher::Config::default(), ar.clone());
     let store = ctrl.store();
+    let turn = in_turn(ctx.config.concurrency, store.clone(), ar.clone(), reconcile);
     let pod_ar = ar.clone();
     let isb_ar = ar.clone();
     let caches = &ctx.caches;
@@ -77,7 +78,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, trigger: UnboundedReceiver<()>) {
         )
         .reconcile_all_on(trigger)
         .with_config(controller_config(&ctx))
-        .run(reconcile, error_policy, ctx);
+        .run(turn, error_policy, ctx);
     drive("pipeline", stream).await;
 }
 

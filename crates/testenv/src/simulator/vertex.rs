@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::{
     Ctx, SimError,
     cache::{all, labelled},
-    controller_config, drive, error_policy,
+    controller_config, drive, error_policy, in_turn,
     pipeline::isbsvc_name,
     pods::{self, MetaKey, Naming, PodCounts, PodSet},
     util::{
@@ -28,6 +28,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     let ar = vertex_resource();
     let caches = &ctx.caches;
     let store = caches.vertices.store();
+    let turn = in_turn(ctx.config.concurrency, store.clone(), ar.clone(), reconcile);
     let ctrl =
         Controller::for_stream_with(caches.vertices.subscribe(all), store.clone(), ar.clone());
     let stream = ctrl
@@ -49,7 +50,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
             isbsvc_resource(),
         )
         .with_config(controller_config(&ctx))
-        .run(reconcile, error_policy, ctx);
+        .run(turn, error_policy, ctx);
     drive("vertex", stream).await;
 }
 

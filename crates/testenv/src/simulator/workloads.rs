@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{
     Ctx, SimError,
     cache::{all, labelled},
-    controller_config, drive, error_policy,
+    controller_config, drive, error_policy, in_turn,
     pods::{self, MetaKey, Naming, PodCounts, PodSet},
     util::{L_COMPONENT, L_PART_OF, now, owner_ref, parse_time, post_params, rfc3339, stable_hash},
 };
@@ -25,25 +25,37 @@ const DEFAULT_PROGRESS_DEADLINE_SECONDS: i64 = 600;
 
 pub(crate) async fn run_deployments(ctx: Arc<Ctx>) {
     let caches = &ctx.caches;
+    let turn = in_turn(
+        ctx.config.concurrency,
+        caches.deployments.store(),
+        (),
+        reconcile_deployment,
+    );
     let stream = Controller::for_stream(
         caches.deployments.subscribe(all),
         caches.deployments.store(),
     )
     .owns_stream(caches.pods.subscribe(all))
     .with_config(controller_config(&ctx))
-    .run(reconcile_deployment, error_policy, ctx);
+    .run(turn, error_policy, ctx);
     drive("deployment", stream).await;
 }
 
 pub(crate) async fn run_statefulsets(ctx: Arc<Ctx>) {
     let caches = &ctx.caches;
+    let turn = in_turn(
+        ctx.config.concurrency,
+        caches.statefulsets.store(),
+        (),
+        reconcile_statefulset,
+    );
     let stream = Controller::for_stream(
         caches.statefulsets.subscribe(all),
         caches.statefulsets.store(),
     )
     .owns_stream(caches.pods.subscribe(labelled(L_COMPONENT, "isbsvc")))
     .with_config(controller_config(&ctx))
-    .run(reconcile_statefulset, error_policy, ctx);
+    .run(turn, error_policy, ctx);
     drive("statefulset", stream).await;
 }
 
