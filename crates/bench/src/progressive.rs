@@ -331,10 +331,10 @@ pub struct Figures {
     /// Trials that failed though their image runs (judged unhealthy within the window).
     pub failed_unexpectedly: usize,
     /// Of those, the ones the benchmark's watch never saw up (phase Running, every condition
-    /// True) before they failed: the simulator had not brought them up in the window.
+    /// True) before they were labelled failed: the simulator had not brought them up in time.
     pub failed_never_up: usize,
     /// Seconds from the watch first seeing a trial to seeing it up (the simulator's bring-up,
-    /// over the trials seen up).
+    /// over the trials seen up before any failure label).
     pub trial_up_p50_seconds: Option<f64>,
     pub trial_up_p99_seconds: Option<f64>,
     pub trial_up_max_seconds: Option<f64>,
@@ -677,6 +677,12 @@ fn promotion_due(s: &Seen) -> Option<f64> {
     Some(s.analysis_done.map_or(healthy, |a| a.max(healthy)))
 }
 
+/// When the trial was seen up, if before it was labelled failed (a failed trial the operator
+/// scales to zero reports Running with every condition True).
+fn up_before_failing(s: &Seen) -> Option<f64> {
+    s.trial_up.filter(|up| s.failed_at.is_none_or(|f| *up < f))
+}
+
 /// Every upgrade's times (seconds since the epoch) as tab-separated text, latest verdict last,
 /// to set the late ones beside the operator's log.
 fn trials_table(seen: &HashMap<String, Seen>) -> String {
@@ -734,12 +740,12 @@ fn figures(seen: &HashMap<String, Seen>, schedule: Schedule) -> Figures {
     // then to the healthy window's start the operator recorded (to the second, truncated).
     let up = sorted(
         seen.values()
-            .filter_map(|s| Some(s.trial_up? - s.trial_seen?))
+            .filter_map(|s| Some(up_before_failing(s)? - s.trial_seen?))
             .collect(),
     );
     let noticed = sorted(
         seen.values()
-            .filter_map(|s| Some(s.window_start? - s.trial_up?))
+            .filter_map(|s| Some(s.window_start? - up_before_failing(s)?))
             .collect(),
     );
     let q = |v: &[f64], p: f64| workload::nearest_rank(v, p).map(crate::measure::round3);
@@ -754,7 +760,7 @@ fn figures(seen: &HashMap<String, Seen>, schedule: Schedule) -> Figures {
             .count(),
         failed_never_up: seen
             .values()
-            .filter(|s| s.failed_at.is_some() && !s.to_fail && s.trial_up.is_none())
+            .filter(|s| s.failed_at.is_some() && !s.to_fail && up_before_failing(s).is_none())
             .count(),
         trial_up_p50_seconds: q(&up, 0.5),
         trial_up_p99_seconds: q(&up, 0.99),
@@ -867,6 +873,8 @@ mod tests {
                 trial_seen: Some(95.0),
                 assessment_start: Some(100.0),
                 failed_at: Some(221.5),
+                // Scaled to zero once failed.
+                trial_up: Some(230.0),
                 ..Seen::default()
             },
         );
