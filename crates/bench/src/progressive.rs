@@ -19,6 +19,7 @@ use kube::{Client, ResourceExt};
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{AnalysisRun, MonoVertex, Pipeline};
 use numaplane_api::{MonoVertexRollout, PipelineRollout};
+use numaplane_testenv::simulator::is_healthy;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -243,26 +244,22 @@ struct ChildTimes {
     failed: Option<f64>,
 }
 
-type Flips = std::sync::Arc<std::sync::Mutex<HashMap<String, ChildTimes>>>;
+type Children = std::sync::Arc<std::sync::Mutex<HashMap<String, ChildTimes>>>;
 
-/// Whether a child's status says it is up: phase Running and no condition other than True.
+/// Whether a child's status says it is up, as the simulator itself judges it: phase Running
+/// and every condition True.
 fn is_up(status: Option<&Value>) -> bool {
-    let Some(st) = status else { return false };
-    st.get("phase").and_then(Value::as_str) == Some("Running")
-        && st
-            .get("conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().all(|c| c["status"] == "True"))
+    status.is_some_and(|st| is_healthy(st, &["Running"]))
 }
 
-/// Stamps `o` in `flips`: the first time it is seen, seen up, labelled promoted, or failed.
-fn stamp(flips: &Flips, o: &impl kube::Resource, status: Option<&Value>) {
+/// Stamps `o` in `children`: the first time it is seen, seen up, labelled promoted, or failed.
+fn stamp(children: &Children, o: &impl kube::Resource, status: Option<&Value>) {
     let now = epoch(SystemTime::now());
     let l = o.labels();
     let promoted = l.get(labels::UPGRADE_STATE).map(String::as_str) == Some("promoted");
     let failed = l.get(labels::PROGRESSIVE_RESULT_STATE).map(String::as_str) == Some("failed");
     let up = is_up(status);
-    let mut m = flips.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = children.lock().unwrap_or_else(|e| e.into_inner());
     let e = m.entry(o.name_any()).or_default();
     e.seen.get_or_insert(now);
     if up {
@@ -380,7 +377,7 @@ pub struct Observer {
     mvrs: Store<MonoVertexRollout>,
     pipelines: Store<Pipeline>,
     monovertices: Store<MonoVertex>,
-    flips: Flips,
+    times: Children,
     finished: Finished,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -395,14 +392,14 @@ impl Drop for Observer {
 
 impl Observer {
     pub fn start(client: &Client, ns: &str) -> Self {
-        let flips = Flips::default();
+        let times = Children::default();
         let (prs, a) = reflect(Api::namespaced(client.clone(), ns), |_| {});
         let (mvrs, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
-        let f = flips.clone();
+        let f = times.clone();
         let (pipelines, c) = reflect(Api::namespaced(client.clone(), ns), move |o: &Pipeline| {
             stamp(&f, o, o.status.as_ref())
         });
-        let f = flips.clone();
+        let f = times.clone();
         let (monovertices, d) = reflect(
             Api::namespaced(client.clone(), ns),
             move |o: &MonoVertex| stamp(&f, o, o.status.as_ref()),
@@ -418,7 +415,7 @@ impl Observer {
             mvrs,
             pipelines,
             monovertices,
-            flips,
+            times,
             finished,
             tasks: vec![a, b, c, d, e],
         }
@@ -441,7 +438,7 @@ impl Observer {
         loop {
             let rollouts = self.rollouts(want);
             let children = self.children(want);
-            let flips = self.flips.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let times = self.times.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let finished = self
                 .finished
                 .lock()
@@ -460,7 +457,7 @@ impl Observer {
                     status,
                     observed,
                     children: kids,
-                    flips: &flips,
+                    times: &times,
                     finished: &finished,
                 };
                 if !look(&seen_now, fails(name), s) {
@@ -573,12 +570,12 @@ impl Observer {
 }
 
 /// One look at a rollout: its status, whether it is converged at the wanted generation, its
-/// children (name, upgrade state), and the label flips and finished AnalysisRuns seen so far.
+/// children (name, upgrade state), and the children's times and finished AnalysisRuns seen so far.
 struct Looked<'a> {
     status: Option<&'a Value>,
     observed: bool,
     children: &'a [(String, String)],
-    flips: &'a HashMap<String, ChildTimes>,
+    times: &'a HashMap<String, ChildTimes>,
     finished: &'a HashMap<String, f64>,
 }
 
@@ -590,7 +587,7 @@ fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
         status,
         observed,
         children,
-        flips,
+        times,
         finished,
     } = *l;
     let up = status.and_then(|st| {
@@ -618,7 +615,7 @@ fn look(l: &Looked<'_>, to_fail: bool, s: &mut Seen) -> bool {
             s.assessment_start = Some(t);
         }
     }
-    if let Some(c) = s.trial.as_ref().and_then(|t| flips.get(t)) {
+    if let Some(c) = s.trial.as_ref().and_then(|t| times.get(t)) {
         s.trial_seen = c.seen;
         s.trial_up = c.up;
         s.promoted_at = c.promoted;

@@ -46,6 +46,7 @@ use tokio::task::JoinHandle;
 
 pub use behaviour::{MonoVertexBehaviour, PipelineBehaviour};
 pub(crate) use turns::in_turn;
+pub use util::is_healthy;
 
 /// Knobs of the simulated Numaflow controller.
 #[derive(Clone, Debug)]

@@ -211,7 +211,7 @@ pub(crate) fn condition<'a>(status: &'a Value, ty: &str) -> Option<&'a Value> {
 }
 
 /// Numaflow's notion of a healthy child: an accepted phase and every condition True.
-pub(crate) fn is_healthy(status: &Value, phases: &[&str]) -> bool {
+pub fn is_healthy(status: &Value, phases: &[&str]) -> bool {
     let phase_ok = phases.contains(&str_at(status, &["phase"]).unwrap_or(""));
     let conds_ok = status
         .get("conditions")
