@@ -380,6 +380,9 @@ pub struct Observer {
     times: Children,
     finished: Finished,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The watches' own thread, client and connections: in the runner's runtime they would
+    /// wait behind the Numaflow simulator's passes before stamping what they saw.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Observer {
@@ -387,11 +390,23 @@ impl Drop for Observer {
         for t in &self.tasks {
             t.abort();
         }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
 impl Observer {
-    pub fn start(client: &Client, ns: &str) -> Self {
+    pub fn start(config: kube::Config, ns: &str) -> Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("bench-observer")
+            .enable_all()
+            .build()?;
+        // Entered, so that the client's request task, its connections and the watches are
+        // spawned on that runtime.
+        let entered = runtime.enter();
+        let client = Client::try_from(config)?;
         let times = Children::default();
         let (prs, a) = reflect(Api::namespaced(client.clone(), ns), |_| {});
         let (mvrs, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
@@ -410,7 +425,8 @@ impl Observer {
             Api::namespaced(client.clone(), ns),
             move |o: &AnalysisRun| stamp_run(&f, o),
         );
-        Observer {
+        drop(entered);
+        Ok(Observer {
             prs,
             mvrs,
             pipelines,
@@ -418,7 +434,8 @@ impl Observer {
             times,
             finished,
             tasks: vec![a, b, c, d, e],
-        }
+            runtime: Some(runtime),
+        })
     }
 
     /// Waits until every rollout in `want` (name → generation) is converged at its generation

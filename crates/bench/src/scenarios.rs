@@ -260,7 +260,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate:
     if n <= s.progressive_max_n {
         use crate::progressive::{self as prog, merged};
         prog::configure(&client, &ns).await?;
-        let observer = prog::Observer::start(&client, &ns);
+        let observer = prog::Observer::start(env.config(), &ns)?;
         let (p, m) = prog::apply(&client, &ns, n, "stable", false, s.schedule, |_| false).await?;
         observer.settle(&merged(p, m), s.converge_timeout).await?;
         tokio::time::sleep(s.settle).await;
