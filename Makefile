@@ -87,8 +87,8 @@ bench-large:
 ## bench-progressive-large: the progressive scenarios at N=10,000 (1,000 + 1,000 upgrades at once,
 ## with a 600 s assessment window: the simulator needs minutes to bring a thousand trials up),
 ## after a cold start of the 11,001 rollouts they run beside; no floor, idle, storm or restart
-## (79 minutes on 2 cores on 2026-12-05, release build cached: a 13-minute cold start, then
-## 20, 22 and 17 minutes for the three runs), written to bench/results-progressive-n10000.json
+## (about 65 minutes on 2 cores, release build cached: a 10- to 13-minute cold start, then
+## about 15, 15 and 20 minutes for the three runs), written to bench/results-progressive-n10000.json
 bench-progressive-large:
 	$(MAKE) --no-print-directory bench BENCH_ARGS="--n 10000 --converge-timeout-seconds 3600 --progressive-only --assessment-end-seconds 600 --out bench/results-progressive-n10000.json"
 
