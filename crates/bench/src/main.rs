@@ -66,6 +66,10 @@ struct Args {
     /// succeeding), progressive_half_failing, progressive_analysis (with AnalysisTemplates).
     #[arg(long, value_delimiter = ',', default_values_t = scenarios::PROGRESSIVE_RUNS.map(String::from))]
     progressive_scenarios: Vec<String>,
+    /// After those, upgrade every progressive rollout this many times more, all succeeding
+    /// (scenarios progressive_repeat_1, _2, ...): what repeated upgrades leave in memory.
+    #[arg(long, default_value_t = 0)]
+    progressive_repeat: usize,
     /// Give up on convergence after this many seconds.
     #[arg(long, default_value_t = 900)]
     converge_timeout_seconds: u64,
@@ -122,6 +126,7 @@ async fn main() -> Result<()> {
         },
         progressive_only: args.progressive_only,
         progressive_scenarios: args.progressive_scenarios,
+        progressive_repeat: args.progressive_repeat,
         work_dir: args.work_dir.canonicalize()?,
     };
     let machine = report::Machine::detect();

@@ -93,7 +93,7 @@ impl Window {
     #[allow(clippy::too_many_arguments)]
     pub async fn close(
         self,
-        name: &'static str,
+        name: &str,
         n: usize,
         wall_seconds: f64,
         controller: &Controller,
@@ -142,7 +142,7 @@ impl Window {
             })
             .collect();
         Ok(Scenario {
-            name,
+            name: name.to_string(),
             n,
             wall_seconds: round3(wall_seconds),
             rss_steady_mib: round3(procfs::median(&steady).unwrap_or(0.0) / MIB),

@@ -358,6 +358,9 @@ pub struct Figures {
     pub failure_lateness_p50_seconds: Option<f64>,
     pub failure_lateness_p99_seconds: Option<f64>,
     pub api_requests_per_upgrade: f64,
+    /// The controller's steady RSS once the progressive rollouts were created and settled,
+    /// before the first upgrade: what the upgrades add is the scenario's RSS less this.
+    pub rss_before_upgrades_mib: Option<f64>,
 }
 
 fn epoch(t: SystemTime) -> f64 {
@@ -799,6 +802,7 @@ fn figures(seen: &HashMap<String, Seen>, schedule: Schedule) -> Figures {
         failure_lateness_p50_seconds: q(&failure, 0.5),
         failure_lateness_p99_seconds: q(&failure, 0.99),
         api_requests_per_upgrade: 0.0,
+        rss_before_upgrades_mib: None,
     }
 }
 

@@ -22,7 +22,7 @@ pub struct Results {
 
 #[derive(Debug, Default, Serialize)]
 pub struct Scenario {
-    pub name: &'static str,
+    pub name: String,
     pub n: usize,
     pub wall_seconds: f64,
     pub rss_steady_mib: f64,
@@ -207,7 +207,7 @@ pub fn method() -> BTreeMap<&'static str, &'static str> {
         ),
         (
             "progressive",
-            "progressive scenarios: N/10 PipelineRollouts and N/10 MonoVertexRollouts under the progressive strategy (schedule 0,<end>,5,1, assessment_schedule in each run; end 120 s unless --assessment-end-seconds), all given a new image at once: progressive, progressive_half_failing (every other trial never comes up), progressive_analysis (also judged by the samples' AnalysisTemplates, 8 measurements a second apart, by the real Argo Rollouts analysis controller and Prometheus, started just before this run); wall_seconds until every trial is promoted, its rollout Deployed and the replaced child deleted (or the trial labelled failed: the half made to fail, and any other, counted as failed_unexpectedly); api_writes_per_rollout and api_requests_per_upgrade divide by the upgrades; promotion lateness = when the benchmark's own watch saw the trial labelled promoted - the later of (trialWindowStartTime + period) and when it saw the trial's AnalysisRun finished, promotion write lateness = when the API server received the trial's label flip (the operator's first patch of the trial more than 1 s after trialWindowStartTime, from the audit log) - the same due time; failure lateness = when it saw it labelled failed - (basicAssessmentStartTime + end + 1 s); trial_up = when the watch first saw the trial up (phase Running, every condition True; before any failure label) - when it first saw it (the simulator's bring-up), window_after_up = trialWindowStartTime - that (the operator noticing), failed_never_up = unexpected failures never seen up; every trial's times in <work dir>/n<N>/<scenario>-trials.tsv",
+            "progressive scenarios: N/10 PipelineRollouts and N/10 MonoVertexRollouts under the progressive strategy (schedule 0,<end>,5,1, assessment_schedule in each run; end 120 s unless --assessment-end-seconds), all given a new image at once: progressive, progressive_half_failing (every other trial never comes up), progressive_analysis (also judged by the samples' AnalysisTemplates, 8 measurements a second apart, by the real Argo Rollouts analysis controller and Prometheus, started just before this run); wall_seconds until every trial is promoted, its rollout Deployed and the replaced child deleted (or the trial labelled failed: the half made to fail, and any other, counted as failed_unexpectedly); api_writes_per_rollout and api_requests_per_upgrade divide by the upgrades; promotion lateness = when the benchmark's own watch saw the trial labelled promoted - the later of (trialWindowStartTime + period) and when it saw the trial's AnalysisRun finished, promotion write lateness = when the API server received the trial's label flip (the operator's first patch of the trial more than 1 s after trialWindowStartTime, from the audit log) - the same due time; failure lateness = when it saw it labelled failed - (basicAssessmentStartTime + end + 1 s); trial_up = when the watch first saw the trial up (phase Running, every condition True; before any failure label) - when it first saw it (the simulator's bring-up), window_after_up = trialWindowStartTime - that (the operator noticing), failed_never_up = unexpected failures never seen up; every trial's times in <work dir>/n<N>/<scenario>-trials.tsv; progressive_repeat_<i> (--progressive-repeat): the all-succeeding upgrade made again, i times after the others, each to a new image; rss_before_upgrades_mib = the controller's steady RSS once the progressive rollouts were created and settled, before the first upgrade",
         ),
     ])
 }
@@ -233,13 +233,13 @@ mod tests {
     #[test]
     fn rss_per_rollout_is_the_slope_between_the_smallest_and_largest_n() {
         let cold = |rollouts, rss| Scenario {
-            name: "cold_start",
+            name: "cold_start".into(),
             rollouts,
             rss_steady_mib: rss,
             ..Scenario::default()
         };
         let idle = Scenario {
-            name: "idle",
+            name: "idle".into(),
             rollouts: 1,
             rss_steady_mib: 1.0,
             ..Scenario::default()
@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn scenario_serialises_the_required_keys() {
         let s = Scenario {
-            name: "idle",
+            name: "idle".into(),
             n: 100,
             ..Scenario::default()
         };

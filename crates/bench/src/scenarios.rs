@@ -45,6 +45,8 @@ pub struct Settings {
     pub progressive_only: bool,
     /// Which of [`PROGRESSIVE_RUNS`] to make (in that order, whatever the order given).
     pub progressive_scenarios: Vec<String>,
+    /// All-succeeding upgrades made again after those, each its own scenario.
+    pub progressive_repeat: usize,
     pub work_dir: PathBuf,
 }
 
@@ -256,70 +258,37 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate:
     // 5. Progressive upgrades at scale: N/10 + N/10 rollouts under progressive, all upgraded at
     // once; then again with every other trial failing; then again judged by AnalysisRuns too
     // (the real Argo Rollouts analysis controller and Prometheus, started only for that run so
-    // that their load does not weigh on the others).
+    // that their load does not weigh on the others); then, if asked, all succeeding again and
+    // again, to show what repeated upgrades leave in memory.
     if n <= s.progressive_max_n {
-        use crate::progressive::{self as prog, merged};
+        use crate::progressive as prog;
         prog::configure(&client, &ns).await?;
         let observer = prog::Observer::start(env.config(), &ns)?;
         let (p, m) = prog::apply(&client, &ns, n, "stable", false, s.schedule, |_| false).await?;
-        observer.settle(&merged(p, m), s.converge_timeout).await?;
+        observer
+            .settle(&prog::merged(p, m), s.converge_timeout)
+            .await?;
+        let settled = Instant::now();
         tokio::time::sleep(s.settle).await;
-        let runs = PROGRESSIVE_RUNS.into_iter().zip([
-            ("v1", false, false),
-            ("v2", true, false),
-            ("v3", false, true),
-        ]);
-        for (name, (tag, half_fail, analysis)) in runs {
-            if !s.progressive_scenarios.iter().any(|r| r == name) {
-                continue;
-            }
-            let fails = |i: usize| half_fail && i.is_multiple_of(2);
-            if analysis {
-                if !s.real_stack {
-                    env.start_analysis_path().await?;
-                }
-                prog::apply_templates(&client, &ns).await?;
-            }
-            info!(n, name, "progressive upgrades");
-            let w = Window::open(&audit_log, Some(&controller), &others).await?;
-            let (p, m) = prog::apply(&client, &ns, n, tag, analysis, s.schedule, fails).await?;
-            let want = merged(p, m);
-            let fails_name = |rollout: &str| {
-                rollout
-                    .rsplit_once('-')
-                    .and_then(|(_, i)| i.parse::<usize>().ok())
-                    .is_some_and(fails)
-            };
-            let (wall, judged) = observer
-                .wait(&want, &fails_name, s.schedule, s.converge_timeout)
-                .await?;
-            let judged = judged.with_patches(&w.child_patches()?);
-            let mut figures = judged.figures();
-            std::fs::write(dir.join(format!("{name}-trials.tsv")), judged.table())?;
-            info!(
-                n,
-                name,
-                seconds = wall.as_secs_f64(),
-                ?figures,
-                "progressive upgrades judged"
-            );
-            let steady_from = Instant::now();
-            tokio::time::sleep(s.settle).await;
-            let mut sc = w
-                .close(
-                    name,
-                    n,
-                    wall.as_secs_f64(),
-                    &controller,
-                    &rss,
-                    steady_from,
-                    want.len(),
-                )
-                .await?;
-            figures.api_requests_per_upgrade =
-                crate::measure::round3(sc.api_requests as f64 / want.len().max(1) as f64);
-            sc.progressive = Some(figures);
-            out.push(sc);
+        let rss_before = crate::procfs::median(&rss.window(settled, Instant::now()))
+            .map(|kib| crate::measure::round3(kib / 1024.0));
+        info!(n, ?rss_before, "progressive rollouts created");
+        let mut upgrades = Upgrades {
+            env: &mut env,
+            client: &client,
+            ns: &ns,
+            n,
+            s,
+            observer: &observer,
+            audit_log: &audit_log,
+            controller: &controller,
+            others: &others,
+            rss: &rss,
+            dir: &dir,
+            rss_before,
+        };
+        for run in progressive_runs(&s.progressive_scenarios, s.progressive_repeat) {
+            out.push(upgrades.run(&run).await?);
         }
         drop(observer);
     }
@@ -342,6 +311,127 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate:
         }
     }
     Ok((out, floor))
+}
+
+/// One progressive run: its scenario name, the image tag it upgrades to, whether every other
+/// trial fails, whether AnalysisTemplates judge it too.
+struct Run {
+    name: String,
+    tag: String,
+    half_fail: bool,
+    analysis: bool,
+}
+
+/// The progressive runs asked for, in order: the chosen ones of [`PROGRESSIVE_RUNS`], then
+/// `repeat` more all succeeding.
+fn progressive_runs(chosen: &[String], repeat: usize) -> Vec<Run> {
+    let chosen = PROGRESSIVE_RUNS
+        .into_iter()
+        .zip([
+            ("v1", false, false),
+            ("v2", true, false),
+            ("v3", false, true),
+        ])
+        .filter(|(name, _)| chosen.iter().any(|r| r == name))
+        .map(|(name, (tag, half_fail, analysis))| Run {
+            name: name.to_string(),
+            tag: tag.to_string(),
+            half_fail,
+            analysis,
+        });
+    let repeats = (1..=repeat).map(|i| Run {
+        name: format!("progressive_repeat_{i}"),
+        tag: format!("r{i}"),
+        half_fail: false,
+        analysis: false,
+    });
+    chosen.chain(repeats).collect()
+}
+
+/// What every progressive run measures with.
+struct Upgrades<'a> {
+    env: &'a mut TestEnv,
+    client: &'a kube::Client,
+    ns: &'a str,
+    n: usize,
+    s: &'a Settings,
+    observer: &'a crate::progressive::Observer,
+    audit_log: &'a std::path::Path,
+    controller: &'a Controller,
+    others: &'a crate::measure::Others,
+    rss: &'a RssSampler,
+    dir: &'a std::path::Path,
+    /// The controller's steady RSS with the progressive rollouts created, before any upgrade.
+    rss_before: Option<f64>,
+}
+
+impl Upgrades<'_> {
+    /// Upgrades every progressive rollout at once and measures until each trial is judged.
+    async fn run(&mut self, run: &Run) -> Result<Scenario> {
+        use crate::progressive as prog;
+        let (n, s) = (self.n, self.s);
+        let fails = |i: usize| run.half_fail && i.is_multiple_of(2);
+        if run.analysis {
+            if !s.real_stack {
+                self.env.start_analysis_path().await?;
+            }
+            prog::apply_templates(self.client, self.ns).await?;
+        }
+        info!(n, name = run.name, "progressive upgrades");
+        let w = Window::open(self.audit_log, Some(self.controller), self.others).await?;
+        let (p, m) = prog::apply(
+            self.client,
+            self.ns,
+            n,
+            &run.tag,
+            run.analysis,
+            s.schedule,
+            fails,
+        )
+        .await?;
+        let want = prog::merged(p, m);
+        let fails_name = |rollout: &str| {
+            rollout
+                .rsplit_once('-')
+                .and_then(|(_, i)| i.parse::<usize>().ok())
+                .is_some_and(fails)
+        };
+        let (wall, judged) = self
+            .observer
+            .wait(&want, &fails_name, s.schedule, s.converge_timeout)
+            .await?;
+        let judged = judged.with_patches(&w.child_patches()?);
+        let mut figures = judged.figures();
+        std::fs::write(
+            self.dir.join(format!("{}-trials.tsv", run.name)),
+            judged.table(),
+        )?;
+        info!(
+            n,
+            name = run.name,
+            seconds = wall.as_secs_f64(),
+            ?figures,
+            "progressive upgrades judged"
+        );
+        let steady_from = Instant::now();
+        tokio::time::sleep(s.settle).await;
+        let mut sc = w
+            .close(
+                &run.name,
+                n,
+                wall.as_secs_f64(),
+                self.controller,
+                self.rss,
+                steady_from,
+                want.len(),
+            )
+            .await?;
+        figures.api_requests_per_upgrade =
+            crate::measure::round3(sc.api_requests as f64 / want.len().max(1) as f64);
+        figures.rss_before_upgrades_mib = self.rss_before;
+        sc.progressive = Some(figures);
+        Ok(sc)
+    }
 }
 
 fn with_convergence(sc: &mut Scenario, per_object: &[f64]) {
@@ -412,4 +502,28 @@ async fn floors(env: &TestEnv, n: usize, s: &Settings) -> Result<crate::floor::F
         floor.with_numaflow_seconds = Some(seconds);
     }
     Ok(floor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_upgrades_follow_the_chosen_runs_each_to_a_new_image() {
+        let runs = progressive_runs(&["progressive_analysis".into(), "progressive".into()], 2);
+        let got: Vec<(&str, &str, bool, bool)> = runs
+            .iter()
+            .map(|r| (r.name.as_str(), r.tag.as_str(), r.half_fail, r.analysis))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("progressive", "v1", false, false),
+                ("progressive_analysis", "v3", false, true),
+                ("progressive_repeat_1", "r1", false, false),
+                ("progressive_repeat_2", "r2", false, false),
+            ]
+        );
+        assert!(progressive_runs(&[], 0).is_empty());
+    }
 }
