@@ -22,7 +22,6 @@ pub mod pipeline_rollout;
 pub mod progressive;
 pub mod schema;
 pub mod strategy;
-pub mod turns;
 
 pub use common::{ChildMetadata, Phase, RiderStatus, Status, UpgradeStrategy};
 pub use isbservice_rollout::{ISBServiceRollout, ISBServiceRolloutSpec, ISBServiceRolloutStatus};

@@ -311,9 +311,7 @@ impl Operator {
             client,
             watch_namespace: opts.watch_namespace.clone(),
             subs,
-            // No limit in kube-runtime: `in_turn` takes the passes in the order they fell due.
-            cfg: ControllerConfig::default().concurrency(0),
-            workers: opts.workers,
+            cfg,
             deletions,
         };
         let (prs, mvrs) = spawn_controllers(&mut tasks, &cancel, ctx.clone(), wiring);
@@ -491,8 +489,6 @@ struct Wiring {
     watch_namespace: Option<String>,
     subs: Subscriptions,
     cfg: ControllerConfig,
-    /// Passes of each rollout kind under way at once.
-    workers: u16,
     deletions: broadcast::Sender<Announced>,
 }
 
@@ -513,7 +509,6 @@ fn spawn_controllers(
         watch_namespace,
         subs,
         cfg,
-        workers,
         deletions,
     } = wiring;
     let (watch_namespace, deletions) = (&watch_namespace, &deletions);
@@ -558,7 +553,7 @@ fn spawn_controllers(
             deletions,
             &["Pipeline", crate::run_watch::PIPELINE_RUN],
         ));
-    run_controller::<PipelineRollout, _>(tasks, cancel, prs, ctx.clone(), &gained, workers);
+    run_controller::<PipelineRollout, _>(tasks, cancel, prs, ctx.clone(), &gained);
 
     let mvrs = compact_controller(
         scoped::<Compact<MonoVertexRollout>>(&client, watch_namespace),
@@ -578,7 +573,7 @@ fn spawn_controllers(
             deletions,
             &["MonoVertex", crate::run_watch::MONOVERTEX_RUN],
         ));
-    run_controller::<MonoVertexRollout, _>(tasks, cancel, mvrs, ctx.clone(), &gained, workers);
+    run_controller::<MonoVertexRollout, _>(tasks, cancel, mvrs, ctx.clone(), &gained);
 
     // ISBServiceRollout: its ISB services, their StatefulSets (health) and PDBs (self-heal).
     let isbrs = Controller::for_shared_stream(subs.isb_rollouts, ctx.stores.isb_rollouts.clone())
@@ -626,7 +621,7 @@ fn spawn_controllers(
         .reconcile_on(deletion_triggers_by(deletions, &["Pipeline"], |d| {
             d.isb_rollout.clone()
         }));
-    run_controller::<ISBServiceRollout, _>(tasks, cancel, isbrs, ctx, &gained, workers);
+    run_controller::<ISBServiceRollout, _>(tasks, cancel, isbrs, ctx, &gained);
     (pr_listed, mvr_listed)
 }
 
@@ -729,7 +724,6 @@ fn run_controller<R: Rollout, O: Cached<R>>(
     controller: Controller<O>,
     ctx: Arc<Ctx>,
     gained: &broadcast::Sender<()>,
-    workers: u16,
 ) {
     // A step falling due gets its pass at once, beside the workers (`due_steps.rs`).
     let (store, lane_ctx) = (controller.store(), ctx.clone());
@@ -748,14 +742,11 @@ fn run_controller<R: Rollout, O: Cached<R>>(
         });
     let token = cancel.clone();
     let gained = leadership_gained(gained);
-    // The other passes are taken first due, first served, `workers` at a time.
-    let in_turn =
-        numaplane_api::turns::in_turn(workers, controller.store(), (), reconcile_cached::<R, O>);
     tasks.spawn(async move {
         controller
             .reconcile_all_on(gained)
             .graceful_shutdown_on(async move { token.cancelled().await })
-            .run(in_turn, rollout::error_policy::<O>, ctx)
+            .run(reconcile_cached::<R, O>, rollout::error_policy::<O>, ctx)
             .for_each(|res| async move {
                 if let Err(e) = res {
                     tracing::debug!(error = %e, "controller event");

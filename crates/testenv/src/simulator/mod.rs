@@ -21,6 +21,7 @@ mod pipeline;
 mod pipeline_children;
 mod pipeline_lifecycle;
 mod pods;
+mod turns;
 mod util;
 mod vertex;
 mod workloads;
@@ -44,7 +45,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 pub use behaviour::{MonoVertexBehaviour, PipelineBehaviour};
-pub(crate) use numaplane_api::turns::in_turn;
+pub(crate) use turns::in_turn;
 pub use util::is_healthy;
 
 /// Knobs of the simulated Numaflow controller.

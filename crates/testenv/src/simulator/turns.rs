@@ -1,6 +1,4 @@
-//! Passes of one kube-runtime controller taken in turn: first due, first served. Used by the
-//! operator's rollout controllers and by the benchmark's Numaflow simulator; it lives here
-//! because both use it and this is the crate they share.
+//! Passes of one simulated controller taken in turn: first due, first served.
 
 use std::{hash::Hash, sync::Arc};
 
@@ -16,22 +14,15 @@ use tokio::sync::Semaphore;
 
 type Pass<E> = BoxFuture<'static, Result<Action, E>>;
 
-/// Wraps a controller's `reconcile` so that at most `concurrency` passes of its kind run at
-/// once, started in the order they fell due, each on the newest cached copy. Give the
-/// controller no limit of its own (`ControllerConfig::concurrency(0)`), so that it dispatches
-/// every pass as it falls due and the wait happens here.
+/// Wraps a simulated controller's `reconcile` so that at most `concurrency` passes of its kind
+/// run at once, started in the order they fell due, each on the newest cached copy.
 ///
 /// kube-runtime's own limit parks what falls due while its workers are busy and hands a freed
-/// worker to whichever parked object comes first in hash order; under a steady load (at
-/// N=10,000, two thousand trials coming up while their promoted children are scaled and
-/// drained) an unlucky object could wait minutes: a trial the simulator had up for nine
-/// minutes before the operator's next pass, a trial the simulator left unreconciled past its
-/// whole assessment window. client-go's work queue is first-in first-out, and so is tokio's
-/// semaphore.
-///
-/// A waiting pass holds the object's reference and a small future only: the reconcile's own
-/// future is made, and allocated, once the pass has its turn.
-pub fn in_turn<K, C, E, F, Fut>(
+/// worker to whichever parked object comes first in hash order; under a steady load (a
+/// thousand pipelines scaled down and drained while a thousand trials come up, at N=10,000)
+/// an unlucky trial could wait out its whole assessment window. Numaflow's work queue is
+/// first-in first-out, and so is tokio's semaphore.
+pub(crate) fn in_turn<K, C, E, F, Fut>(
     concurrency: u16,
     store: Store<K>,
     dyntype: K::DynamicType,
@@ -54,7 +45,7 @@ where
             };
             // The copy handed over at dispatch may be stale after the wait; gone means deleted.
             match store.get(&ObjectRef::from_obj_with(&*obj, dyntype)) {
-                Some(newest) => Box::pin(reconcile(newest, ctx)).await,
+                Some(newest) => reconcile(newest, ctx).await,
                 None => Ok(Action::await_change()),
             }
         })
