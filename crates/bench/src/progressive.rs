@@ -409,7 +409,15 @@ impl Observer {
         // Entered, so that the client's request task, its connections and the watches are
         // spawned on that runtime.
         let entered = runtime.enter();
-        let client = Client::try_from(config)?;
+        let client = match Client::try_from(config) {
+            Ok(client) => client,
+            Err(e) => {
+                drop(entered);
+                // (Dropped here, inside the runner's runtime, it would panic.)
+                runtime.shutdown_background();
+                return Err(e.into());
+            }
+        };
         let times = Children::default();
         let (prs, a) = reflect(Api::namespaced(client.clone(), ns), |_| {});
         let (mvrs, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
