@@ -145,7 +145,7 @@ impl Window {
             name: name.to_string(),
             n,
             wall_seconds: round3(wall_seconds),
-            rss_steady_mib: round3(procfs::median(&steady).unwrap_or(0.0) / MIB),
+            rss_steady_mib: steady_mib(&steady).unwrap_or(0.0),
             rss_peak_mib: round3(all.iter().max().copied().unwrap_or(0) as f64 / MIB),
             cpu_seconds: round3(cpu),
             api_requests: requests,
@@ -186,6 +186,11 @@ impl Window {
             progressive: None,
         })
     }
+}
+
+/// The steady figure of RSS samples (KiB): their median, in MiB.
+pub fn steady_mib(samples: &[u64]) -> Option<f64> {
+    procfs::median(samples).map(|kib| round3(kib / MIB))
 }
 
 pub fn round3(x: f64) -> f64 {

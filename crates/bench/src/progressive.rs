@@ -385,7 +385,7 @@ pub struct Observer {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The watches' own thread, client and connections: in the runner's runtime they would
     /// wait behind the Numaflow simulator's passes before stamping what they saw.
-    runtime: Option<tokio::runtime::Runtime>,
+    _runtime: Background,
 }
 
 impl Drop for Observer {
@@ -393,7 +393,16 @@ impl Drop for Observer {
         for t in &self.tasks {
             t.abort();
         }
-        if let Some(rt) = self.runtime.take() {
+    }
+}
+
+/// A runtime shut down in the background when dropped: dropped as usual inside the runner's
+/// runtime, it would panic.
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
             rt.shutdown_background();
         }
     }
@@ -401,23 +410,17 @@ impl Drop for Observer {
 
 impl Observer {
     pub fn start(config: kube::Config, ns: &str) -> Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("bench-observer")
-            .enable_all()
-            .build()?;
+        let runtime = Background(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("bench-observer")
+                .enable_all()
+                .build()?,
+        ));
         // Entered, so that the client's request task, its connections and the watches are
         // spawned on that runtime.
-        let entered = runtime.enter();
-        let client = match Client::try_from(config) {
-            Ok(client) => client,
-            Err(e) => {
-                drop(entered);
-                // (Dropped here, inside the runner's runtime, it would panic.)
-                runtime.shutdown_background();
-                return Err(e.into());
-            }
-        };
+        let entered = runtime.0.as_ref().map(|rt| rt.enter());
+        let client = Client::try_from(config)?;
         let times = Children::default();
         let (prs, a) = reflect(Api::namespaced(client.clone(), ns), |_| {});
         let (mvrs, b) = reflect(Api::namespaced(client.clone(), ns), |_| {});
@@ -445,7 +448,7 @@ impl Observer {
             times,
             finished,
             tasks: vec![a, b, c, d, e],
-            runtime: Some(runtime),
+            _runtime: runtime,
         })
     }
 

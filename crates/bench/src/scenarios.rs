@@ -270,8 +270,7 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate:
             .await?;
         let settled = Instant::now();
         tokio::time::sleep(s.settle).await;
-        let rss_before = crate::procfs::median(&rss.window(settled, Instant::now()))
-            .map(|kib| crate::measure::round3(kib / 1024.0));
+        let rss_before = crate::measure::steady_mib(&rss.window(settled, Instant::now()));
         info!(n, ?rss_before, "progressive rollouts created");
         let mut upgrades = Upgrades {
             env: &mut env,
