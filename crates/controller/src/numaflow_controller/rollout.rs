@@ -277,6 +277,13 @@ async fn ensure_controller(
     let ctx = &nctx.ctx;
     let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
     let uid = r.uid().unwrap_or_default();
+    // The CRD refuses such an ID; one stored before it did is refused here, naming the field.
+    if let Some(problem) = numaplane_core::naming::instance_id_problem(
+        r.spec.controller.instance_id.as_deref(),
+        "spec.controller.instanceID",
+    ) {
+        return Err(Error::InvalidSpec(problem));
+    }
     let desired = NumaflowControllerSpec {
         version: r.spec.controller.version.clone(),
         instance_id: r.spec.controller.instance_id.clone(),
@@ -678,7 +685,7 @@ async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Resul
         .filter(|nc| nc.meta().deletion_timestamp.is_none())
         .collect();
     for nc in owned {
-        super::child::delete(nctx, &ns, &nc.name_any()).await?;
+        super::child::delete(r, nctx, &ns, &nc.name_any()).await?;
     }
     finalizer::remove(ctx, r).await?;
     ctx.forget(&uid);

@@ -170,12 +170,22 @@ pub const DEFAULT_UPGRADE_HISTORY_LIMIT: usize = 10;
 /// Most attempts a status may keep: a status is bounded in size.
 pub const MAX_UPGRADE_HISTORY_LIMIT: i64 = 50;
 
+/// `includedResources` when the key is absent: the kinds of the shipped Numaflow controller
+/// definitions (`config/manager/controller-config.yaml` lists the same).
+pub const DEFAULT_INCLUDED_RESOURCES: &str = "group=apps,kind=Deployment;group=,kind=ConfigMap;\
+    group=,kind=ServiceAccount;group=,kind=Secret;group=,kind=Service;\
+    group=rbac.authorization.k8s.io,kind=RoleBinding;group=rbac.authorization.k8s.io,kind=Role";
+
 /// The controller config file (`config.yaml` of ConfigMap `numaplane-controller-config`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControllerConfig {
     pub log_level: LogLevel,
-    /// Kinds a NumaflowController manages and prunes.
+    /// Kinds a NumaflowController may render, and manages and prunes: a definition holding any
+    /// other kind is refused whole.
     pub included_resources: RiderRules,
+    /// `numaflowControllerDefinitionsNamespaces`: namespaces besides the operator's own whose
+    /// Numaflow controller definitions are trusted (Numaplane only; empty by default).
+    pub definitions_namespaces: Vec<String>,
     pub default_upgrade_strategy: UserStrategy,
     /// `progressive.defaultAssessmentSchedule`, kinds lower-cased, in file order.
     pub default_assessment_schedules: Vec<(String, AssessmentSchedule)>,
@@ -197,7 +207,8 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             log_level: LogLevel::Info,
-            included_resources: RiderRules::default(),
+            included_resources: default_included_resources(),
+            definitions_namespaces: Vec::new(),
             default_upgrade_strategy: UserStrategy::NoStrategy,
             default_assessment_schedules: Vec::new(),
             analysis_run_timeout: Duration::from_secs(1200),
@@ -234,7 +245,10 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
     if let Some(v) = get(root, "logLevel") {
         cfg.log_level = LogLevel::parse(&weak_string(v, "logLevel")?);
     }
-    cfg.included_resources = rules_at(root, "includedResources")?;
+    if get(root, "includedResources").is_some() {
+        cfg.included_resources = rules_at(root, "includedResources")?;
+    }
+    cfg.definitions_namespaces = namespaces_at(root, "numaflowControllerDefinitionsNamespaces")?;
     cfg.permitted_riders = rules_at(root, "permittedRiders")?;
     if let Some(v) = get(root, "defaultUpgradeStrategy") {
         let key = "defaultUpgradeStrategy";
@@ -313,6 +327,44 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
         }
     }
     Ok(cfg)
+}
+
+/// The parsed [`DEFAULT_INCLUDED_RESOURCES`].
+fn default_included_resources() -> RiderRules {
+    parse_rules(DEFAULT_INCLUDED_RESOURCES).unwrap_or_default()
+}
+
+/// A list of namespace names (each a DNS label, as Kubernetes requires); duplicates dropped.
+fn namespaces_at(
+    root: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in list(get(root, key), key)?.iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        let ns = match item {
+            serde_json::Value::String(s) => s.trim(),
+            other => {
+                return Err(invalid(
+                    &at,
+                    format!(
+                        "expected a namespace name, got {}",
+                        crate::json::describe(other)
+                    ),
+                ));
+            }
+        };
+        if let Some(problem) = crate::naming::dns_label_problem(ns) {
+            return Err(invalid(
+                &at,
+                format!("{ns:?} is not a namespace name: {problem}"),
+            ));
+        }
+        if !out.iter().any(|n| n == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    Ok(out)
 }
 
 fn seconds(n: i64) -> Duration {

@@ -62,8 +62,14 @@ fn parses_the_shipped_controller_config() {
         keep_undrained_pipelines: false,
         disable_analysis_runs_for_pipeline: false,
         upgrade_history_limit: 10,
+        definitions_namespaces: Vec::new(),
     };
     assert_eq!(cfg, expected);
+    assert_eq!(
+        cfg.included_resources,
+        ControllerConfig::default().included_resources,
+        "the default is what the shipped config lists"
+    );
     assert_eq!(
         cfg.assessment_schedule("InterStepBufferService"),
         Some(sched(0, 0, 0, 10))
@@ -92,6 +98,39 @@ fn empty_config_is_the_defaults() {
     assert!(d.permitted_riders.is_empty());
     assert!(!d.keep_undrained_pipelines && !d.disable_analysis_runs_for_pipeline);
     assert_eq!(d.upgrade_history_limit, 10);
+}
+
+#[test]
+fn included_resources_default_to_the_shipped_kinds_and_may_be_emptied() {
+    let d = ControllerConfig::default();
+    assert!(d.included_resources.permits("apps", "Deployment"));
+    assert!(
+        d.included_resources
+            .permits("rbac.authorization.k8s.io", "Role")
+    );
+    assert!(
+        !d.included_resources
+            .permits("rbac.authorization.k8s.io", "ClusterRoleBinding")
+    );
+    assert!(!d.included_resources.permits("batch", "Job"));
+    assert_eq!(d.included_resources.rules().len(), 7);
+    // Set explicitly empty: a NumaflowController may render nothing.
+    let none = parse_controller_config("includedResources: \"\"").unwrap();
+    assert!(none.included_resources.is_empty());
+}
+
+#[test]
+fn definitions_namespaces_are_a_list_of_namespace_names() {
+    assert!(
+        ControllerConfig::default()
+            .definitions_namespaces
+            .is_empty()
+    );
+    let cfg = parse_controller_config(
+        "numaflowControllerDefinitionsNamespaces: [platform, \" team-b \", platform]",
+    )
+    .unwrap();
+    assert_eq!(cfg.definitions_namespaces, ["platform", "team-b"]);
 }
 
 #[test]
@@ -142,6 +181,18 @@ fn invalid_values_name_the_key() {
         (
             "includedResources: [a]",
             "includedResources: expected string, got array",
+        ),
+        (
+            "numaflowControllerDefinitionsNamespaces: team-a",
+            r#"numaflowControllerDefinitionsNamespaces: expected a list, got string "team-a""#,
+        ),
+        (
+            "numaflowControllerDefinitionsNamespaces: [ok, Team_A]",
+            r#"numaflowControllerDefinitionsNamespaces[1]: "Team_A" is not a namespace name: 'T' is not allowed (only lower-case letters, digits and '-')"#,
+        ),
+        (
+            "numaflowControllerDefinitionsNamespaces: [{a: 1}]",
+            "numaflowControllerDefinitionsNamespaces[0]: expected a namespace name, got object",
         ),
         (
             "progressive:\n  analysisRunTimeout: 20m",
