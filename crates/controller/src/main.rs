@@ -9,7 +9,6 @@ use numaplane::metrics::Metrics;
 use numaplane::{Operator, OperatorOptions, admin};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -119,11 +118,11 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     let client = client(&opts, &metrics, layer).await?;
     let namespace = opts.operator_namespace();
     let shutdown = CancellationToken::new();
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Arc::new(admin::Readiness::default());
     let servers = [
         (
             opts.health_probe_bind_address.clone(),
-            admin::probes(ready.clone()),
+            admin::probes(readiness.clone()),
         ),
         (
             opts.metrics_bind_address.clone(),
@@ -135,6 +134,14 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         tokio::spawn(async move { admin::serve(&addr, router, token).await })
     });
 
+    // Fail closed: no lease and no reconcile before the controller config is valid
+    // (not ready meanwhile, the reason in /readyz).
+    tokio::select! {
+        _ = wait_for_signal() => return Ok(()),
+        _ = numaplane::config_watch::wait_for_valid(&opts.config_file, |why| {
+            readiness.set_not_ready(why)
+        }) => readiness.set_not_ready("caches not synced"),
+    }
     let lease = if opts.leader_elect {
         let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
             .with_namespace(namespace.clone())
@@ -172,7 +179,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         },
     )
     .await?;
-    ready.store(true, Ordering::Release);
+    readiness.set_ready();
     info!(leader_election = opts.leader_elect, "numaplane started");
 
     tokio::select! {
@@ -187,7 +194,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         } => res?,
     }
     info!("shutting down: finishing in-flight reconciles");
-    ready.store(false, Ordering::Release);
+    readiness.set_not_ready("shutting down");
     operator.shutdown().await;
     if let Some((rx, task)) = lease {
         // Dropping the last receiver makes the lease task release the lease.

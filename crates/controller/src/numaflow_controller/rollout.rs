@@ -556,7 +556,9 @@ async fn pause_step(
     let ns = r.namespace().unwrap_or_default();
     let name = r.name_any();
     if nc.spec != *desired {
-        let waiting = crate::pause_requests::pipelines_not_paused(&nctx.ctx, &ns, None).await?;
+        use crate::pause_requests::{Need, check_pipelines};
+        let check = check_pipelines(&nctx.ctx, &ns, None, Need::Paused).await?;
+        let waiting = &check.waiting;
         if !waiting.is_empty() {
             let msg = format!(
                 "pause-and-drain: waiting for pipelines {} to pause before updating the Numaflow controller to {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
@@ -575,7 +577,8 @@ async fn pause_step(
             EventType::Normal,
             event_reason::PIPELINES_PAUSED,
             format!(
-                "pipelines of namespace {ns} paused; updating NumaflowController {name} to {}",
+                "pipelines of namespace {ns}: {}; updating NumaflowController {name} to {}",
+                check.describe(Need::Paused),
                 desired.version
             ),
         )

@@ -357,6 +357,8 @@ impl Rollout for PipelineRollout {
     const METRIC_LABEL: &'static str = "pipeline";
     const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
         numaplane_core::controller_trial::WorkloadKind::Pipeline;
+    const ON_DELETION: numaplane_core::deletion::Guard =
+        numaplane_core::deletion::Guard::DrainPipelines;
     const SPEC_PATH: &'static str = "spec.pipeline.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
