@@ -141,11 +141,16 @@ async fn without_a_usde_config_every_change_pauses_and_drains() {
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(pr("pr", two_vertices(31), None))
         .await;
-    h.until::<PipelineRollout, _, _>("the rollout names why it pauses", "pr", |r| {
-        let st = r?.status.as_ref()?;
-        st.status
-            .message
-            .contains("no upgrade-strategy (USDE) ConfigMap loaded")
+    eventually("the pause Event names why", || async {
+        h.events_about("pr-0")
+            .await
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("PipelinePause")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("no upgrade-strategy (USDE) ConfigMap loaded"))
+            })
             .then_some(())
     })
     .await;
@@ -168,6 +173,17 @@ async fn without_a_usde_config_every_change_pauses_and_drains() {
     );
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
+    let r: PipelineRollout = h.api().get("pr").await.expect("pr");
+    let last = r
+        .status
+        .as_ref()
+        .and_then(|s| s.status.upgrade_history.last().cloned())
+        .expect("an upgrade recorded");
+    assert_eq!(
+        last.strategy,
+        numaplane_api::common::UpgradeStrategy::PipelinePauseAndDrain,
+        "{last:?}"
+    );
     h.assert_invariants().await;
 }
 

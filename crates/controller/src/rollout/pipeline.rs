@@ -316,8 +316,10 @@ async fn pause_and_drain(
             child: live.clone(),
             pending: Some(format!(
                 "pause-and-drain: waiting for pipeline {} to drain and pause (phase {phase}) before \
-                 applying the update; annotate the rollout {}=\"true\" to apply it without waiting",
+                 applying a change of {}; annotate the rollout {}=\"true\" to apply it without \
+                 waiting",
                 desired.name,
+                fields.join(", "),
                 numaplane_api::keys::annotations::ALLOW_DATA_LOSS
             )),
         }),
