@@ -827,7 +827,10 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     anyhow::ensure!(count == 1, "expected one pipeline, found {count}");
     c.tree().await?;
 
-    s.step("Delete the rollouts: their children go with them");
+    s.step(
+        "Delete the rollouts: each pipeline is paused and drained before it goes, and the ISB \
+         service stays until no pipeline uses it",
+    );
     // Pipelines and MonoVertices first, then what they run on, as a user would.
     delete(c, resource::<PipelineRollout>(), "my-pipeline").await?;
     delete(c, resource::<MonoVertexRollout>(), "my-monovertex").await?;

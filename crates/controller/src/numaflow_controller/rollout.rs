@@ -781,7 +781,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_version_change_pauses_first_only_under_pause_and_drain() {
+    fn a_version_change_pauses_first_under_pause_and_drain_or_without_a_usde_config() {
         let live = NumaflowControllerSpec {
             version: "1.7.5".into(),
             instance_id: None,
@@ -807,10 +807,14 @@ mod tests {
             decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &desired),
             UpdateDecision::PauseFirst
         );
-        assert_eq!(
-            decide_update(UserStrategy::PauseAndDrain, None, &live, &desired),
-            UpdateDecision::ApplyNow
-        );
+        // No USDE config loaded: fail closed, the pipelines pause first under every strategy
+        // that has no progressive controller upgrade of its own.
+        for s in [UserStrategy::PauseAndDrain, UserStrategy::NoStrategy] {
+            assert_eq!(
+                decide_update(s, None, &live, &desired),
+                UpdateDecision::PauseFirst
+            );
+        }
         let instance = NumaflowControllerSpec {
             instance_id: Some("a".into()),
             ..live.clone()
