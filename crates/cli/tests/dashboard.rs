@@ -460,7 +460,12 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
         .await;
     assert_eq!(code, 403);
     let (code, _) = admin
-        .send("GET", "/api/rollouts", "evil.example", &[("Authorization", &admin.bearer())])
+        .send(
+            "GET",
+            "/api/rollouts",
+            "evil.example",
+            &[("Authorization", &admin.bearer())],
+        )
         .await;
     assert_eq!(code, 403);
 
@@ -617,15 +622,25 @@ async fn the_api_needs_this_runs_token_its_address_and_its_own_origin() {
     for path in ["/", "/app.js", "/style.css"] {
         let (code, body) = d.send("GET", path, &host, &[]).await;
         assert_eq!(code, 200, "{path}: {body}");
-        assert!(!body.contains(&ns), "{path} shows cluster data without a token");
+        assert!(
+            !body.contains(&ns),
+            "{path} shows cluster data without a token"
+        );
     }
 
     // Reads: no token, a wrong one, in the header or the query, are refused; the right one in
     // either place is served.
-    for path in ["/api/info", "/api/rollouts", &format!("/api/rollouts/pr/{ns}/p")] {
+    for path in [
+        "/api/info",
+        "/api/rollouts",
+        &format!("/api/rollouts/pr/{ns}/p"),
+    ] {
         let (code, body) = d.send("GET", path, &host, &[]).await;
         assert_eq!(code, 401, "GET {path} without a token: {body}");
-        assert!(!body.contains("\"rows\"") && !body.contains(&format!("{ns}/")), "{body}");
+        assert!(
+            !body.contains("\"rows\"") && !body.contains(&format!("{ns}/")),
+            "{body}"
+        );
         let (code, _) = d
             .send("GET", path, &host, &[("Authorization", &wrong)])
             .await;
@@ -635,17 +650,25 @@ async fn the_api_needs_this_runs_token_its_address_and_its_own_origin() {
             .await;
         assert_eq!(code, 200, "GET {path} with the token");
     }
-    let (code, _) = d
-        .send("GET", "/api/rollouts?token=nope", &host, &[])
-        .await;
+    let (code, _) = d.send("GET", "/api/rollouts?token=nope", &host, &[]).await;
     assert_eq!(code, 401);
     let (code, body) = d
-        .send("GET", &format!("/api/rollouts?token={}", d.token), &host, &[])
+        .send(
+            "GET",
+            &format!("/api/rollouts?token={}", d.token),
+            &host,
+            &[],
+        )
         .await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains(&format!("{ns}/PipelineRollout/p")), "{body}");
     let (code, _) = d
-        .send("GET", "/api/rollouts/stream", &host, &[("Accept", "text/event-stream")])
+        .send(
+            "GET",
+            "/api/rollouts/stream",
+            &host,
+            &[("Accept", "text/event-stream")],
+        )
         .await;
     assert_eq!(code, 401, "an event stream without the token");
 
@@ -653,7 +676,12 @@ async fn the_api_needs_this_runs_token_its_address_and_its_own_origin() {
     let other = Dashboard::start(&env.kubeconfig_path(), &["-n", &ns]).await;
     assert_ne!(other.token, d.token, "a new token every run");
     let (code, _) = d
-        .send("GET", "/api/info", &host, &[("Authorization", &other.bearer())])
+        .send(
+            "GET",
+            "/api/info",
+            &host,
+            &[("Authorization", &other.bearer())],
+        )
         .await;
     assert_eq!(code, 401);
 
@@ -661,14 +689,16 @@ async fn the_api_needs_this_runs_token_its_address_and_its_own_origin() {
     // Origin; the right ones reach the command (which refuses a rollout that is not there).
     let act = format!("/api/rollouts/pr/{ns}/nope/actions/pause");
     let origin = d.origin();
-    let page = [
-        ("X-Numaplane-Dashboard", "1"),
-        ("Origin", origin.as_str()),
-    ];
+    let page = [("X-Numaplane-Dashboard", "1"), ("Origin", origin.as_str())];
     let (code, body) = d.send("POST", &act, &host, &page).await;
     assert_eq!(code, 401, "a write without the token: {body}");
     let (code, _) = d
-        .send("POST", &act, &host, &[page[0], page[1], ("Authorization", &wrong)])
+        .send(
+            "POST",
+            &act,
+            &host,
+            &[page[0], page[1], ("Authorization", &wrong)],
+        )
         .await;
     assert_eq!(code, 401, "a write with a wrong token");
     let (code, _) = d
@@ -676,7 +706,12 @@ async fn the_api_needs_this_runs_token_its_address_and_its_own_origin() {
         .await;
     assert_eq!(code, 401, "a write's token in the query");
     let (code, body) = d
-        .send("POST", &act, &host, &[page[0], page[1], ("Authorization", &bearer)])
+        .send(
+            "POST",
+            &act,
+            &host,
+            &[page[0], page[1], ("Authorization", &bearer)],
+        )
         .await;
     assert_eq!(code, 409, "the page's write reaches the command: {body}");
 
@@ -764,8 +799,14 @@ async fn a_non_loopback_address_needs_allow_remote() {
     for (args, why) in [
         (&["--address", "192.0.2.10"][..], "--allow-remote"),
         (&["--address", "0.0.0.0"][..], "every interface"),
-        (&["--address", "0.0.0.0", "--allow-remote"][..], "every interface"),
-        (&["--address", "::", "--allow-remote"][..], "every interface"),
+        (
+            &["--address", "0.0.0.0", "--allow-remote"][..],
+            "every interface",
+        ),
+        (
+            &["--address", "::", "--allow-remote"][..],
+            "every interface",
+        ),
     ] {
         let run = tokio::process::Command::new(BIN)
             .arg("dashboard")
@@ -788,7 +829,10 @@ async fn a_non_loopback_address_needs_allow_remote() {
             stderr.contains(why) && stderr.contains("--address"),
             "{args:?} names the flag and why: {stderr}"
         );
-        assert!(!stdout.contains("Numaplane dashboard:"), "{args:?} served: {stdout}");
+        assert!(
+            !stdout.contains("Numaplane dashboard:"),
+            "{args:?} served: {stdout}"
+        );
     }
 }
 

@@ -11,8 +11,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use numaplane_api::common::UpgradeOutcome;
-use numaplane_api::{MonoVertexRollout, PipelineRollout};
 use numaplane_api::numaflow::MonoVertex;
+use numaplane_api::{MonoVertexRollout, PipelineRollout};
 use numaplane_testenv::TestEnv;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -556,7 +556,10 @@ async fn cluster_text_is_shown_literally_and_never_runs() {
     let (_driver, b) = browser(profile.path()).await;
 
     // Without its token the page reads nothing and says what to open.
-    let bare = url.split_once('?').map(|(u, _)| u).expect("a token in the URL");
+    let bare = url
+        .split_once('?')
+        .map(|(u, _)| u)
+        .expect("a token in the URL");
     b.goto(bare).await.expect("open without the token");
     let said = until(
         &b,

@@ -102,8 +102,16 @@ impl Guard {
             ));
         }
         let write = method != Method::GET && method != Method::HEAD;
-        match headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or("?")) {
-            Some(origin) if !self.origins.iter().any(|ok| ok.eq_ignore_ascii_case(origin)) => {
+        match headers
+            .get(header::ORIGIN)
+            .map(|o| o.to_str().unwrap_or("?"))
+        {
+            Some(origin)
+                if !self
+                    .origins
+                    .iter()
+                    .any(|ok| ok.eq_ignore_ascii_case(origin)) =>
+            {
                 return Some(refuse(
                     StatusCode::FORBIDDEN,
                     format!(
@@ -140,7 +148,11 @@ impl Guard {
                 format!(
                     "no token: open the address the dashboard printed (with ?{TOKEN_PARAM}=...), \
                      or send Authorization: Bearer <token>{}",
-                    if write { " (writes: the header only)" } else { "" }
+                    if write {
+                        " (writes: the header only)"
+                    } else {
+                        ""
+                    }
                 ),
             )),
             Some(t) if !self.token.matches(t) => Some(refuse(
@@ -238,21 +250,41 @@ mod tests {
         assert_eq!(status(&g, Method::GET, "/app.js", &[host]), 200);
         assert_eq!(status(&g, Method::GET, "/api/info", &[host]), 401);
         assert_eq!(
-            status(&g, Method::GET, "/api/info", &[host, ("authorization", "Bearer 0123abce")]),
+            status(
+                &g,
+                Method::GET,
+                "/api/info",
+                &[host, ("authorization", "Bearer 0123abce")]
+            ),
             401
         );
         assert_eq!(
-            status(&g, Method::GET, "/api/info", &[host, ("authorization", "Bearer 0123abc")]),
+            status(
+                &g,
+                Method::GET,
+                "/api/info",
+                &[host, ("authorization", "Bearer 0123abc")]
+            ),
             401,
             "a prefix of the token is not the token"
         );
         assert_eq!(status(&g, Method::GET, "/api/info", &[host, BEARER]), 200);
         assert_eq!(
-            status(&g, Method::GET, "/api/rollouts/stream?token=0123abcd", &[host]),
+            status(
+                &g,
+                Method::GET,
+                "/api/rollouts/stream?token=0123abcd",
+                &[host]
+            ),
             200
         );
         assert_eq!(
-            status(&g, Method::GET, "/api/rollouts/stream?x=1&token=0123abcd", &[host]),
+            status(
+                &g,
+                Method::GET,
+                "/api/rollouts/stream?x=1&token=0123abcd",
+                &[host]
+            ),
             200
         );
         assert_eq!(
@@ -268,7 +300,10 @@ mod tests {
         let origin = ("origin", "http://127.0.0.1:3100");
         let action = (ACTION_HEADER, "1");
         let path = "/api/rollouts/pr/ns/p/actions/pause";
-        assert_eq!(status(&g, Method::POST, path, &[host, origin, action, BEARER]), 200);
+        assert_eq!(
+            status(&g, Method::POST, path, &[host, origin, action, BEARER]),
+            200
+        );
         // localhost and 127.0.0.1 are the same loopback server.
         assert_eq!(
             status(
@@ -289,8 +324,19 @@ mod tests {
         assert_eq!(status(&g, Method::POST, path, &[host, origin, BEARER]), 403);
         assert_eq!(status(&g, Method::POST, path, &[host, action, BEARER]), 403);
         let foreign = ("origin", "http://evil.example");
-        assert_eq!(status(&g, Method::POST, path, &[host, foreign, action, BEARER]), 403);
-        assert_eq!(status(&g, Method::POST, path, &[host, ("origin", "null"), action, BEARER]), 403);
+        assert_eq!(
+            status(&g, Method::POST, path, &[host, foreign, action, BEARER]),
+            403
+        );
+        assert_eq!(
+            status(
+                &g,
+                Method::POST,
+                path,
+                &[host, ("origin", "null"), action, BEARER]
+            ),
+            403
+        );
     }
 
     #[test]
@@ -305,12 +351,24 @@ mod tests {
         ];
         assert_eq!(status(&g, Method::GET, "/", &rebound), 403);
         assert_eq!(status(&g, Method::GET, "/api/info", &rebound), 403);
-        assert_eq!(status(&g, Method::GET, "/api/info", &[BEARER]), 403, "no Host");
+        assert_eq!(
+            status(&g, Method::GET, "/api/info", &[BEARER]),
+            403,
+            "no Host"
+        );
         // A read from another site's page carries its Origin: refused even with the token.
-        let cross = [("host", "127.0.0.1:3100"), ("origin", "http://evil.example"), BEARER];
+        let cross = [
+            ("host", "127.0.0.1:3100"),
+            ("origin", "http://evil.example"),
+            BEARER,
+        ];
         assert_eq!(status(&g, Method::GET, "/api/info", &cross), 403);
         // Another port of the same machine is another site.
-        let port = [("host", "127.0.0.1:3100"), ("origin", "http://127.0.0.1:8080"), BEARER];
+        let port = [
+            ("host", "127.0.0.1:3100"),
+            ("origin", "http://127.0.0.1:8080"),
+            BEARER,
+        ];
         assert_eq!(status(&g, Method::GET, "/api/info", &port), 403);
     }
 
@@ -341,7 +399,12 @@ mod tests {
         ];
         assert_eq!(status(&g, Method::GET, "/api/info", &ok), 200);
         assert_eq!(
-            status(&g, Method::GET, "/api/info", &[("host", "localhost:3100"), BEARER]),
+            status(
+                &g,
+                Method::GET,
+                "/api/info",
+                &[("host", "localhost:3100"), BEARER]
+            ),
             403
         );
     }

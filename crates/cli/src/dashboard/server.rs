@@ -37,12 +37,7 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(
-        client: Client,
-        table: Arc<Table>,
-        guard: Guard,
-        narrowed: Option<String>,
-    ) -> Self {
+    pub fn new(client: Client, table: Arc<Table>, guard: Guard, narrowed: Option<String>) -> Self {
         State {
             client,
             table,
