@@ -93,8 +93,9 @@ The first line printed is the address to open, with this run's token:
   Numaplane dashboard: http://127.0.0.1:3100/?token=<64 hex digits>
 (with --port 0, the port chosen). Every API request needs the token, as `Authorization: Bearer
 <token>` (or `?token=` on reads); a new one is made each run. Requests must name the dashboard's
-address in Host, a browser's Origin must be the dashboard's own page, and writes also need the
-X-Numaplane-Dashboard header, so other web pages cannot read or act through it.
+address in Host, an Origin must be the dashboard's own address, and writes (POST) need the token in
+the header, that Origin and the X-Numaplane-Dashboard header, so other web pages cannot read or act
+through it.
 It listens on loopback only unless --allow-remote is given (never on every interface: name the
 address). Ctrl-C stops it.
 
