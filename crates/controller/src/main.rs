@@ -33,6 +33,11 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let opts = Options::parse();
+    if let Some(why) = opts.unsupported() {
+        // A command-line error, like clap's own: exit code 2, before touching the cluster.
+        eprintln!("numaplane: {why}");
+        return ExitCode::from(2);
+    }
     numaplane::logging::init(numaplane_core::config::LogLevel::Info);
     match run(opts).await {
         Ok(()) => ExitCode::SUCCESS,
