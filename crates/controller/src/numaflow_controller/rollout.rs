@@ -563,7 +563,9 @@ async fn pause_step(
     let ns = r.namespace().unwrap_or_default();
     let name = r.name_any();
     if nc.spec != *desired {
-        let waiting = crate::pause_requests::pipelines_not_paused(&nctx.ctx, &ns, None).await?;
+        use crate::pause_requests::{Need, check_pipelines};
+        let check = check_pipelines(&nctx.ctx, &ns, None, Need::Paused).await?;
+        let waiting = &check.waiting;
         if !waiting.is_empty() {
             let msg = format!(
                 "pause-and-drain: waiting for pipelines {} to pause before updating the Numaflow controller to {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
@@ -582,7 +584,8 @@ async fn pause_step(
             EventType::Normal,
             event_reason::PIPELINES_PAUSED,
             format!(
-                "pipelines of namespace {ns} paused; updating NumaflowController {name} to {}",
+                "pipelines of namespace {ns}: {}; updating NumaflowController {name} to {}",
+                check.describe(Need::Paused),
                 desired.version
             ),
         )
@@ -785,7 +788,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_version_change_pauses_first_only_under_pause_and_drain() {
+    fn a_version_change_pauses_first_under_pause_and_drain_or_without_a_usde_config() {
         let live = NumaflowControllerSpec {
             version: "1.7.5".into(),
             instance_id: None,
@@ -811,10 +814,14 @@ mod tests {
             decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &desired),
             UpdateDecision::PauseFirst
         );
-        assert_eq!(
-            decide_update(UserStrategy::PauseAndDrain, None, &live, &desired),
-            UpdateDecision::ApplyNow
-        );
+        // No USDE config loaded: fail closed, the pipelines pause first under every strategy
+        // that has no progressive controller upgrade of its own.
+        for s in [UserStrategy::PauseAndDrain, UserStrategy::NoStrategy] {
+            assert_eq!(
+                decide_update(s, None, &live, &desired),
+                UpdateDecision::PauseFirst
+            );
+        }
         let instance = NumaflowControllerSpec {
             instance_id: Some("a".into()),
             ..live.clone()

@@ -165,6 +165,10 @@ impl AssessmentSchedule {
     }
 }
 
+/// Default of `pipeline.deletionDrainTimeoutSeconds`: a few minutes, so a GitOps deletion does
+/// not hang on a pipeline that cannot drain.
+pub const DEFAULT_DELETION_DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Default of `upgradeHistoryLimit`.
 pub const DEFAULT_UPGRADE_HISTORY_LIMIT: usize = 10;
 /// Most attempts a status may keep: a status is bounded in size.
@@ -198,6 +202,9 @@ pub struct ControllerConfig {
     pub max_recyclable_duration: Duration,
     pub force_drain_failure_wait: Duration,
     pub keep_undrained_pipelines: bool,
+    /// How long a deleted PipelineRollout waits for its pipelines to pause and drain before
+    /// deleting them undrained (`pipeline.deletionDrainTimeoutSeconds`; Numaplane only).
+    pub deletion_drain_timeout: Duration,
     pub disable_analysis_runs_for_pipeline: bool,
     /// Upgrade attempts kept in each rollout's `status.upgradeHistory` (Numaplane only).
     pub upgrade_history_limit: usize,
@@ -217,6 +224,7 @@ impl Default for ControllerConfig {
             max_recyclable_duration: Duration::from_secs(60 * 60),
             force_drain_failure_wait: Duration::from_secs(15),
             keep_undrained_pipelines: false,
+            deletion_drain_timeout: DEFAULT_DELETION_DRAIN_TIMEOUT,
             disable_analysis_runs_for_pipeline: false,
             upgrade_history_limit: DEFAULT_UPGRADE_HISTORY_LIMIT,
         }
@@ -324,6 +332,15 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
         }
         if let Some(v) = get(pipeline, "keepUndrainedPipelines") {
             cfg.keep_undrained_pipelines = weak_bool(v, "pipeline.keepUndrainedPipelines")?;
+        }
+        if let Some(v) = get(pipeline, "deletionDrainTimeoutSeconds") {
+            let s = weak_int_in(
+                v,
+                "pipeline.deletionDrainTimeoutSeconds",
+                0,
+                i64::from(i32::MAX),
+            )?;
+            cfg.deletion_drain_timeout = seconds(s);
         }
     }
     Ok(cfg)

@@ -60,6 +60,7 @@ fn parses_the_shipped_controller_config() {
         max_recyclable_duration: secs(240 * 60),
         force_drain_failure_wait: secs(15),
         keep_undrained_pipelines: false,
+        deletion_drain_timeout: DEFAULT_DELETION_DRAIN_TIMEOUT,
         disable_analysis_runs_for_pipeline: false,
         upgrade_history_limit: 10,
         definitions_namespaces: Vec::new(),
@@ -152,6 +153,7 @@ pipeline:
   maxRecyclableDurationMinutes: 0
   forceDrainFailureWaitDuration: "5"
   keepUndrainedPipelines: true
+  deletionDrainTimeoutSeconds: "45"
 "#;
     let cfg = parse_controller_config(yaml).unwrap();
     assert_eq!(cfg.log_level, LogLevel::Debug);
@@ -164,6 +166,11 @@ pipeline:
     assert_eq!(cfg.max_recyclable_duration, secs(0));
     assert_eq!(cfg.force_drain_failure_wait, secs(5));
     assert!(cfg.keep_undrained_pipelines);
+    assert_eq!(cfg.deletion_drain_timeout, secs(45));
+    assert_eq!(
+        ControllerConfig::default().deletion_drain_timeout,
+        DEFAULT_DELETION_DRAIN_TIMEOUT
+    );
     assert_eq!(cfg.upgrade_history_limit, 3);
 }
 
