@@ -4,8 +4,7 @@
 //! an ISBServiceRollout keeps its InterStepBufferService while pipelines use it. Each wait is
 //! said in the rollout's status and an Event.
 
-use super::Rollout;
-use super::kind::publish;
+use super::kind::{Rollout, publish};
 use crate::children::{self, ChildObject};
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext};
@@ -25,6 +24,8 @@ use tracing::info;
 
 /// Re-check period while the deletion waits (the children's own changes wake it sooner).
 const RECHECK: Duration = Duration::from_secs(5);
+/// Re-check period once this pass started deletions.
+const DELETING_RECHECK: Duration = Duration::from_secs(2);
 
 /// The condition reason while a deletion waits.
 const DELETION_WAITING: &str = "DeletionWaiting";
@@ -66,64 +67,14 @@ async fn drain_pipelines<R: Rollout>(
     let mut waiting = Vec::new();
     let mut until = deadline;
     for c in pending {
-        let child = c.name_any();
-        match pipeline_step(&c.to_json(), allow, deadline, now) {
-            PipelineStep::Delete(why) => {
-                info!(%child, why, "deleting pipeline of deleted rollout");
-                if children::delete_recording(ctx, c, None).await? {
-                    let note = format!(
-                        "pipeline {child} of deleted {} {}: {why}; deleting",
-                        R::kind(&()),
-                        obj.name_any()
-                    );
-                    ctx.events
-                        .publish(
-                            R::EVENT_SOURCE,
-                            &c.object_ref(&()),
-                            EventType::Normal,
-                            "Drained",
-                            note,
-                        )
-                        .await;
-                }
-            }
-            PipelineStep::DeleteUndrained(why) => {
-                info!(%child, %why, "deleting undrained pipeline of deleted rollout");
-                if children::delete_recording(ctx, c, Some(why.clone())).await? {
-                    ctx.events
-                        .publish(
-                            R::EVENT_SOURCE,
-                            &c.object_ref(&()),
-                            EventType::Warning,
-                            numaplane_core::recycle::DrainResult::DrainIncomplete.as_str(),
-                            format!("pipeline {child}: {why}; deleting"),
-                        )
-                        .await;
-                }
-            }
-            PipelineStep::Pause => {
-                info!(%child, "pausing pipeline of deleted rollout to drain it");
-                ctx.ensure_leader()?;
-                let patch = serde_json::json!({"spec": {"lifecycle": {"desiredPhase": "Paused"}}});
-                children::patch::<R::Child, _>(
-                    ctx,
-                    &c.namespace().unwrap_or_default(),
-                    &child,
-                    &children::patch_params(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .ctx(|| format!("pausing pipeline {child} to drain it"))?;
-                waiting.push(format!("pausing pipeline {child}"));
-            }
-            PipelineStep::Wait { why, until: u } => {
-                until = until.min(u);
-                waiting.push(why);
-            }
+        let step = pipeline_step(&c.to_json(), allow, deadline, now);
+        if let Some((why, u)) = drain_step::<R>(obj, ctx, c, step).await? {
+            until = until.min(u.unwrap_or(deadline));
+            waiting.push(why);
         }
     }
     if waiting.is_empty() {
-        return Ok(Some(Action::requeue(super::DELETION_RECHECK)));
+        return Ok(Some(Action::requeue(DELETING_RECHECK)));
     }
     let msg = format!(
         "deleting: {} before deleting them (until {deadline} at most; annotate {}=\"true\" not to wait)",
@@ -135,6 +86,72 @@ async fn drain_pipelines<R: Rollout>(
     Ok(Some(Action::requeue(
         left.clamp(Duration::from_secs(1), RECHECK),
     )))
+}
+
+/// Carries out one pipeline's step; returns what the deletion still waits for, and until when.
+async fn drain_step<R: Rollout>(
+    obj: &R,
+    ctx: &Ctx,
+    c: &R::Child,
+    step: PipelineStep,
+) -> Result<Option<(String, Option<Timestamp>)>, Error> {
+    let child = c.name_any();
+    let regarding = c.object_ref(&());
+    match step {
+        PipelineStep::Delete(why) => {
+            info!(%child, why, "deleting pipeline of deleted rollout");
+            if children::delete_recording(ctx, c, None).await? {
+                let note = format!(
+                    "pipeline {child} of deleted {} {}: {why}; deleting",
+                    R::kind(&()),
+                    obj.name_any()
+                );
+                ctx.events
+                    .publish(
+                        R::EVENT_SOURCE,
+                        &regarding,
+                        EventType::Normal,
+                        "Drained",
+                        note,
+                    )
+                    .await;
+            }
+            Ok(None)
+        }
+        PipelineStep::DeleteUndrained(why) => {
+            info!(%child, %why, "deleting undrained pipeline of deleted rollout");
+            if children::delete_recording(ctx, c, Some(why.clone())).await? {
+                let reason = numaplane_core::recycle::DrainResult::DrainIncomplete.as_str();
+                let note = format!("pipeline {child}: {why}; deleting");
+                ctx.events
+                    .publish(
+                        R::EVENT_SOURCE,
+                        &regarding,
+                        EventType::Warning,
+                        reason,
+                        note,
+                    )
+                    .await;
+            }
+            Ok(None)
+        }
+        PipelineStep::Pause => {
+            info!(%child, "pausing pipeline of deleted rollout to drain it");
+            ctx.ensure_leader()?;
+            let patch = serde_json::json!({"spec": {"lifecycle": {"desiredPhase": "Paused"}}});
+            children::patch::<R::Child, _>(
+                ctx,
+                &c.namespace().unwrap_or_default(),
+                &child,
+                &children::patch_params(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .ctx(|| format!("pausing pipeline {child} to drain it"))?;
+            Ok(Some((format!("pausing pipeline {child}"), None)))
+        }
+        PipelineStep::Wait { why, until } => Ok(Some((why, Some(until)))),
+    }
 }
 
 async fn hold_while_used<R: Rollout>(
