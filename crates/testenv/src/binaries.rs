@@ -74,7 +74,7 @@ impl Binaries {
 }
 
 /// The kubectl built with the control plane (`KUBECTL_BIN` overrides it), for tests that drive
-/// the cluster exactly as the README tells a user to.
+/// the cluster exactly as README.md and docs/install.md tell a user to.
 pub fn kubectl() -> Result<PathBuf> {
     let path = match std::env::var_os("KUBECTL_BIN") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
