@@ -178,6 +178,9 @@ struct Repo {
     packages: BTreeMap<String, Targets>,
 }
 
+/// One kind of target of a package.
+type TargetsOf = fn(&Targets) -> &BTreeSet<String>;
+
 #[derive(Default, Debug)]
 struct Targets {
     tests: BTreeSet<String>,
@@ -509,7 +512,7 @@ fn check_cargo(repo: &Repo, args: &[&str], counts: &mut Counts) -> Vec<String> {
             .filter_map(|p| repo.packages.get(*p))
             .collect()
     };
-    let kinds: [(&str, fn(&Targets) -> &BTreeSet<String>); 3] = [
+    let kinds: [(&str, TargetsOf); 3] = [
         ("--test", |t| &t.tests),
         ("--example", |t| &t.examples),
         ("--bin", |t| &t.bins),
