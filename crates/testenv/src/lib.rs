@@ -11,6 +11,7 @@ pub mod controlplane;
 pub mod crds;
 pub mod faults;
 pub mod netns;
+pub mod realnode;
 pub mod realstack;
 pub mod simulator;
 

@@ -69,6 +69,10 @@ struct ServeArgs {
     /// Argo Rollouts controller, Prometheus or stand-ins.
     #[arg(long)]
     control_plane_only: bool,
+    /// Also run a real node (kubelet and containerd, label `type=real`, taint
+    /// `numaplane.io/real-node=true:NoSchedule`); see docs/real-node.md.
+    #[arg(long)]
+    real_node: bool,
 }
 
 fn main() -> ExitCode {
@@ -109,6 +113,9 @@ fn up(args: &ServeArgs, timeout: Duration) -> Result<()> {
     }
     if args.control_plane_only {
         cmd.arg("--control-plane-only");
+    }
+    if args.real_node {
+        cmd.arg("--real-node");
     }
     // Own process group and no terminal streams: `serve` outlives this process and the shell.
     let mut child = cmd
@@ -168,6 +175,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         audit_log: args.audit_log,
         dir: Some(dir.clone()),
         real_stack: !args.control_plane_only,
+        real_node: args.real_node,
         ..TestEnvOptions::default()
     };
     let env = TestEnv::start_with(opts).await?;
@@ -211,7 +219,7 @@ fn down(dir: &Path) -> Result<()> {
     ] {
         let _ = fs::remove_file(dir.join(f));
     }
-    for d in ["pki", "etcd-data"] {
+    for d in ["pki", "etcd-data", "realnode-data", "cleanup.d"] {
         let _ = fs::remove_dir_all(dir.join(d));
     }
     Ok(())

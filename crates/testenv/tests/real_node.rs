@@ -1,0 +1,133 @@
+//! The real node runs real containers: a pod selecting and tolerating it runs a static busybox
+//! imported from an OCI archive, completes, and its log comes back through the API server from
+//! kubelet; its address is on the node's CNI bridge. KWOK's node is left alone, and after
+//! shutdown nothing of the node stays mounted.
+//! Needs `make testenv-binaries` (control plane and `hack/realnode-binaries.sh`); fails without.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, LogParams, PostParams};
+use numaplane_testenv::binaries::RealNodeBinaries;
+use numaplane_testenv::realnode::{self, NODE_NAME, TAINT_KEY};
+use numaplane_testenv::{TestEnv, TestEnvOptions};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_runs_on_the_real_node() {
+    let t0 = Instant::now();
+    let bins = RealNodeBinaries::locate().expect("real-node parts");
+    let env = TestEnv::start_with(TestEnvOptions {
+        real_node: true,
+        ..TestEnvOptions::default()
+    })
+    .await
+    .expect("environment with a real node");
+    eprintln!("environment with a real node up in {:?}", t0.elapsed());
+    let node = env.real_node().expect("real node");
+    env.import_image(&bins.busybox_archive)
+        .expect("importing busybox");
+
+    // Registered by kubelet, labelled and tainted as promised.
+    let n = Api::<Node>::all(env.client())
+        .get(NODE_NAME)
+        .await
+        .expect("node");
+    assert_eq!(
+        n.metadata.labels.as_ref().and_then(|l| l.get("type")),
+        Some(&"real".to_string())
+    );
+    assert!(
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| ts
+                .iter()
+                .any(|t| t.key == TAINT_KEY && t.effect == "NoSchedule")),
+        "{:?}",
+        n.spec
+    );
+
+    let ns = env.create_namespace("real-node").await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "hello"},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"type": "real"},
+            "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{
+                "name": "main",
+                "image": bins.busybox_image,
+                "imagePullPolicy": "Never",
+                // Only a real container has its own files and its own network interface.
+                "command": ["/bin/sh", "-c",
+                    "echo written > /tmp/f && echo \"hello from $(cat /tmp/f) $(ip -4 -o addr show eth0 | wc -l)\""]
+            }]
+        }
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+
+    let deadline = Instant::now() + WAIT;
+    let done = loop {
+        let p = pods.get("hello").await.expect("get pod");
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pod not finished within {WAIT:?}: {:?}\nkubelet log: {}",
+            p.status,
+            numaplane_testenv::controlplane::tail(&node.dir().join("node.log"), 30)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let status = done.status.clone().unwrap_or_default();
+    assert_eq!(
+        status.phase.as_deref(),
+        Some("Succeeded"),
+        "{status:?}\nkubelet log: {}",
+        numaplane_testenv::controlplane::tail(&node.dir().join("node.log"), 30)
+    );
+    assert_eq!(
+        done.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(NODE_NAME)
+    );
+
+    // The log travels API server -> kubelet (on the node's address) -> containerd's log file.
+    let log = pods
+        .logs("hello", &LogParams::default())
+        .await
+        .expect("pod log through the API server");
+    assert_eq!(log.trim(), "hello from written 1", "log: {log:?}");
+
+    let ip: Ipv4Addr = status
+        .pod_ip
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pod IP: {status:?}"));
+    let (net, len) = node.pod_subnet();
+    let mask = u32::MAX << (32 - u32::from(len));
+    assert_eq!(
+        u32::from(ip) & mask,
+        u32::from(net),
+        "pod IP {ip} not on the bridge's {net}/{len}"
+    );
+    eprintln!("pod ran on the real node at {ip}; {:?} in all", t0.elapsed());
+
+    let dir = env.dir().to_path_buf();
+    drop(env);
+    let left = realnode::mounts_under(&dir);
+    assert!(left.is_empty(), "still mounted after shutdown: {left:?}");
+}
