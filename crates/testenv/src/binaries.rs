@@ -247,7 +247,10 @@ impl RealNodeBinaries {
             Some(p) if !p.is_empty() => PathBuf::from(p),
             _ => cache_dir().map_or_else(|| "kubelet".into(), |c| c.join("kubelet")),
         };
-        let images = cache_dir().map_or_else(|| PathBuf::from("realnode"), |c| c.with_file_name("realnode"));
+        let images = cache_dir().map_or_else(
+            || PathBuf::from("realnode"),
+            |c| c.with_file_name("realnode"),
+        );
         let mut missing = Vec::new();
         let mut exe = |p: &str| {
             let p = PathBuf::from(p);

@@ -104,10 +104,7 @@ impl RealNode {
             &cni_config(&dir, pod_subnet),
         )?;
         write(&dir.join("resolv.conf"), "search svc.cluster.local\n")?;
-        write(
-            &dir.join("kubelet.yaml"),
-            &kubelet_config(&dir, &sock, &id),
-        )?;
+        write(&dir.join("kubelet.yaml"), &kubelet_config(&dir, &sock, &id))?;
         let ca = {
             use base64::Engine as _;
             base64::engine::general_purpose::STANDARD.encode(inputs.ca_pem.as_bytes())
@@ -121,7 +118,8 @@ impl RealNode {
                 inputs.token,
             ),
         )?;
-        let script = dir.join("node.sh");
+        // Not `node.sh`: that is the wrapper `Pod::start` writes for the pod named `node`.
+        let script = dir.join("start-node.sh");
         write(
             &script,
             &node_script(&NodeScript {
@@ -212,9 +210,7 @@ impl RealNode {
                     .status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| {
-                        cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                    })
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
             {
                 return Ok(());
             }

@@ -124,7 +124,10 @@ async fn a_pod_runs_on_the_real_node() {
         u32::from(net),
         "pod IP {ip} not on the bridge's {net}/{len}"
     );
-    eprintln!("pod ran on the real node at {ip}; {:?} in all", t0.elapsed());
+    eprintln!(
+        "pod ran on the real node at {ip}; {:?} in all",
+        t0.elapsed()
+    );
 
     let dir = env.dir().to_path_buf();
     drop(env);
