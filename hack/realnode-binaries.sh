@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds what the test environment's real node needs (docs/real-node.md):
-#   kubelet from the k8s.io/kubernetes Go module (the same pinning as hack/testenv-binaries.sh, in
+#   kubelet and kube-proxy from the k8s.io/kubernetes Go module (the same pinning as hack/testenv-binaries.sh, in
 #   a scratch module of its own so that the control plane's module is left alone);
-#   containerd, runc, the CNI plugins, umoci and busybox-static from Debian (apt-get install when
+#   containerd, runc, the CNI plugins, iptables (for kube-proxy), umoci and busybox-static from
+#   Debian (apt-get install when
 #   missing);
 #   two OCI image archives built without a registry: the pod sandbox image
 #   (registry.k8s.io/pause:<tag>, a `gcc -static` build of build/pause/linux/pause.c from the
 #   Kubernetes module) and numaplane.local/busybox:testenv (Debian's static busybox) for tests.
 # Outputs, outside the repository:
-#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/<k8s>/kubelet
+#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/<k8s>/{kubelet,kube-proxy}
 #   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realnode/{pause,busybox}.oci.tar
 # Idempotent: what exists is not rebuilt. Prints the realnode directory on the last line.
 set -euo pipefail
@@ -23,8 +24,8 @@ log() { printf '[realnode-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # Debian packages and the commands each must provide.
-DEBS=(containerd runc containernetworking-plugins umoci busybox-static)
-NEEDED=(/usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/sbin/runc
+DEBS=(containerd runc containernetworking-plugins umoci busybox-static iptables)
+NEEDED=(/usr/sbin/iptables-restore /usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/sbin/runc
   /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/umoci /bin/busybox)
 
 debian_packages() {
@@ -44,8 +45,10 @@ debian_packages() {
     || die "libc.a (libc6-dev) is needed for gcc -static"
 }
 
-build_kubelet() {
-  [ -x "$BIN/kubelet" ] && return 0
+# build_node_cmd CMD: kubelet or kube-proxy.
+build_node_cmd() {
+  local cmd=$1
+  [ -x "$BIN/$cmd" ] && return 0
   local work="$CACHE_ROOT/build-node-$K8S_VERSION"
   local staging="v0.${K8S_VERSION#v1.}"
   local t0
@@ -54,7 +57,7 @@ build_kubelet() {
   (
     cd "$work"
     if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod; then
-      log "kubelet: scratch module in $work"
+      log "$cmd: scratch module in $work"
       rm -f go.mod go.sum
       printf 'module numaplane.local/testenv-node-build\n\ngo 1.26\n' > go.mod
       printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kubelet"\n\t_ "k8s.io/kubernetes/cmd/kube-proxy"\n)\n' > tools.go
@@ -68,11 +71,11 @@ build_kubelet() {
       go mod tidy
     fi
     local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}"
-    log "kubelet: building $K8S_VERSION (cold: several minutes)"
-    CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet
-    mv "$BIN/kubelet.tmp" "$BIN/kubelet"
+    log "$cmd: building $K8S_VERSION (cold: several minutes)"
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+    mv "$BIN/$cmd.tmp" "$BIN/$cmd"
   )
-  log "kubelet: built in $(( $(date +%s) - t0 ))s"
+  log "$cmd: built in $(( $(date +%s) - t0 ))s"
 }
 
 # oci_archive NAME REF ROOTFS_DIR ENTRYPOINT... : an OCI image archive of ROOTFS_DIR named REF,
@@ -130,7 +133,8 @@ busybox_image() {
 
 start=$(date +%s)
 debian_packages
-build_kubelet
+build_node_cmd kubelet
+build_node_cmd kube-proxy
 pause_image
 busybox_image
 log "ready in $(( $(date +%s) - start ))s: $OUT (kubelet in $BIN)"

@@ -205,12 +205,18 @@ impl RealNode {
         let nodes: Api<Node> = Api::all(client.clone());
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
+            // Ready, and kube-controller-manager has lifted the not-ready taint: only ours is left.
             if let Ok(node) = nodes.get(NODE_NAME).await
                 && node
                     .status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
                     .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                && node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_none_or(|ts| ts.iter().all(|t| t.key == TAINT_KEY))
             {
                 return Ok(());
             }

@@ -134,3 +134,84 @@ async fn a_pod_runs_on_the_real_node() {
     let left = realnode::mounts_under(&dir);
     assert!(left.is_empty(), "still mounted after shutdown: {left:?}");
 }
+
+/// With the real stack, KWOK's node and the real node stand side by side: a pod asking for
+/// nothing lands on KWOK's node (the real one is tainted), KWOK leaves the real node to kubelet,
+/// and a pod for the real node still runs there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kwok_and_the_real_node_side_by_side() {
+    let bins = RealNodeBinaries::locate().expect("real-node parts");
+    let env = TestEnv::start_with(TestEnvOptions {
+        real_stack: true,
+        real_node: true,
+        ..TestEnvOptions::default()
+    })
+    .await
+    .expect("real stack with a real node");
+    env.import_image(&bins.busybox_archive)
+        .expect("importing busybox");
+    let ns = env.create_namespace("side-by-side").await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let fake: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "fake"},
+        "spec": {"containers": [{"name": "main", "image": "nothing-runs-here"}]}
+    }))
+    .expect("pod");
+    let real: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "real"},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"type": "real"},
+            "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{
+                "name": "main",
+                "image": bins.busybox_image,
+                "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", "echo real"]
+            }]
+        }
+    }))
+    .expect("pod");
+    for p in [&fake, &real] {
+        pods.create(&PostParams::default(), p)
+            .await
+            .expect("create");
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let f = pods.get("fake").await.expect("get fake");
+        let r = pods.get("real").await.expect("get real");
+        let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+        let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+        if phase(&f).as_deref() == Some("Running") && phase(&r).as_deref() == Some("Succeeded") {
+            assert_eq!(node(&f).as_deref(), Some("kwok-node-0"));
+            assert_eq!(node(&r).as_deref(), Some(NODE_NAME));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fake: {:?} on {:?}; real: {:?} on {:?}",
+            f.status,
+            node(&f),
+            r.status,
+            node(&r)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let log = pods
+        .logs("real", &LogParams::default())
+        .await
+        .expect("real pod's log");
+    assert_eq!(log.trim(), "real");
+    // KWOK did not take the real node over: kubelet still reports its own version.
+    let n = Api::<Node>::all(env.client())
+        .get(NODE_NAME)
+        .await
+        .expect("node");
+    let info = n.status.and_then(|s| s.node_info).expect("node info");
+    assert_eq!(
+        info.kubelet_version,
+        numaplane_testenv::binaries::K8S_VERSION
+    );
+    assert!(info.container_runtime_version.starts_with("containerd://"));
+}
