@@ -220,12 +220,14 @@ impl RealStackBinaries {
     }
 }
 
-/// What the real node ([`crate::realnode`]) runs: kubelet (built with the control plane's
+/// What the real node ([`crate::realnode`]) runs: kubelet and kube-proxy (built with the control plane's
 /// Kubernetes version), Debian's containerd, runc and CNI plugins, and the OCI image archives
 /// `hack/realnode-binaries.sh` packs (the pod sandbox image and a static busybox for tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RealNodeBinaries {
     pub kubelet: PathBuf,
+    /// Services' ClusterIPs inside the node (iptables mode).
+    pub kube_proxy: PathBuf,
     pub containerd: PathBuf,
     pub ctr: PathBuf,
     pub runc: PathBuf,
@@ -240,12 +242,16 @@ pub struct RealNodeBinaries {
 }
 
 impl RealNodeBinaries {
-    /// Finds every part (`KUBELET_BIN` overrides kubelet). Fails listing every missing one, with
+    /// Finds every part (`KUBELET_BIN` and `KUBE_PROXY_BIN` override kubelet and kube-proxy). Fails listing every missing one, with
     /// the command that provides them.
     pub fn locate() -> Result<Self> {
         let kubelet = match std::env::var_os("KUBELET_BIN") {
             Some(p) if !p.is_empty() => PathBuf::from(p),
             _ => cache_dir().map_or_else(|| "kubelet".into(), |c| c.join("kubelet")),
+        };
+        let kube_proxy = match std::env::var_os("KUBE_PROXY_BIN") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => cache_dir().map_or_else(|| "kube-proxy".into(), |c| c.join("kube-proxy")),
         };
         let images = cache_dir().map_or_else(
             || PathBuf::from("realnode"),
@@ -268,8 +274,11 @@ impl RealNodeBinaries {
             exe(&format!("/usr/lib/cni/{plugin}"));
         }
         exe("/usr/bin/containerd-shim-runc-v2");
-        if !is_executable(&kubelet) {
-            missing.push(kubelet.display().to_string());
+        exe("/usr/sbin/iptables-restore");
+        for p in [&kubelet, &kube_proxy] {
+            if !is_executable(p) {
+                missing.push(p.display().to_string());
+            }
         }
         let mut image = |name: &str| -> (PathBuf, String) {
             let archive = images.join(format!("{name}.oci.tar"));
@@ -293,6 +302,7 @@ impl RealNodeBinaries {
         }
         Ok(Self {
             kubelet,
+            kube_proxy,
             containerd,
             ctr,
             runc,

@@ -104,6 +104,10 @@ impl RealNode {
             &cni_config(&dir, pod_subnet),
         )?;
         write(&dir.join("resolv.conf"), "search svc.cluster.local\n")?;
+        write(
+            &dir.join("kube-proxy.yaml"),
+            &kube_proxy_config(&dir, pod_subnet),
+        )?;
         write(&dir.join("kubelet.yaml"), &kubelet_config(&dir, &sock, &id))?;
         let ca = {
             use base64::Engine as _;
@@ -407,6 +411,9 @@ done
 # Before kubelet asks for a sandbox: a missing sandbox image would be pulled.
 {ctr} --address {sock} -n k8s.io images import --snapshotter "$snap" {pause} >/dev/null
 echo "$snap" > {d}/snapshotter
+# Replies of a pod answering a ClusterIP on the same bridge must pass kube-proxy's rules.
+echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
+{kube_proxy} --config={d}/kube-proxy.yaml > {d}/kube-proxy.log 2>&1 &
 exec {kubelet} --config={d}/kubelet.yaml --kubeconfig={d}/kubelet.kubeconfig \
   --root-dir={d}/kubelet --hostname-override={node} --node-ip={ip} \
   --node-labels={lk}={lv} --v=1
@@ -418,6 +425,7 @@ exec {kubelet} --config={d}/kubelet.yaml --kubeconfig={d}/kubelet.kubeconfig \
         containerd = s.bins.containerd.display(),
         ctr = s.bins.ctr.display(),
         kubelet = s.bins.kubelet.display(),
+        kube_proxy = s.bins.kube_proxy.display(),
         sock = s.sock.display(),
         pause = s.bins.pause_archive.display(),
         node = NODE_NAME,
@@ -528,6 +536,27 @@ registerWithTaints:
 serializeImagePulls: false
 "#,
         sock = sock.display()
+    )
+}
+
+/// kube-proxy in iptables mode, inside the node's namespace only. It leaves the host-wide knobs
+/// alone: no conntrack table sizing or timeouts, no OOM score (root lacks CAP_SYS_RESOURCE), no
+/// NodePorts on localhost.
+fn kube_proxy_config(dir: &Path, (net, len): (Ipv4Addr, u8)) -> String {
+    format!(
+        r#"apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {{kubeconfig: {d}/kubelet.kubeconfig}}
+hostnameOverride: {NODE_NAME}
+mode: iptables
+clusterCIDR: {net}/{len}
+iptables: {{localhostNodePorts: false, syncPeriod: 5s, minSyncPeriod: 0s}}
+conntrack: {{maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}}
+oomScoreAdj: 0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+"#,
+        d = dir.display()
     )
 }
 

@@ -7,7 +7,7 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, LogParams, PostParams};
 use numaplane_testenv::binaries::RealNodeBinaries;
 use numaplane_testenv::realnode::{self, NODE_NAME, TAINT_KEY};
@@ -214,4 +214,99 @@ async fn kwok_and_the_real_node_side_by_side() {
         numaplane_testenv::binaries::K8S_VERSION
     );
     assert!(info.container_runtime_version.starts_with("containerd://"));
+}
+
+/// kube-proxy on the real node: a Service's ClusterIP reaches a pod serving on the node, from
+/// another pod there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_ip_reaches_a_pod_on_the_real_node() {
+    let t0 = Instant::now();
+    let bins = RealNodeBinaries::locate().expect("real-node parts");
+    let env = TestEnv::start_with(TestEnvOptions {
+        real_node: true,
+        ..TestEnvOptions::default()
+    })
+    .await
+    .expect("environment with a real node");
+    let node = env.real_node().expect("real node");
+    env.import_image(&bins.busybox_archive)
+        .expect("importing busybox");
+    let ns = env.create_namespace("real-service").await;
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let on_real_node = |name: &str, labels: serde_json::Value, restart: &str, script: &str| {
+        serde_json::from_value::<Pod>(json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "restartPolicy": restart,
+                "nodeSelector": {"type": "real"},
+                "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{
+                    "name": "main",
+                    "image": bins.busybox_image,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script]
+                }]
+            }
+        }))
+        .expect("pod")
+    };
+    let server = on_real_node(
+        "web",
+        json!({"app": "web"}),
+        "Always",
+        "/bin/busybox mkdir -p /www && echo hello-service > /www/index.html && \
+         exec /bin/busybox httpd -f -p 8080 -h /www",
+    );
+    pods.create(&PostParams::default(), &server)
+        .await
+        .expect("create server");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}
+    }))
+    .expect("service");
+    let svc = Api::<Service>::namespaced(env.client(), &ns)
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+    let cluster_ip = svc.spec.and_then(|s| s.cluster_ip).expect("a ClusterIP");
+    // Retries while the endpoints and kube-proxy's rules catch up with the server (no `-T`:
+    // busybox-static's wget crashes with it).
+    let client = on_real_node(
+        "client",
+        json!({}),
+        "Never",
+        &format!(
+            "i=0; while [ $i -lt 60 ]; do wget -q -O - http://{cluster_ip}/ && exit 0; \
+             i=$((i+1)); sleep 1; done; exit 1"
+        ),
+    );
+    pods.create(&PostParams::default(), &client)
+        .await
+        .expect("create client");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        let p = pods.get("client").await.expect("get client");
+        let status = p.status.unwrap_or_default();
+        if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "client not finished: {status:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        status.phase.as_deref(),
+        Some("Succeeded"),
+        "{status:?}\nkube-proxy log: {}",
+        numaplane_testenv::controlplane::tail(&node.dir().join("kube-proxy.log"), 30)
+    );
+    let log = pods
+        .logs("client", &LogParams::default())
+        .await
+        .expect("client log");
+    assert_eq!(log.trim(), "hello-service", "log: {log:?}");
+    eprintln!(
+        "{cluster_ip} answered from the real node; {:?} in all",
+        t0.elapsed()
+    );
 }
