@@ -2,6 +2,7 @@
 # Builds what the test environment's real node needs (docs/real-node.md):
 #   kubelet and kube-proxy from the k8s.io/kubernetes Go module (the same pinning as hack/testenv-binaries.sh, in
 #   a scratch module of its own so that the control plane's module is left alone);
+#   CoreDNS from the github.com/coredns/coredns Go module (cluster DNS on the node);
 #   containerd, runc, the CNI plugins, iptables (for kube-proxy), umoci and busybox-static from
 #   Debian (apt-get install when
 #   missing);
@@ -10,11 +11,12 @@
 #   Kubernetes module) and numaplane.local/busybox:testenv (Debian's static busybox) for tests.
 # Outputs, outside the repository:
 #   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/<k8s>/{kubelet,kube-proxy}
-#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realnode/{pause,busybox}.oci.tar
+#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realnode/{pause,busybox}.oci.tar, coredns
 # Idempotent: what exists is not rebuilt. Prints the realnode directory on the last line.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.14.7}"
 CACHE_ROOT="${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}"
 BIN="$CACHE_ROOT/$K8S_VERSION"
 OUT="$CACHE_ROOT/realnode"
@@ -78,6 +80,29 @@ build_node_cmd() {
   log "$cmd: built in $(( $(date +%s) - t0 ))s"
 }
 
+# Cluster DNS for the node, from github.com/coredns/coredns in a scratch module of its own.
+build_coredns() {
+  [ -x "$OUT/coredns" ] && return 0
+  local work="$CACHE_ROOT/build-coredns"
+  local t0
+  t0=$(date +%s)
+  mkdir -p "$work"
+  (
+    cd "$work"
+    if [ ! -f go.mod ] || ! grep -q "^require github.com/coredns/coredns $COREDNS_VERSION\$" go.mod; then
+      log "coredns: scratch module for $COREDNS_VERSION"
+      rm -f go.mod go.sum tools.go
+      printf 'module numaplane.local/build-coredns\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" > go.mod
+      printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/coredns/coredns"\n' > tools.go
+      go mod tidy
+    fi
+    log "coredns: building $COREDNS_VERSION (cold: several minutes)"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/coredns.tmp" github.com/coredns/coredns
+    mv "$OUT/coredns.tmp" "$OUT/coredns"
+  )
+  log "coredns: built in $(( $(date +%s) - t0 ))s"
+}
+
 # oci_archive NAME REF ROOTFS_DIR ENTRYPOINT... : an OCI image archive of ROOTFS_DIR named REF,
 # as `ctr images import` reads it (the name in both index annotations).
 oci_archive() {
@@ -135,6 +160,7 @@ start=$(date +%s)
 debian_packages
 build_node_cmd kubelet
 build_node_cmd kube-proxy
+build_coredns
 pause_image
 busybox_image
 log "ready in $(( $(date +%s) - start ))s: $OUT (kubelet in $BIN)"

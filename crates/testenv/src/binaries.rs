@@ -228,6 +228,8 @@ pub struct RealNodeBinaries {
     pub kubelet: PathBuf,
     /// Services' ClusterIPs inside the node (iptables mode).
     pub kube_proxy: PathBuf,
+    /// Cluster DNS for the node's pods.
+    pub coredns: PathBuf,
     pub containerd: PathBuf,
     pub ctr: PathBuf,
     pub runc: PathBuf,
@@ -290,6 +292,10 @@ impl RealNodeBinaries {
             }
             (archive, reference)
         };
+        let coredns = images.join("coredns");
+        if !is_executable(&coredns) {
+            missing.push(coredns.display().to_string());
+        }
         let (pause_archive, pause_image) = image("pause");
         let (busybox_archive, busybox_image) = image("busybox");
         if !missing.is_empty() {
@@ -303,6 +309,7 @@ impl RealNodeBinaries {
         Ok(Self {
             kubelet,
             kube_proxy,
+            coredns,
             containerd,
             ctr,
             runc,

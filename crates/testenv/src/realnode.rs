@@ -41,6 +41,9 @@ pub const NODE_LABEL: (&str, &str) = ("type", "real");
 /// The key of the node's `NoSchedule` taint (value `true`).
 pub const TAINT_KEY: &str = "numaplane.io/real-node";
 
+/// The cluster domain the node's CoreDNS serves (`<service>.<namespace>.svc.cluster.local`).
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
@@ -103,12 +106,18 @@ impl RealNode {
             &dir.join("cni/net.d/10-bridge.conflist"),
             &cni_config(&dir, pod_subnet),
         )?;
-        write(&dir.join("resolv.conf"), "search svc.cluster.local\n")?;
+        // For pods with `dnsPolicy: Default`; ClusterFirst pods get the same server from
+        // kubelet's clusterDNS, with the search path.
+        write(&dir.join("resolv.conf"), &format!("nameserver {node_ip}\n"))?;
+        write(&dir.join("Corefile"), &corefile(&dir))?;
         write(
             &dir.join("kube-proxy.yaml"),
             &kube_proxy_config(&dir, pod_subnet),
         )?;
-        write(&dir.join("kubelet.yaml"), &kubelet_config(&dir, &sock, &id))?;
+        write(
+            &dir.join("kubelet.yaml"),
+            &kubelet_config(&dir, &sock, &id, node_ip),
+        )?;
         let ca = {
             use base64::Engine as _;
             base64::engine::general_purpose::STANDARD.encode(inputs.ca_pem.as_bytes())
@@ -414,6 +423,7 @@ echo "$snap" > {d}/snapshotter
 # Replies of a pod answering a ClusterIP on the same bridge must pass kube-proxy's rules.
 echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
 {kube_proxy} --config={d}/kube-proxy.yaml > {d}/kube-proxy.log 2>&1 &
+{coredns} -conf {d}/Corefile > {d}/coredns.log 2>&1 &
 exec {kubelet} --config={d}/kubelet.yaml --kubeconfig={d}/kubelet.kubeconfig \
   --root-dir={d}/kubelet --hostname-override={node} --node-ip={ip} \
   --node-labels={lk}={lv} --v=1
@@ -426,6 +436,7 @@ exec {kubelet} --config={d}/kubelet.yaml --kubeconfig={d}/kubelet.kubeconfig \
         ctr = s.bins.ctr.display(),
         kubelet = s.bins.kubelet.display(),
         kube_proxy = s.bins.kube_proxy.display(),
+        coredns = s.bins.coredns.display(),
         sock = s.sock.display(),
         pause = s.bins.pause_archive.display(),
         node = NODE_NAME,
@@ -508,7 +519,7 @@ fn cni_config(dir: &Path, (net, len): (Ipv4Addr, u8)) -> String {
 /// Kubelet on a cgroup v1 host, as root without CAP_SYS_RESOURCE, with no eviction or image
 /// garbage collection (imported images cannot be pulled back) and everything under `dir`. The
 /// API server reaches it anonymously (this namespace is ours alone).
-fn kubelet_config(dir: &Path, sock: &Path, id: &str) -> String {
+fn kubelet_config(dir: &Path, sock: &Path, id: &str, node_ip: Ipv4Addr) -> String {
     let d = dir.display();
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
@@ -527,6 +538,8 @@ readOnlyPort: 0
 podLogsDir: {d}/pod-logs
 volumePluginDir: {d}/volume-plugins
 resolvConf: {d}/resolv.conf
+clusterDNS: [{node_ip}]
+clusterDomain: {CLUSTER_DOMAIN}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {{"memory.available": "0%", "nodefs.available": "0%", "imagefs.available": "0%", "nodefs.inodesFree": "0%"}}
@@ -536,6 +549,24 @@ registerWithTaints:
 serializeImagePulls: false
 "#,
         sock = sock.display()
+    )
+}
+
+/// CoreDNS on the node's address (port 53 of its namespace), answering for Services and pods
+/// from the API server, and nothing else: there is no upstream to forward to.
+fn corefile(dir: &Path) -> String {
+    format!(
+        r#".:53 {{
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {d}/kubelet.kubeconfig
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+}}
+"#,
+        d = dir.display()
     )
 }
 

@@ -216,8 +216,8 @@ async fn kwok_and_the_real_node_side_by_side() {
     assert!(info.container_runtime_version.starts_with("containerd://"));
 }
 
-/// kube-proxy on the real node: a Service's ClusterIP reaches a pod serving on the node, from
-/// another pod there.
+/// kube-proxy and CoreDNS on the real node: a Service's ClusterIP, and its name, reach a pod
+/// serving on the node, from another pod there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_ip_reaches_a_pod_on_the_real_node() {
     let t0 = Instant::now();
@@ -284,16 +284,7 @@ async fn a_cluster_ip_reaches_a_pod_on_the_real_node() {
     pods.create(&PostParams::default(), &client)
         .await
         .expect("create client");
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        let p = pods.get("client").await.expect("get client");
-        let status = p.status.unwrap_or_default();
-        if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "client not finished: {status:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let status = wait_finished(&pods, "client").await;
     assert_eq!(
         status.phase.as_deref(),
         Some("Succeeded"),
@@ -305,8 +296,45 @@ async fn a_cluster_ip_reaches_a_pod_on_the_real_node() {
         .await
         .expect("client log");
     assert_eq!(log.trim(), "hello-service", "log: {log:?}");
+
+    // The same Service by its short name: the node's CoreDNS through kubelet's search path.
+    let by_name = on_real_node(
+        "by-name",
+        json!({}),
+        "Never",
+        "i=0; while [ $i -lt 60 ]; do wget -q -O - http://web/ && exit 0; \
+         i=$((i+1)); sleep 1; done; exit 1",
+    );
+    pods.create(&PostParams::default(), &by_name)
+        .await
+        .expect("create by-name client");
+    let status = wait_finished(&pods, "by-name").await;
+    assert_eq!(
+        status.phase.as_deref(),
+        Some("Succeeded"),
+        "{status:?}\ncoredns log: {}",
+        numaplane_testenv::controlplane::tail(&node.dir().join("coredns.log"), 30)
+    );
+    let log = pods
+        .logs("by-name", &LogParams::default())
+        .await
+        .expect("by-name log");
+    assert_eq!(log.trim(), "hello-service", "log: {log:?}");
     eprintln!(
         "{cluster_ip} answered from the real node; {:?} in all",
         t0.elapsed()
     );
+}
+
+async fn wait_finished(pods: &Api<Pod>, name: &str) -> k8s_openapi::api::core::v1::PodStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let p = pods.get(name).await.expect("get pod");
+        let status = p.status.unwrap_or_default();
+        if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{name} not finished: {status:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
