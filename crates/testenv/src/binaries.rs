@@ -277,7 +277,8 @@ impl RealNodeBinaries {
         }
         exe("/usr/bin/containerd-shim-runc-v2");
         exe("/usr/sbin/iptables-restore");
-        for p in [&kubelet, &kube_proxy] {
+        let coredns = images.join("coredns");
+        for p in [&kubelet, &kube_proxy, &coredns] {
             if !is_executable(p) {
                 missing.push(p.display().to_string());
             }
@@ -292,10 +293,6 @@ impl RealNodeBinaries {
             }
             (archive, reference)
         };
-        let coredns = images.join("coredns");
-        if !is_executable(&coredns) {
-            missing.push(coredns.display().to_string());
-        }
         let (pause_archive, pause_image) = image("pause");
         let (busybox_archive, busybox_image) = image("busybox");
         if !missing.is_empty() {
