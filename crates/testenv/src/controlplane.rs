@@ -519,7 +519,11 @@ impl TestEnv {
             &self.client(),
             crate::realnode::NodeInputs {
                 bins: nb,
-                dir: &self.scratch_path("realnode"),
+                dir: &if self.scratch == self.dir {
+                    self.dir.join("realnode")
+                } else {
+                    self.dir.join(crate::realnode::KEPT_DIR)
+                },
                 pids: &self.dir.join("pids"),
                 cleanup_dir: &self.dir.join(CLEANUP_DIR),
                 apiserver_port: self.cluster_url.port_u16().unwrap_or(443),

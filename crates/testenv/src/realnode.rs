@@ -180,23 +180,7 @@ impl RealNode {
     /// `index.json`'s annotations) into the node's containerd, for pods with
     /// `imagePullPolicy: Never`.
     pub fn import_image(&self, archive: &Path) -> Result<()> {
-        let out = Command::new(&self.ctr)
-            .arg("--address")
-            .arg(self.dir.join("containerd.sock"))
-            .args(["-n", "k8s.io", "images", "import", "--snapshotter"])
-            .arg(&self.snapshotter)
-            .arg(archive)
-            .output()
-            .with_context(|| format!("running {}", self.ctr.display()))?;
-        if !out.status.success() {
-            bail!(
-                "importing {}: {}{}",
-                archive.display(),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(())
+        import_into(&self.dir, &self.ctr, &self.snapshotter, archive)
     }
 
     /// The node's address (on the veth pair; the API server reaches kubelet there).
@@ -259,10 +243,52 @@ impl Drop for RealNode {
         self.pod = None;
         let _ = fs::remove_file(&self.cleanup);
         // The bulk (snapshots, volumes); the logs stay with a kept state directory.
-        for heavy in ["containerd", "kubelet", "pod-logs", "cni"] {
+        for heavy in HEAVY_DIRS {
             let _ = fs::remove_dir_all(self.dir.join(heavy));
         }
     }
+}
+
+/// Imports an OCI image archive into the containerd of the node whose state directory is
+/// `dir` (`numaplane-testenv import-image` uses it on a node `up` started).
+pub fn import_image_at(dir: &Path, archive: &Path) -> Result<()> {
+    let snapshotter = fs::read_to_string(dir.join("snapshotter"))
+        .with_context(|| format!("no running real node at {}", dir.display()))?;
+    let ctr = RealNodeBinaries::locate()?.ctr;
+    import_into(dir, &ctr, snapshotter.trim(), archive)
+}
+
+/// The node's state directory under an environment directory kept with
+/// [`crate::TestEnvOptions::dir`].
+pub const KEPT_DIR: &str = "realnode-data";
+
+/// The directories [`RealNode`]'s drop removes: the bulk, never the logs.
+pub const HEAVY_DIRS: [&str; 4] = ["containerd", "kubelet", "pod-logs", "cni"];
+
+fn import_into(dir: &Path, ctr: &Path, snapshotter: &str, archive: &Path) -> Result<()> {
+    let out = Command::new(ctr)
+        .arg("--address")
+        .arg(dir.join("containerd.sock"))
+        .args([
+            "-n",
+            "k8s.io",
+            "images",
+            "import",
+            "--snapshotter",
+            snapshotter,
+        ])
+        .arg(archive)
+        .output()
+        .with_context(|| format!("running {}", ctr.display()))?;
+    if !out.status.success() {
+        bail!(
+            "importing {}: {}{}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
 }
 
 /// Mount points at or under `dir` in any process's view: empty once a node is gone.
