@@ -348,6 +348,13 @@ fn node_if(host_if: &str) -> String {
 /// The cgroup v1 hierarchies kubelet's cgroupfs driver wants its root in (every mounted one;
 /// the cgroup v2 `unified` mount of a hybrid host is not used by it).
 fn hierarchies() -> Result<Vec<PathBuf>> {
+    // On a cgroup v2-only host the directories under the root are cgroups, not hierarchies.
+    if Path::new(CGROUP_ROOT).join("cgroup.controllers").exists() {
+        bail!(
+            "{CGROUP_ROOT} is a cgroup v2 hierarchy; the real node is set up for cgroup v1 \
+             (or hybrid) hosts only"
+        );
+    }
     let mut out = Vec::new();
     for e in fs::read_dir(CGROUP_ROOT).with_context(|| format!("reading {CGROUP_ROOT}"))? {
         let p = e?.path();
