@@ -26,9 +26,9 @@ log() { printf '[realnode-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # Debian packages and the commands each must provide.
-DEBS=(containerd runc containernetworking-plugins umoci busybox-static iptables)
-NEEDED=(/usr/sbin/iptables-restore /usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/sbin/runc
-  /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/umoci /bin/busybox)
+DEBS=(containerd runc containernetworking-plugins umoci busybox-static iptables iproute2 jq gcc libc6-dev)
+NEEDED=(/usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/sbin/runc
+  /usr/sbin/iptables-restore /usr/bin/gcc /usr/bin/jq /usr/sbin/ip /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/umoci /bin/busybox)
 
 debian_packages() {
   local missing=()
@@ -38,13 +38,13 @@ debian_packages() {
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     apt-get update >/dev/null
-    # No service is started: the test environment runs its own containerd.
+    # The test environment runs a containerd of its own (own root, state and socket); one the
+    # package may start as a system service is not used.
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
   fi
   for f in "${NEEDED[@]}"; do [ -x "$f" ] || die "$f missing after installing ${DEBS[*]}"; done
-  command -v gcc >/dev/null || die "gcc is needed to build the pause binary"
-  [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -n "$(gcc -print-file-name=libc.a | grep /)" ] \
-    || die "libc.a (libc6-dev) is needed for gcc -static"
+  # gcc -static needs libc.a; -print-file-name answers a bare name when it has none.
+  gcc -print-file-name=libc.a | grep -q / || die "no libc.a for gcc -static (libc6-dev)"
 }
 
 # build_node_cmd CMD: kubelet or kube-proxy.
