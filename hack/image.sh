@@ -93,7 +93,7 @@ CACHE="${NUMAPLANE_IMAGE_CACHE:-$HOME/.cache/numaplane/image}/$SUITE-$DEB_ARCH"
 PACKAGES=(libc6 libgcc-s1 ca-certificates base-files)
 DEBS="$CACHE/debs"
 mkdir -p "$CACHE"
-# Two builds at once (make image beside make test) share the cache: one resolves at a time.
+# Two builds at once (make image beside make test) share the cache: one at a time (until exit).
 exec 9>"$CACHE/.lock"
 flock 9
 if [ "${NUMAPLANE_IMAGE_REFRESH:-0}" = 1 ] || [ ! -f "$DEBS/.complete" ]; then
@@ -117,7 +117,6 @@ SRC
   printf '%s\n' "${PACKAGES[@]}" "$gccbase" >"$DEBS.tmp/.complete"
   rm -rf "$DEBS" && mv "$DEBS.tmp" "$DEBS"
 fi
-flock -u 9
 mapfile -t DEB_FILES < <(LC_ALL=C ls "$DEBS"/*.deb)
 [ ${#DEB_FILES[@]} -eq "$(wc -l <"$DEBS/.complete")" ] || die "$DEBS is incomplete: rerun with NUMAPLANE_IMAGE_REFRESH=1"
 
@@ -205,7 +204,7 @@ done >"$ROOTFS/etc/ssl/certs/ca-certificates.crt"
 mkdir -p "$ROOTFS/var/lib/dpkg/status.d"
 for deb in "${DEB_FILES[@]}"; do
   pkg=$(dpkg-deb -f "$deb" Package)
-  dpkg-deb -f "$deb" >"$ROOTFS/var/lib/dpkg/status.d/$pkg"
+  dpkg-deb -f "$deb" | sed '/^Package:/a Status: install ok installed' >"$ROOTFS/var/lib/dpkg/status.d/$pkg"
 done
 # The non-root user the Deployment runs as (65532, as the Dockerfile's distroless base has it).
 cat >"$ROOTFS/etc/passwd" <<'EOF'
