@@ -309,7 +309,7 @@ fn the_binary_inside_is_the_one_built_and_runs_as_nonroot_on_the_debian_base() {
             || f == "/usr/lib/os-release"
             || f == "/usr/share/doc/libgcc-s1"
             || (f.starts_with("/usr/share/doc/") && f.ends_with("/copyright"))
-            || (f.starts_with("/lib") || f.starts_with("/usr/lib")) && f.contains(".so");
+            || ((f.starts_with("/lib") || f.starts_with("/usr/lib")) && f.contains(".so"));
         assert!(allowed, "{f} should not be in the image");
     }
     assert!(files.iter().any(|f| f.contains("libc.so.6")), "{files:?}");
