@@ -82,12 +82,11 @@ pub fn generate(repo_root: &Path) -> Result<BTreeMap<PathBuf, String>, ManifestE
     out.insert(crd_dir.join("kustomization.yaml"), kustomization);
 
     let manager = read(repo_root, Path::new(MANAGER), &out)?;
-    let manager = set_image_line(&manager, &image_reference()).map_err(|message| {
-        ManifestError::Parse {
+    let manager =
+        set_image_line(&manager, &image_reference()).map_err(|message| ManifestError::Parse {
             path: PathBuf::from(MANAGER),
             message,
-        }
-    })?;
+        })?;
     out.insert(PathBuf::from(MANAGER), manager);
 
     let mut install = String::from(
@@ -359,7 +358,9 @@ mod tests {
         let yaml = "containers:\n  - name: manager\n    image: quay.io/x/y:latest\n    imagePullPolicy: IfNotPresent\n";
         assert_eq!(
             set_image_line(yaml, "ghcr.io/a/b:v1").as_deref(),
-            Ok("containers:\n  - name: manager\n    image: ghcr.io/a/b:v1\n    imagePullPolicy: IfNotPresent\n")
+            Ok(
+                "containers:\n  - name: manager\n    image: ghcr.io/a/b:v1\n    imagePullPolicy: IfNotPresent\n"
+            )
         );
         assert!(set_image_line("a: 1\n", "r").is_err());
         assert!(set_image_line("- image: a\n- image: b\n", "r").is_err());
@@ -369,7 +370,10 @@ mod tests {
     fn image_reference_is_our_repository_at_the_workspace_version() {
         assert_eq!(
             image_reference(),
-            format!("ghcr.io/numaplane-rs/numaplane:v{}", env!("CARGO_PKG_VERSION"))
+            format!(
+                "ghcr.io/numaplane-rs/numaplane:v{}",
+                env!("CARGO_PKG_VERSION")
+            )
         );
         assert!(!image_reference().ends_with(":latest"));
     }
@@ -385,12 +389,13 @@ mod tests {
     #[test]
     fn applies_kustomize_image_overrides() {
         let doc = "spec:\n  containers:\n    - image: ghcr.io/numaplane-rs/numaplane:v1\n    - image: other/img:2\n";
-        let o = |new_name: Option<&str>, new_tag: Option<&str>, digest: Option<&str>| ImageOverride {
-            name: "ghcr.io/numaplane-rs/numaplane".into(),
-            new_name: new_name.map(Into::into),
-            new_tag: new_tag.map(Into::into),
-            digest: digest.map(Into::into),
-        };
+        let o =
+            |new_name: Option<&str>, new_tag: Option<&str>, digest: Option<&str>| ImageOverride {
+                name: "ghcr.io/numaplane-rs/numaplane".into(),
+                new_name: new_name.map(Into::into),
+                new_tag: new_tag.map(Into::into),
+                digest: digest.map(Into::into),
+            };
         assert_eq!(override_images(doc, &[o(None, None, None)]), doc);
         assert_eq!(
             override_images(doc, &[o(Some("reg.example/numaplane"), Some("v2"), None)]),

@@ -131,7 +131,10 @@ fn config(layout: &Path) -> Value {
 
 fn sha256(path: &Path) -> String {
     let out = run(Command::new("sha256sum").arg(path));
-    out.split_whitespace().next().unwrap_or_default().to_string()
+    out.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
@@ -247,12 +250,15 @@ fn the_config_names_version_revision_source_user_and_ports() {
         "source {source} is the workspace repository"
     );
     // `created` is the commit time, not the build time.
-    let commit_time = run(Command::new("git").current_dir(repo()).env("TZ", "UTC").args([
-        "log",
-        "-1",
-        "--date=format-local:%Y-%m-%dT%H:%M:%SZ",
-        "--format=%cd",
-    ]));
+    let commit_time = run(Command::new("git")
+        .current_dir(repo())
+        .env("TZ", "UTC")
+        .args([
+            "log",
+            "-1",
+            "--date=format-local:%Y-%m-%dT%H:%M:%SZ",
+            "--format=%cd",
+        ]));
     assert_eq!(config["created"], commit_time.trim());
     assert_eq!(
         config["history"][0]["created"],
@@ -292,7 +298,11 @@ fn the_binary_inside_is_the_one_built_and_runs_as_nonroot_on_the_debian_base() {
         "/numaplane is not the binary built"
     );
     let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).expect("/etc/passwd");
-    assert!(passwd.lines().any(|l| l.starts_with("nonroot:x:65532:65532:")));
+    assert!(
+        passwd
+            .lines()
+            .any(|l| l.starts_with("nonroot:x:65532:65532:"))
+    );
     let group = std::fs::read_to_string(rootfs.join("etc/group")).expect("/etc/group");
     assert!(group.lines().any(|l| l == "nonroot:x:65532:"));
     let bundle = std::fs::read_to_string(rootfs.join("etc/ssl/certs/ca-certificates.crt"))
