@@ -151,6 +151,10 @@ fn the_install_runs_our_image_at_the_workspace_version() {
         for doc in &docs {
             images(doc, &mut found);
         }
-        assert_eq!(found, [want.clone()], "the images {file} names");
+        assert_eq!(
+            found,
+            std::slice::from_ref(&want),
+            "the images {file} names"
+        );
     }
 }
