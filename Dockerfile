@@ -1,5 +1,7 @@
-# Numaplane controller image.
-#   docker build -t quay.io/numaproj/numaplane-controller:latest .
+# Numaplane controller image, for those who build with Docker:
+#   docker build -t ghcr.io/numaproj/numaplane-rs:v<workspace version> .
+# `make image` builds the image the manifests name without Docker (docs/image.md);
+# crates/controller/tests/image.rs checks it has this file's ENTRYPOINT, USER and EXPOSE.
 # Plain Dockerfile syntax (no BuildKit-only features), so the legacy builder works too.
 
 # ---- build ---------------------------------------------------------------

@@ -16,10 +16,12 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test lint fmt manifests testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
-## demo story (it fails if any step does not reach its expected state)
+## demo story (it fails if any step does not reach its expected state); the image test
+## (crates/controller/tests/image.rs) builds the image twice from the test build's binary with
+## hack/image.sh, so `make test` needs no release build
 ## Property tests run a fixed seed here so a CI verdict is reproducible; plain `cargo test`
 ## draws a fresh seed each run and keeps exploring (failures land in proptest-regressions/).
 PROPTEST_SEED ?= 20261130
@@ -40,6 +42,13 @@ build:
 ## manifests: regenerate config/crd/*.yaml and config/install.yaml from the Rust types
 manifests:
 	$(CARGO) run -q -p numaplane-api --bin crdgen
+
+## image: the controller image ghcr.io/numaproj/numaplane-rs:v<workspace version> as an OCI
+## archive, ${CARGO_TARGET_DIR:-target}/image/numaplane-<version>.oci.tar, without Docker: the
+## release binary on a base cut from Debian packages, reproducible (prints the manifest digest;
+## docs/image.md). Name and tag come from config/manager/manager.yaml and Cargo.toml.
+image:
+	CARGO=$(CARGO) ./hack/image.sh
 
 ## testenv-binaries: build kube-apiserver, kube-controller-manager, kube-scheduler and fetch etcd,
 ## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller

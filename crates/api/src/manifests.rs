@@ -1,6 +1,7 @@
-//! Generated manifests: the five CRDs under `config/crd/` and the single-file install
-//! `config/install.yaml`, assembled by following the `resources:` of
-//! `config/default/kustomization.yaml` the way `kustomize build` orders them.
+//! Generated manifests: the five CRDs under `config/crd/`, the controller image line of
+//! `config/manager/manager.yaml` and the single-file install `config/install.yaml`, assembled by
+//! following the `resources:` of `config/default/kustomization.yaml` the way `kustomize build`
+//! orders them (and applying the kustomizations' `images:` entries as it would).
 //!
 //! The same function feeds the `crdgen` binary (which writes the files) and the drift test (which
 //! compares them with what is committed), so the two can never disagree about what "current" is.
@@ -23,10 +24,38 @@ pub enum ManifestError {
     Serialize { name: String, message: String },
 }
 
+/// The controller image's repository: what `make image` (hack/image.sh) builds and names.
+pub const IMAGE_REPOSITORY: &str = "ghcr.io/numaproj/numaplane-rs";
+
+/// The controller image the install runs: [`IMAGE_REPOSITORY`] tagged `v` + the workspace version
+/// (Cargo.toml's `[workspace.package] version`, which hack/image.sh reads too), so a version bump
+/// and `make manifests` move the manifests and the image together.
+pub fn image_reference() -> String {
+    format!("{IMAGE_REPOSITORY}:v{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The hand-written Deployment whose one `image:` line is generated.
+const MANAGER: &str = "config/manager/manager.yaml";
+
 #[derive(Deserialize)]
 struct Kustomization {
     #[serde(default)]
     resources: Vec<String>,
+    #[serde(default)]
+    images: Vec<ImageOverride>,
+}
+
+/// A kustomization `images:` entry (what `kustomize edit set image` writes).
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct ImageOverride {
+    name: String,
+    #[serde(default)]
+    new_name: Option<String>,
+    #[serde(default)]
+    new_tag: Option<String>,
+    #[serde(default)]
+    digest: Option<String>,
 }
 
 /// Every generated file, keyed by its path relative to the repository root, with its content.
@@ -51,6 +80,14 @@ pub fn generate(repo_root: &Path) -> Result<BTreeMap<PathBuf, String>, ManifestE
         kustomization.push_str(&format!("  - {f}\n"));
     }
     out.insert(crd_dir.join("kustomization.yaml"), kustomization);
+
+    let manager = read(repo_root, Path::new(MANAGER), &out)?;
+    let manager =
+        set_image_line(&manager, &image_reference()).map_err(|message| ManifestError::Parse {
+            path: PathBuf::from(MANAGER),
+            message,
+        })?;
+    out.insert(PathBuf::from(MANAGER), manager);
 
     let mut install = String::from(
         "# Numaplane install: `kubectl apply --server-side -f config/install.yaml`.\n\
@@ -85,6 +122,7 @@ fn collect(
         path: kpath.clone(),
         message: e.to_string(),
     })?;
+    let first = docs.len();
     for res in k.resources {
         let path = normalize(&dir.join(&res));
         let is_dir = generated.contains_key(&path.join("kustomization.yaml"))
@@ -98,7 +136,88 @@ fn collect(
             }
         }
     }
+    // A kustomization's `images:` apply to everything under it, as kustomize's transformer does.
+    if !k.images.is_empty() {
+        for doc in &mut docs[first..] {
+            *doc = override_images(doc, &k.images);
+        }
+    }
     Ok(())
+}
+
+/// Replaces the value of the single `image:` line of `yaml` with `reference`, keeping the rest
+/// of the file byte for byte; more or fewer than one such line is an error.
+fn set_image_line(yaml: &str, reference: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(yaml.len());
+    let mut found = 0;
+    for line in yaml.split_inclusive('\n') {
+        match image_value(line) {
+            Some((prefix, _)) => {
+                found += 1;
+                out.push_str(prefix);
+                out.push_str(reference);
+                out.push('\n');
+            }
+            None => out.push_str(line),
+        }
+    }
+    if found == 1 {
+        Ok(out)
+    } else {
+        Err(format!(
+            "expected exactly one `image:` line (the controller container), found {found}"
+        ))
+    }
+}
+
+/// For a line `<indent>[- ]image: <ref>`, the text up to the value and the value.
+fn image_value(line: &str) -> Option<(&str, &str)> {
+    let body = line.trim_end_matches(['\n', '\r']);
+    let indent = body.len() - body.trim_start().len();
+    let rest = body[indent..].strip_prefix("- ").unwrap_or(&body[indent..]);
+    let value = rest.strip_prefix("image:")?.trim();
+    if value.is_empty() || value.starts_with('#') {
+        return None;
+    }
+    let value = value.trim_matches(['"', '\'']);
+    let prefix_len = body.len() - rest.len() + "image: ".len();
+    Some((body.get(..prefix_len)?, value))
+}
+
+/// Splits an image reference into its name and its `:tag` / `@digest` suffix (kustomize's rule:
+/// a digest after `@`, else a tag after the last `:` that follows the last `/`).
+fn split_reference(reference: &str) -> (&str, &str) {
+    if let Some(at) = reference.find('@') {
+        return reference.split_at(at);
+    }
+    let last_slash = reference.rfind('/').map_or(0, |i| i + 1);
+    match reference[last_slash..].rfind(':') {
+        Some(colon) => reference.split_at(last_slash + colon),
+        None => (reference, ""),
+    }
+}
+
+/// Applies kustomization `images:` entries to the `image:` lines of one document.
+fn override_images(doc: &str, overrides: &[ImageOverride]) -> String {
+    let mut out = String::with_capacity(doc.len());
+    for line in doc.split_inclusive('\n') {
+        let replaced = image_value(line).and_then(|(prefix, value)| {
+            let (name, suffix) = split_reference(value);
+            let o = overrides.iter().find(|o| o.name == name)?;
+            let new_name = o.new_name.as_deref().unwrap_or(name);
+            let reference = match (&o.digest, &o.new_tag) {
+                (Some(d), _) => format!("{new_name}@{d}"),
+                (None, Some(t)) => format!("{new_name}:{t}"),
+                (None, None) => format!("{new_name}{suffix}"),
+            };
+            Some(format!("{prefix}{reference}\n"))
+        });
+        match replaced {
+            Some(l) => out.push_str(&l),
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 fn read(
@@ -231,6 +350,64 @@ mod tests {
                 "Widget\n",
                 "ValidatingWebhookConfiguration\n"
             ]
+        );
+    }
+
+    #[test]
+    fn sets_the_single_image_line_and_nothing_else() {
+        let yaml = "containers:\n  - name: manager\n    image: quay.io/x/y:latest\n    imagePullPolicy: IfNotPresent\n";
+        assert_eq!(
+            set_image_line(yaml, "ghcr.io/a/b:v1").as_deref(),
+            Ok(
+                "containers:\n  - name: manager\n    image: ghcr.io/a/b:v1\n    imagePullPolicy: IfNotPresent\n"
+            )
+        );
+        assert!(set_image_line("a: 1\n", "r").is_err());
+        assert!(set_image_line("- image: a\n- image: b\n", "r").is_err());
+    }
+
+    #[test]
+    fn image_reference_is_our_repository_at_the_workspace_version() {
+        assert_eq!(
+            image_reference(),
+            format!(
+                "ghcr.io/numaproj/numaplane-rs:v{}",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        assert!(!image_reference().ends_with(":latest"));
+    }
+
+    #[test]
+    fn splits_references_like_kustomize() {
+        assert_eq!(split_reference("a/b:v1"), ("a/b", ":v1"));
+        assert_eq!(split_reference("reg:5000/a/b"), ("reg:5000/a/b", ""));
+        assert_eq!(split_reference("reg:5000/a/b:v1"), ("reg:5000/a/b", ":v1"));
+        assert_eq!(split_reference("a/b@sha256:00"), ("a/b", "@sha256:00"));
+    }
+
+    #[test]
+    fn applies_kustomize_image_overrides() {
+        let doc = "spec:\n  containers:\n    - image: ghcr.io/numaproj/numaplane-rs:v1\n    - image: other/img:2\n";
+        let o =
+            |new_name: Option<&str>, new_tag: Option<&str>, digest: Option<&str>| ImageOverride {
+                name: "ghcr.io/numaproj/numaplane-rs".into(),
+                new_name: new_name.map(Into::into),
+                new_tag: new_tag.map(Into::into),
+                digest: digest.map(Into::into),
+            };
+        assert_eq!(override_images(doc, &[o(None, None, None)]), doc);
+        assert_eq!(
+            override_images(doc, &[o(Some("reg.example/numaplane"), Some("v2"), None)]),
+            "spec:\n  containers:\n    - image: reg.example/numaplane:v2\n    - image: other/img:2\n"
+        );
+        assert_eq!(
+            override_images(doc, &[o(Some("reg.example/numaplane"), None, None)]),
+            "spec:\n  containers:\n    - image: reg.example/numaplane:v1\n    - image: other/img:2\n"
+        );
+        assert_eq!(
+            override_images(doc, &[o(None, Some("v2"), Some("sha256:ab"))]),
+            "spec:\n  containers:\n    - image: ghcr.io/numaproj/numaplane-rs@sha256:ab\n    - image: other/img:2\n"
         );
     }
 

@@ -117,3 +117,44 @@ fn embedded_specs_preserve_unknown_fields_and_nc_rollout_has_the_name_rule() {
         }
     }
 }
+
+/// Every `image` value anywhere in `doc`.
+fn images(doc: &serde_json::Value, out: &mut Vec<String>) {
+    match doc {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match v {
+                    serde_json::Value::String(s) if k == "image" => out.push(s.clone()),
+                    _ => images(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| images(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_install_runs_our_image_at_the_workspace_version() {
+    // Spelled out, not taken from the code under test: `make image` builds exactly this.
+    let want = format!(
+        "ghcr.io/numaproj/numaplane-rs:v{}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(numaplane_api::manifests::image_reference(), want);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for file in ["config/install.yaml", "config/manager/manager.yaml"] {
+        let text = std::fs::read_to_string(root.join(file)).expect(file);
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut found = Vec::new();
+        for doc in &docs {
+            images(doc, &mut found);
+        }
+        assert_eq!(
+            found,
+            std::slice::from_ref(&want),
+            "the images {file} names"
+        );
+    }
+}
