@@ -182,6 +182,7 @@ impl Harness {
                 .expect("create USDE ConfigMap");
         }
         let history = invariants::Recorder::start(&client, &ns).await;
+        history.configure(config);
         let mut h = Harness {
             env,
             client,
