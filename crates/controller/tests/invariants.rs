@@ -247,14 +247,14 @@ fn a_child_of_an_unknown_rollout_is_judged() {
     assert_one(&[p.clone(), p.deleted_at(3)], "owner never recorded", "never recorded");
     let p = orphan(json!({"metadata": {"ownerReferences": null}}));
     assert_one(&[p.clone(), p.deleted_at(3)], "no owner", "deleted undrained");
-    // A promoted child of an unknown rollout, deleted: both invariants.
+    // A promoted child of an unknown rollout, deleted.
     let mut m = child("MonoVertex", 2, "mvr-0", "promoted", json!({}));
     m.obj["metadata"]["ownerReferences"][0]["uid"] = json!("uid-never-seen");
     assert_one(&[m.clone(), m.deleted_at(3)], "promoted, unknown rollout", "still promoted");
     // A rollout recorded as being deleted takes its children along.
     let p = pipeline(2, "pr-0", "promoted", running());
     let going = rollout(3, json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}));
-    assert_clean(&[rollout(1, json!({})), p.clone(), going, p.deleted_at(4)], "rollout going");
+    assert_clean(&[rollout(1, json!({})), p.clone(), going, p.clone().deleted_at(4)], "rollout going");
     let gone = rollout(1, json!({})).deleted_at(3);
     assert_clean(&[rollout(1, json!({})), p.clone(), gone, p.deleted_at(4)], "rollout gone");
 }
