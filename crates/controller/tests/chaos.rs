@@ -57,7 +57,7 @@ use support::scenario::{
     BAD_CAT, CAT, ISB, MV_BAD, MV_IMAGE, MV_JAVA, Rollout, settled, three_vertices, two_vertices,
     upgrading_pipeline,
 };
-use support::{Process, fixtures, install_numaflow, install_rbac, repo};
+use support::{Process, fixtures, install_numaflow, install_rbac, lease_holder, repo};
 
 /// A good trial must show healthy within `end` (40 s) of its start: under the faults a fresh
 /// vertex pod can take over 20 s to be ready (a pipeline trial once missed a 20 s window right
@@ -527,7 +527,13 @@ impl Lane {
                 .map_err(|e| format!("reading {}: {e}", self.name))?;
             (left.is_empty() && rollout.is_none())
                 .then_some(())
-                .ok_or_else(|| format!("rollout there: {}; pipelines {:?}", rollout.is_some(), names(&left)))
+                .ok_or_else(|| {
+                    format!(
+                        "rollout there: {}; pipelines {:?}",
+                        rollout.is_some(),
+                        names(&left)
+                    )
+                })
         })
         .await?;
         let back = self.pipeline_good(w, ns).await?;
@@ -560,7 +566,10 @@ impl Lane {
         let ns = w.prog.clone();
         let ns = ns.as_str();
         match self.rng.below(7) {
-            6 => Ok(("delete-recreate-rollout", self.delete_and_recreate(w, ns).await?)),
+            6 => Ok((
+                "delete-recreate-rollout",
+                self.delete_and_recreate(w, ns).await?,
+            )),
             0 => {
                 let before = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
                 self.alt = !self.alt;
@@ -793,11 +802,15 @@ impl Lane {
             4 => {
                 // A recreate field: the ISB service and its pipeline are replaced under new
                 // names, the pipeline drained first.
-                let before = promoted::<InterStepBufferService>(w, ns, ISB).await?.name_any();
+                let before = promoted::<InterStepBufferService>(w, ns, ISB)
+                    .await?
+                    .name_any();
                 self.isb_big = !self.isb_big;
                 apply::<ISBServiceRollout>(w, ns, &self.isb_manifest()).await;
                 let took = self.ppnd_settled(w, ns).await?;
-                let now = promoted::<InterStepBufferService>(w, ns, ISB).await?.name_any();
+                let now = promoted::<InterStepBufferService>(w, ns, ISB)
+                    .await?
+                    .name_any();
                 if now == before {
                     return Err(format!("{ISB}: a volume change kept {now}"));
                 }
@@ -1064,7 +1077,10 @@ async fn inject(
                 .restart("kube-apiserver", down)
                 .await
                 .map_err(|e| format!("{e:#}")),
-            _ => env.restart("etcd", down).await.map_err(|e| format!("{e:#}")),
+            _ => env
+                .restart("etcd", down)
+                .await
+                .map_err(|e| format!("{e:#}")),
         };
         if let Err(e) = done {
             FAILED.store(true, Ordering::Relaxed);
@@ -1270,9 +1286,24 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     }
     let vanished: usize = recorders.iter().map(Recorder::vanished).sum();
     let panics = op.lock().await.panics();
-    // The last incarnation stops as a rolling update would stop it.
+    // The last incarnation leads (it ran with leader election), and stops as a rolling update
+    // would stop it, releasing the lease.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "numaplane-system");
+    let incarnation = format!("operator-{}_", op.lock().await.incarnation);
+    let holder = lease_holder(&leases).await;
+    if !holder
+        .as_deref()
+        .is_some_and(|h| h.starts_with(&incarnation))
+    {
+        failures.push(format!(
+            "the lease numaplane-controller-lock is held by {holder:?}, not the last incarnation ({incarnation}…)"
+        ));
+    }
     if let Err(e) = op.lock().await.terminate().await {
         failures.push(format!("the last operator incarnation: {e}"));
+    } else if let Some(h) = lease_holder(&leases).await {
+        failures.push(format!("the lease still held by {h} after SIGTERM"));
     }
 
     let mut faults: BTreeMap<String, u64> = process_faults

@@ -88,7 +88,13 @@ fn recyclable_since(start: &str) -> Value {
 }
 
 fn run(log: &[Seen], events: &[Event], rules: &Rules) -> Verdict {
-    judge(log, events, rules, Instant::now(), Duration::from_secs(3600))
+    judge(
+        log,
+        events,
+        rules,
+        Instant::now(),
+        Duration::from_secs(3600),
+    )
 }
 
 fn violations(log: &[Seen]) -> Vec<String> {
@@ -116,7 +122,10 @@ fn a_drain_before_a_resume_does_not_cover_the_deletion() {
         &json!({"spec": {"lifecycle": {"desiredPhase": "Running"}},
             "status": {"phase": "Running", "drainedOnPause": false}}),
     );
-    let recycled = merged(resumed.clone(), &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}));
+    let recycled = merged(
+        resumed.clone(),
+        &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}),
+    );
     let log = vec![
         rollout(1, json!({})),
         p(2, running()),
@@ -127,7 +136,10 @@ fn a_drain_before_a_resume_does_not_cover_the_deletion() {
     ];
     assert_one(&log, "drained, resumed, deleted", "deleted undrained");
     // Its last version drained: clean.
-    let done = merged(drained(), &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}));
+    let done = merged(
+        drained(),
+        &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}),
+    );
     let log = vec![
         rollout(1, json!({})),
         p(2, running()),
@@ -140,7 +152,10 @@ fn a_drain_before_a_resume_does_not_cover_the_deletion() {
 // A drained pipeline's name given to a new object says nothing about the new one.
 #[test]
 fn a_drain_is_matched_by_uid_not_by_name() {
-    let old = merged(drained(), &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}));
+    let old = merged(
+        drained(),
+        &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}),
+    );
     let mut new = pipeline(5, "pr-0", "recyclable", running());
     new.uid = "uid-pr-0-again".into();
     new.obj["metadata"]["uid"] = json!("uid-pr-0-again");
@@ -157,7 +172,12 @@ fn a_drain_is_matched_by_uid_not_by_name() {
 // (b) An Event saying why data was dropped excuses nothing; it is quoted as a claim.
 #[test]
 fn an_event_does_not_excuse_an_undrained_deletion() {
-    let p = pipeline(2, "pr-0", "recyclable", merged(running(), &recyclable_since("2026-01-01T00:00:00Z")));
+    let p = pipeline(
+        2,
+        "pr-0",
+        "recyclable",
+        merged(running(), &recyclable_since("2026-01-01T00:00:00Z")),
+    );
     let log = vec![rollout(1, json!({})), p.clone(), p.deleted_at(3)];
     let event: Event = serde_json::from_value(json!({
         "metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
@@ -186,7 +206,12 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
         "numaplane.numaproj.io/undrained-deletion-reason": "expired"}}});
     let started = recyclable_since("2026-01-01T00:00:00Z");
     let last = |extra: &Value| {
-        pipeline(30, "pr-0", "recyclable", merged(merged(running(), &started), extra))
+        pipeline(
+            30,
+            "pr-0",
+            "recyclable",
+            merged(merged(running(), &started), extra),
+        )
     };
     let deleted_at = |extra: &Value, at: &str| {
         let mut d = last(extra).deleted_at(40);
@@ -194,7 +219,12 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
         d
     };
     let history = |pr: Seen, extra: &Value, at: &str| {
-        vec![pr, pipeline(10, "pr-0", "promoted", running()), last(extra), deleted_at(extra, at)]
+        vec![
+            pr,
+            pipeline(10, "pr-0", "promoted", running()),
+            last(extra),
+            deleted_at(extra, at),
+        ]
     };
     let hour = Rules {
         max_recyclable: Some(Duration::from_secs(3600)),
@@ -210,27 +240,51 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
     assert!(check(&log, &hour).is_empty(), "{:#?}", check(&log, &hour));
     // ... but not when the maximum is unknown, or the start time unreadable.
     assert_eq!(check(&log, &Rules::default()).len(), 1, "max unknown");
-    let bad_start = json!({"metadata": {"annotations": {annotations::RECYCLABLE_START_TIME: "soon"}}});
+    let bad_start =
+        json!({"metadata": {"annotations": {annotations::RECYCLABLE_START_TIME: "soon"}}});
     let log = history(rollout(1, json!({})), &bad_start, "2026-01-01T05:00:00Z");
     assert_eq!(check(&log, &hour).len(), 1, "start unreadable");
     // allow-data-loss on the rollout while the pipeline was last recorded.
-    let allowing = rollout(1, json!({"metadata": {"annotations": {annotations::ALLOW_DATA_LOSS: "true"}}}));
+    let allowing = rollout(
+        1,
+        json!({"metadata": {"annotations": {annotations::ALLOW_DATA_LOSS: "true"}}}),
+    );
     let log = history(allowing.clone(), &reason, "2026-01-01T00:10:00Z");
     assert!(check(&log, &hour).is_empty(), "{:#?}", check(&log, &hour));
     // ... but not when it was taken back before the pipeline's last version.
     let mut log = history(allowing, &reason, "2026-01-01T00:10:00Z");
     log.push(rollout(20, json!({})));
-    assert_eq!(check(&log, &hour).len(), 1, "allow-data-loss withdrawn before");
+    assert_eq!(
+        check(&log, &hour).len(),
+        1,
+        "allow-data-loss withdrawn before"
+    );
     // forcePromote on the rollout, marked-for-deletion on the pipeline.
-    let forcing = rollout(1, json!({"spec": {"strategy": {"progressive": {"forcePromote": true}}}}));
+    let forcing = rollout(
+        1,
+        json!({"spec": {"strategy": {"progressive": {"forcePromote": true}}}}),
+    );
     assert!(check(&history(forcing, &json!({}), "2026-01-01T00:10:00Z"), &hour).is_empty());
     let marked = json!({"metadata": {"annotations": {annotations::MARKED_FOR_DELETION: "true"}}});
-    assert!(check(&history(rollout(1, json!({})), &marked, "2026-01-01T00:10:00Z"), &hour).is_empty());
+    assert!(
+        check(
+            &history(rollout(1, json!({})), &marked, "2026-01-01T00:10:00Z"),
+            &hour
+        )
+        .is_empty()
+    );
     // Any allowance needs the pipeline labelled recyclable.
     let promoted = json!({"metadata": {"labels": {labels::UPGRADE_STATE: "promoted"}}, "spec": {}});
-    let log = history(rollout(1, json!({})), &merged(marked, &promoted), "2026-01-01T00:10:00Z");
+    let log = history(
+        rollout(1, json!({})),
+        &merged(marked, &promoted),
+        "2026-01-01T00:10:00Z",
+    );
     let v = check(&log, &hour);
-    assert!(v.iter().any(|v| v.contains("not labelled recyclable")), "{v:#?}");
+    assert!(
+        v.iter().any(|v| v.contains("not labelled recyclable")),
+        "{v:#?}"
+    );
 }
 
 // (c) A child whose rollout was never recorded is judged: no owner, or an owner never seen.
@@ -244,19 +298,45 @@ fn a_child_of_an_unknown_rollout_is_judged() {
         p
     };
     let p = orphan(json!({}));
-    assert_one(&[p.clone(), p.deleted_at(3)], "owner never recorded", "never recorded");
+    assert_one(
+        &[p.clone(), p.deleted_at(3)],
+        "owner never recorded",
+        "never recorded",
+    );
     let p = orphan(json!({"metadata": {"ownerReferences": null}}));
-    assert_one(&[p.clone(), p.deleted_at(3)], "no owner", "deleted undrained");
+    assert_one(
+        &[p.clone(), p.deleted_at(3)],
+        "no owner",
+        "deleted undrained",
+    );
     // A promoted child of an unknown rollout, deleted.
     let mut m = child("MonoVertex", 2, "mvr-0", "promoted", json!({}));
     m.obj["metadata"]["ownerReferences"][0]["uid"] = json!("uid-never-seen");
-    assert_one(&[m.clone(), m.deleted_at(3)], "promoted, unknown rollout", "still promoted");
+    assert_one(
+        &[m.clone(), m.deleted_at(3)],
+        "promoted, unknown rollout",
+        "still promoted",
+    );
     // A rollout recorded as being deleted takes its children along.
     let p = pipeline(2, "pr-0", "promoted", running());
-    let going = rollout(3, json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}));
-    assert_clean(&[rollout(1, json!({})), p.clone(), going, p.clone().deleted_at(4)], "rollout going");
+    let going = rollout(
+        3,
+        json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+    );
+    assert_clean(
+        &[
+            rollout(1, json!({})),
+            p.clone(),
+            going,
+            p.clone().deleted_at(4),
+        ],
+        "rollout going",
+    );
     let gone = rollout(1, json!({})).deleted_at(3);
-    assert_clean(&[rollout(1, json!({})), p.clone(), gone, p.deleted_at(4)], "rollout gone");
+    assert_clean(
+        &[rollout(1, json!({})), p.clone(), gone, p.deleted_at(4)],
+        "rollout gone",
+    );
 }
 
 // (d) At most one promoted child per rollout at any recorded moment.
@@ -269,7 +349,11 @@ fn two_promoted_children_at_once_are_caught() {
         pipeline(4, "pr-1", "promoted", json!({})),
         pipeline(5, "pr-0", "recyclable", json!({})),
     ];
-    assert_one(&log, "promoted before the old one was relabelled", "2 promoted children at once");
+    assert_one(
+        &log,
+        "promoted before the old one was relabelled",
+        "2 promoted children at once",
+    );
     // The old one relabelled first: never two.
     let log = vec![
         rollout(1, json!({})),
@@ -294,14 +378,35 @@ fn two_promoted_children_at_once_are_caught() {
 // (e) No InterStepBufferService deleted while a recorded pipeline still names it.
 #[test]
 fn an_isbsvc_deleted_under_a_live_pipeline_is_caught() {
-    let isb = |rv| child("InterStepBufferService", rv, "default-0", "recyclable", json!({}));
+    let isb = |rv| {
+        child(
+            "InterStepBufferService",
+            rv,
+            "default-0",
+            "recyclable",
+            json!({}),
+        )
+    };
     let on = |isbsvc: Value| {
-        pipeline(2, "pr-0", "promoted", json!({"spec": {"interStepBufferServiceName": isbsvc}}))
+        pipeline(
+            2,
+            "pr-0",
+            "promoted",
+            json!({"spec": {"interStepBufferServiceName": isbsvc}}),
+        )
     };
     let log = vec![on(json!("default-0")), isb(1), isb(1).deleted_at(3)];
     assert_one(&log, "used by pr-0", "still use it: pr-0");
     // Numaflow's default name.
-    let default = |rv| child("InterStepBufferService", rv, "default", "recyclable", json!({}));
+    let default = |rv| {
+        child(
+            "InterStepBufferService",
+            rv,
+            "default",
+            "recyclable",
+            json!({}),
+        )
+    };
     let log = vec![on(Value::Null), default(1), default(1).deleted_at(4)];
     assert_one(&log, "unnamed means default", "still use it");
     // Once the pipeline is gone, or on another service: clean.
@@ -326,12 +431,19 @@ fn an_isbsvc_deleted_under_a_live_pipeline_is_caught() {
 fn a_pipeline_that_ran_may_hold_data_without_the_operators_marking() {
     let ran = merged(running(), &json!({"metadata": {"annotations": null}}));
     let p = pipeline(2, "pr-0", "recyclable", ran);
-    assert_one(&[rollout(1, json!({})), p.clone(), p.deleted_at(3)], "ran", "may hold data");
+    assert_one(
+        &[rollout(1, json!({})), p.clone(), p.deleted_at(3)],
+        "ran",
+        "may hold data",
+    );
     // Never let data in (paused from the start): nothing to drain.
     let paused = json!({"spec": {"lifecycle": {"desiredPhase": "Paused"},
         "vertices": [{"name": "in", "source": {"generator": {}}}]}, "status": {"phase": "Paused"}});
     let p = pipeline(2, "pr-0", "recyclable", paused);
-    assert_clean(&[rollout(1, json!({})), p.clone(), p.deleted_at(3)], "never ran");
+    assert_clean(
+        &[rollout(1, json!({})), p.clone(), p.deleted_at(3)],
+        "never ran",
+    );
 }
 
 #[test]
@@ -347,8 +459,16 @@ fn at_most_one_trial_per_rollout() {
 #[test]
 fn a_promoted_child_is_not_deleted_while_promoted() {
     let m = |rv| child("MonoVertex", rv, "mvr-0", "promoted", json!({}));
-    let mvr = Seen::new(1, "MonoVertexRollout", json!({"metadata": {"name": "pr", "uid": PR_UID}}));
-    assert_one(&[mvr.clone(), m(2), m(2).deleted_at(3)], "promoted deleted", "still promoted");
+    let mvr = Seen::new(
+        1,
+        "MonoVertexRollout",
+        json!({"metadata": {"name": "pr", "uid": PR_UID}}),
+    );
+    assert_one(
+        &[mvr.clone(), m(2), m(2).deleted_at(3)],
+        "promoted deleted",
+        "still promoted",
+    );
     // Deleted by the test itself (by uid).
     let rules = Rules {
         by_test: ["uid-mvr-0".to_string()].into(),
@@ -382,14 +502,20 @@ fn vanished_objects() {
     let v = run(&log, &[], &rules);
     assert!(v.violations.is_empty() && v.unjudged.len() == 1, "{v:#?}");
     let p = pipeline(2, "pr-0", "recyclable", drained());
-    assert_clean(&[rollout(1, json!({})), p.clone(), p.vanished()], "vanished drained");
+    assert_clean(
+        &[rollout(1, json!({})), p.clone(), p.vanished()],
+        "vanished drained",
+    );
 }
 
 // Pause-and-drain: a change while Running is caught, pausing is no change, one while Paused
 // is fine.
 #[test]
 fn pipeline_changes_under_pause_and_drain() {
-    let ppnd = rollout(1, json!({"status": {"upgradeInProgress": "PipelinePauseAndDrain"}}));
+    let ppnd = rollout(
+        1,
+        json!({"status": {"upgradeInProgress": "PipelinePauseAndDrain"}}),
+    );
     let running = pipeline(
         3,
         "pr-0",
@@ -399,12 +525,19 @@ fn pipeline_changes_under_pause_and_drain() {
     let mut changed = running.clone();
     changed.rv = 4;
     changed.obj["spec"]["vertices"][0]["udf"] = json!({});
-    assert_one(&[ppnd.clone(), running.clone(), changed.clone()], "changed while running", "changed under pause-and-drain");
+    assert_one(
+        &[ppnd.clone(), running.clone(), changed.clone()],
+        "changed while running",
+        "changed under pause-and-drain",
+    );
     let mut scaled = running.clone();
     scaled.rv = 4;
     scaled.obj["spec"]["vertices"][0]["scale"] = json!({"min": 0});
     scaled.obj["spec"]["lifecycle"] = json!({"desiredPhase": "Paused"});
-    assert_clean(&[ppnd.clone(), running.clone(), scaled], "pausing is not a change");
+    assert_clean(
+        &[ppnd.clone(), running.clone(), scaled],
+        "pausing is not a change",
+    );
     let mut paused = running;
     paused.obj["status"]["phase"] = json!("Paused");
     assert_clean(&[ppnd, paused, changed], "changed while paused");
@@ -416,7 +549,13 @@ fn a_rollout_that_does_not_converge_is_caught() {
     r.at = Instant::now()
         .checked_sub(Duration::from_secs(10))
         .unwrap_or_else(Instant::now);
-    let v = judge(&[r], &[], &Rules::default(), Instant::now(), Duration::from_secs(5));
+    let v = judge(
+        &[r],
+        &[],
+        &Rules::default(),
+        Instant::now(),
+        Duration::from_secs(5),
+    );
     assert_eq!(v.violations.len(), 1, "{v:#?}");
     assert!(v.violations[0].contains("not converged"));
 }

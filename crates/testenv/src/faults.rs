@@ -182,7 +182,11 @@ impl Shared {
 /// Removes and returns the first kind in `owed` a request can have: a conflict only an update,
 /// a non-apply patch or a delete (`conflict_possible`), a lost answer only a write; a dropped
 /// watch never (watches are cut on their own path).
-fn take_owed(owed: &mut Vec<&'static str>, write: bool, conflict_possible: bool) -> Option<&'static str> {
+fn take_owed(
+    owed: &mut Vec<&'static str>,
+    write: bool,
+    conflict_possible: bool,
+) -> Option<&'static str> {
     let i = owed.iter().position(|k| match *k {
         "conflict" => conflict_possible,
         "lost-answer" => write,

@@ -210,18 +210,32 @@ impl Recorder {
     }
 
     /// The recorded history of the rollout or child a violation names ("rv N: Kind name …"),
-    /// with its children: one line per version (rv, kind, name, uid, upgrade state, phase), the
-    /// last `max` of them.
+    /// with its children: one line per version (rv, kind, name, uid, upgrade state, phase), at
+    /// most `max` of them around rv N (the last ones when the violation names no rv).
     pub fn trace(&self, violation: &str, max: usize) -> String {
         let words: Vec<&str> = violation.split_whitespace().collect();
         let Some(name) = words.get(3).or(words.get(1)) else {
             return String::new();
         };
         let name = name.trim_end_matches(':');
+        let at: Option<u64> = violation
+            .strip_prefix("rv ")
+            .and_then(|r| r.split(':').next())
+            .and_then(|r| r.parse().ok());
         let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        let lines: Vec<String> = judge::ordered(&log)
+        let versions: Vec<&Seen> = judge::ordered(&log)
             .into_iter()
             .filter(|s| s.name == name || label(&s.obj, labels::PARENT_ROLLOUT_NAME) == Some(name))
+            .collect();
+        let end = match at {
+            Some(rv) => {
+                let i = versions.partition_point(|s| s.rv <= rv);
+                (i + max / 2).min(versions.len())
+            }
+            None => versions.len(),
+        };
+        let lines: Vec<String> = versions[end.saturating_sub(max)..end]
+            .iter()
             .map(|s| {
                 format!(
                     "    rv {} {} {} uid={} state={} phase={} drained={} desired={}{}{}",
@@ -246,7 +260,7 @@ impl Recorder {
                 )
             })
             .collect();
-        lines[lines.len().saturating_sub(max)..].join("\n")
+        lines.join("\n")
     }
 
     /// The judgement so far, with the namespace's Events as they are now (quoted only). Waits

@@ -296,10 +296,7 @@ struct Replay<'a> {
 impl<'a> Replay<'a> {
     fn by_test(&self, s: &Seen) -> bool {
         self.rules.by_test.contains(&s.uid)
-            || self
-                .rules
-                .by_test_names
-                .contains(&(s.kind, s.name.clone()))
+            || self.rules.by_test_names.contains(&(s.kind, s.name.clone()))
     }
 
     fn parent(&self, child: &Seen) -> Parent<'a> {
@@ -352,7 +349,9 @@ impl<'a> Replay<'a> {
             state,
             upgrade_state::RECYCLABLE | upgrade_state::RECYCLABLE_EXPIRED
         ) {
-            return Err(format!("it was not labelled recyclable (upgrade-state {state})"));
+            return Err(format!(
+                "it was not labelled recyclable (upgrade-state {state})"
+            ));
         }
         if annotation(&last.obj, annotations::MARKED_FOR_DELETION) == Some("true") {
             return Ok(format!("{} on it", annotations::MARKED_FOR_DELETION));
@@ -360,10 +359,7 @@ impl<'a> Replay<'a> {
         let mut why_not = Vec::new();
         match parent {
             Parent::Live(versions) => {
-                let from = versions
-                    .iter()
-                    .rposition(|r| r.rv <= last.rv)
-                    .unwrap_or(0);
+                let from = versions.iter().rposition(|r| r.rv <= last.rv).unwrap_or(0);
                 let window = versions[from..].iter().filter(|r| r.rv <= until_rv);
                 for r in window {
                     if annotation(&r.obj, annotations::ALLOW_DATA_LOSS) == Some("true") {
@@ -482,7 +478,10 @@ impl<'a> Replay<'a> {
         let going = matches!(parent, Parent::Going);
         let owner = match parent {
             Parent::Unknown => format!("its {rollout} never recorded"),
-            _ => format!("{rollout} {} not being deleted", label(&last.obj, labels::PARENT_ROLLOUT_NAME).unwrap_or("-")),
+            _ => format!(
+                "{rollout} {} not being deleted",
+                label(&last.obj, labels::PARENT_ROLLOUT_NAME).unwrap_or("-")
+            ),
         };
         let at = format!("rv {}: {} {}", s.rv, s.kind, s.name);
         if state_of(&last.obj) == Some(upgrade_state::PROMOTED) && !going {
