@@ -87,6 +87,12 @@ fn recyclable_since(start: &str) -> Value {
     }})
 }
 
+/// `s`, arrived at the recorder at `at` (RFC 3339).
+fn arrived(mut s: Seen, at: &str) -> Seen {
+    s.wall = at.parse().expect("time");
+    s
+}
+
 fn run(log: &[Seen], events: &[Event], rules: &Rules) -> Verdict {
     judge(
         log,
@@ -218,11 +224,15 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
         d.obj["metadata"]["deletionTimestamp"] = json!(at);
         d
     };
+    // Recorded promoted just before midnight, recyclable from 00:00:01.
     let history = |pr: Seen, extra: &Value, at: &str| {
         vec![
             pr,
-            pipeline(10, "pr-0", "promoted", running()),
-            last(extra),
+            arrived(
+                pipeline(10, "pr-0", "promoted", running()),
+                "2025-12-31T23:59:00Z",
+            ),
+            arrived(last(extra), "2026-01-01T00:00:01Z"),
             deleted_at(extra, at),
         ]
     };
@@ -285,6 +295,47 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
         v.iter().any(|v| v.contains("not labelled recyclable")),
         "{v:#?}"
     );
+}
+
+// A start time stamped earlier than the operator wrote it (as recorded) is not believed.
+#[test]
+fn a_backdated_recyclable_start_time_does_not_expire_early() {
+    let hour = Rules {
+        max_recyclable: Some(Duration::from_secs(3600)),
+        ..Rules::default()
+    };
+    let backdated = merged(running(), &recyclable_since("2026-01-01T00:00:00Z"));
+    let deleted = |p: Seen| {
+        let mut d = p.deleted_at(40);
+        d.obj["metadata"]["deletionTimestamp"] = json!("2026-06-01T00:00:10Z");
+        d
+    };
+    // Written on 1 June (it arrived then, and the version before had none): not expired ten
+    // seconds later, whatever it says.
+    let last = arrived(
+        pipeline(30, "pr-0", "recyclable", backdated.clone()),
+        "2026-06-01T00:00:00Z",
+    );
+    let log = vec![
+        rollout(1, json!({})),
+        arrived(
+            pipeline(10, "pr-0", "promoted", running()),
+            "2026-05-31T00:00:00Z",
+        ),
+        last.clone(),
+        deleted(last),
+    ];
+    let v = run(&log, &[], &hour).violations;
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert!(v[0].contains("not expired"), "{v:#?}");
+    // Created with it (the user's own object, as the recycling tests make them): believed.
+    let last = arrived(
+        pipeline(30, "pr-0", "recyclable", backdated),
+        "2026-06-01T00:00:00Z",
+    );
+    let log = vec![rollout(1, json!({})), last.clone(), deleted(last)];
+    let v = run(&log, &[], &hour).violations;
+    assert!(v.is_empty(), "{v:#?}");
 }
 
 // (c) A child whose rollout was never recorded is judged: no owner, or an owner never seen.

@@ -40,6 +40,10 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+/// How much earlier than its arrival at the recorder a time the operator stamps on a write may
+/// be (the stamp is truncated to the second, and the watch takes a moment to deliver it).
+const STAMP_SLACK: SignedDuration = SignedDuration::from_secs(5);
+
 /// One version of an object as a watch delivered it.
 #[derive(Clone, Debug)]
 pub struct Seen {
@@ -385,7 +389,9 @@ impl<'a> Replay<'a> {
         }
         let start = annotation(&last.obj, annotations::RECYCLABLE_START_TIME);
         match (
-            start.and_then(|s| s.parse::<Timestamp>().ok()),
+            start
+                .and_then(|s| s.parse::<Timestamp>().ok())
+                .map(|s| self.not_backdated(&last.uid, s)),
             self.rules.max_recyclable,
         ) {
             (Some(start), Some(max)) => {
@@ -412,6 +418,28 @@ impl<'a> Replay<'a> {
             }
         }
         Err(why_not.join("; "))
+    }
+
+    /// The recyclable start time `start` of object `uid`, or, if the annotation was added
+    /// while recorded, no earlier than the version that first carried it arrived (less
+    /// [`STAMP_SLACK`]): a start time written earlier than its write is not believed.
+    fn not_backdated(&self, uid: &str, start: Timestamp) -> Timestamp {
+        let versions = self
+            .versions
+            .get(uid)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let carries = |v: &&Seen| annotation(&v.obj, annotations::RECYCLABLE_START_TIME).is_some();
+        match versions.iter().position(|v| carries(&v)) {
+            Some(i) if i > 0 => {
+                let written = versions[i]
+                    .wall
+                    .checked_sub(STAMP_SLACK)
+                    .unwrap_or(versions[i].wall);
+                start.max(written)
+            }
+            _ => start,
+        }
     }
 
     /// A pipeline deleted (at `s`, its last recorded version `last`).
