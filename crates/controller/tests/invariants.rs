@@ -424,6 +424,24 @@ fn two_promoted_children_at_once_are_caught() {
         other,
     ];
     assert_clean(&log, "two rollouts");
+    // A duplicate the test makes itself is the user's doing; a promotion by the operator while
+    // it lives is not.
+    let rules = Rules {
+        made_by_test: ["uid-pr-1".to_string()].into(),
+        ..Rules::default()
+    };
+    let mut log = vec![
+        rollout(1, json!({})),
+        pipeline(2, "pr-0", "promoted", json!({})),
+        pipeline(3, "pr-1", "promoted", json!({})),
+    ];
+    let v = run(&log, &[], &rules).violations;
+    assert!(v.is_empty(), "{v:#?}");
+    log.push(pipeline(4, "pr-2", "trial", json!({})));
+    log.push(pipeline(5, "pr-2", "promoted", json!({})));
+    let v = run(&log, &[], &rules).violations;
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert!(v[0].contains("3 promoted children"), "{v:#?}");
 }
 
 // (e) No InterStepBufferService deleted while a recorded pipeline still names it.

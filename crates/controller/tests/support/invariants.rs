@@ -194,6 +194,31 @@ impl Recorder {
         }
     }
 
+    /// Says that the test has just created child `name` of `kind` itself (a duplicate the
+    /// operator must clear up): the children at once its creation makes are not held against
+    /// the operator. Waits until the recorder has seen it.
+    pub async fn made_by_test(&self, kind: &'static str, name: &str) {
+        let t0 = Instant::now();
+        let uid = loop {
+            let uid = self.log.lock().ok().and_then(|l| {
+                l.iter()
+                    .rev()
+                    .find(|s| s.kind == kind && s.name == name && !s.gone)
+                    .map(|s| s.uid.clone())
+            });
+            match uid {
+                Some(uid) => break uid,
+                None if t0.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                None => panic!("the recorder never saw {kind} {name}"),
+            }
+        };
+        if let Ok(mut r) = self.rules.lock() {
+            r.made_by_test.insert(uid);
+        }
+    }
+
     /// The judgement of the history so far; `events` are only quoted.
     fn verdict(&self, events: &[Event]) -> Verdict {
         let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();

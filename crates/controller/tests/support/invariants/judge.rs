@@ -104,6 +104,9 @@ pub struct Rules {
     pub by_test: BTreeSet<String>,
     /// Same, by (kind, name), for those the recorder had not seen when the test said so.
     pub by_test_names: BTreeSet<(&'static str, String)>,
+    /// Children the test creates itself, by uid: a second promoted child or trial that their
+    /// creation makes is the user's doing (what the operator does with it is judged).
+    pub made_by_test: BTreeSet<String>,
     /// The history has gaps the test made itself (API server restarts): a vanished pipeline that
     /// cannot be judged is reported in [`Verdict::unjudged`] instead of as a violation.
     pub history_may_have_gaps: bool,
@@ -578,10 +581,17 @@ impl<'a> Replay<'a> {
                 groups.entry((family, group)).or_default().push(&c.name);
             }
         }
+        // The test's own creation of a duplicate: that set of children is not the operator's.
+        let made_by_test = self.rules.made_by_test.contains(&s.uid)
+            && self
+                .versions
+                .get(s.uid.as_str())
+                .is_some_and(|v| v.len() == 1);
         for ((family, group), names) in groups.into_iter().filter(|(_, n)| n.len() > 1) {
             if self
                 .reported
                 .insert(format!("{} {group} {}", s.kind, names.join(",")))
+                && !made_by_test
             {
                 let name = self
                     .live
