@@ -236,10 +236,7 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
             deleted_at(extra, at),
         ]
     };
-    let hour = Rules {
-        max_recyclable: Some(Duration::from_secs(3600)),
-        ..Rules::default()
-    };
+    let hour = Rules::with_max_recyclable(Duration::from_secs(3600));
     let check = |log: &[Seen], rules: &Rules| run(log, &[], rules).violations;
 
     // The operator's reason alone.
@@ -300,10 +297,7 @@ fn an_undrained_deletion_needs_an_allowance_visible_on_the_objects() {
 // A start time stamped earlier than the operator wrote it (as recorded) is not believed.
 #[test]
 fn a_backdated_recyclable_start_time_does_not_expire_early() {
-    let hour = Rules {
-        max_recyclable: Some(Duration::from_secs(3600)),
-        ..Rules::default()
-    };
+    let hour = Rules::with_max_recyclable(Duration::from_secs(3600));
     let backdated = merged(running(), &recyclable_since("2026-01-01T00:00:00Z"));
     let deleted = |p: Seen| {
         let mut d = p.deleted_at(40);
@@ -336,6 +330,63 @@ fn a_backdated_recyclable_start_time_does_not_expire_early() {
     let log = vec![rollout(1, json!({})), last.clone(), deleted(last)];
     let v = run(&log, &[], &hour).violations;
     assert!(v.is_empty(), "{v:#?}");
+}
+
+// The maximum in force at the deletion counts: the config file as it changed (with a moment for
+// the operator to read a change).
+#[test]
+fn expiry_follows_the_config_as_it_changed() {
+    let start = recyclable_since("2026-01-01T00:00:00Z");
+    let last = pipeline(30, "pr-0", "recyclable", merged(running(), &start));
+    let at = |when: &str| {
+        let mut d = last.clone().deleted_at(40);
+        d.obj["metadata"]["deletionTimestamp"] = json!(when);
+        vec![rollout(1, json!({})), last.clone(), d]
+    };
+    let t = |s: &str| s.parse().expect("time");
+    let mins = |m: u64| Duration::from_secs(60 * m);
+    // 60 minutes, lowered to 2 at 00:10.
+    let lowered = Rules {
+        max_recyclable: vec![
+            (t("2025-12-01T00:00:00Z"), mins(60)),
+            (t("2026-01-01T00:10:00Z"), mins(2)),
+        ],
+        ..Rules::default()
+    };
+    assert_eq!(
+        run(&at("2026-01-01T00:09:00Z"), &[], &lowered)
+            .violations
+            .len(),
+        1,
+        "before"
+    );
+    assert!(
+        run(&at("2026-01-01T00:10:01Z"), &[], &lowered)
+            .violations
+            .is_empty(),
+        "after"
+    );
+    // 2 minutes, raised to 60 at 00:10: the old value may still be read for a moment.
+    let raised = Rules {
+        max_recyclable: vec![
+            (t("2025-12-01T00:00:00Z"), mins(2)),
+            (t("2026-01-01T00:10:00Z"), mins(60)),
+        ],
+        ..Rules::default()
+    };
+    assert!(
+        run(&at("2026-01-01T00:10:05Z"), &[], &raised)
+            .violations
+            .is_empty(),
+        "lag"
+    );
+    assert_eq!(
+        run(&at("2026-01-01T00:10:30Z"), &[], &raised)
+            .violations
+            .len(),
+        1,
+        "raised"
+    );
 }
 
 // (c) A child whose rollout was never recorded is judged: no owner, or an owner never seen.

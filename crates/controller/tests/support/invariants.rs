@@ -15,6 +15,7 @@ pub mod judge;
 use futures::StreamExt;
 use judge::{Rules, Seen, Verdict, deleting, label, state_of};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -39,7 +40,7 @@ type Log = Arc<Mutex<Vec<Seen>>>;
 pub struct Recorder {
     log: Log,
     tasks: Vec<JoinHandle<()>>,
-    rules: Mutex<Rules>,
+    rules: Arc<Mutex<Rules>>,
 }
 
 impl Drop for Recorder {
@@ -134,9 +135,21 @@ where
     task
 }
 
+/// Records the maximum of `controller_config`, in force from now on (nothing if the operator
+/// would refuse the file).
+fn configure(rules: &Mutex<Rules>, controller_config: &str) {
+    if let Ok(c) = numaplane_core::config::parse_controller_config(controller_config)
+        && let Ok(mut r) = rules.lock()
+    {
+        r.max_recyclable
+            .push((Timestamp::now(), c.max_recyclable_duration));
+    }
+}
+
 impl Recorder {
     /// Starts recording `ns`; returns once every watch has its initial list. Until
-    /// [`Recorder::configure`] is called, no undrained deletion is excused by expiry.
+    /// [`Recorder::configure`] (or [`Recorder::follow_config_file`]) is called, no undrained
+    /// deletion is excused by expiry.
     pub async fn start(client: &Client, ns: &str) -> Recorder {
         let log = Log::default();
         let tasks = vec![
@@ -150,20 +163,33 @@ impl Recorder {
         Recorder {
             log,
             tasks,
-            rules: Mutex::default(),
+            rules: Arc::default(),
         }
     }
 
-    /// Takes `pipeline.maxRecyclableDurationMinutes` from the operator's config file (its
-    /// default when the file leaves it out); a file the operator could not read either leaves
-    /// it unknown, and expiry then excuses nothing.
+    /// Takes `pipeline.maxRecyclableDurationMinutes` from the operator's config file contents
+    /// (its default when they leave it out), in force from now on. Contents the operator would
+    /// refuse change nothing, as for the operator.
     pub fn configure(&self, controller_config: &str) {
-        let max = numaplane_core::config::parse_controller_config(controller_config)
-            .ok()
-            .map(|c| c.max_recyclable_duration);
-        if let Ok(mut r) = self.rules.lock() {
-            r.max_recyclable = max;
-        }
+        configure(&self.rules, controller_config);
+    }
+
+    /// [`Recorder::configure`] with the config file at `path` now and whenever it changes
+    /// (tests rewrite it to reload the operator's configuration live).
+    pub fn follow_config_file(&mut self, path: &std::path::Path) {
+        let (rules, path) = (self.rules.clone(), path.to_path_buf());
+        let mut last = String::new();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && text != last
+                {
+                    configure(&rules, &text);
+                    last = text;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
     }
 
     /// Says the test itself breaks the watches (API server and etcd restarts): a vanished

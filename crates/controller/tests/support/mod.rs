@@ -181,8 +181,8 @@ impl Harness {
                 .await
                 .expect("create USDE ConfigMap");
         }
-        let history = invariants::Recorder::start(&client, &ns).await;
-        history.configure(config);
+        let mut history = invariants::Recorder::start(&client, &ns).await;
+        history.follow_config_file(&config_file);
         let mut h = Harness {
             env,
             client,

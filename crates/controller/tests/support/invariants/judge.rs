@@ -40,6 +40,9 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+/// How long after a change of its config file the operator may still act on the old contents.
+const CONFIG_LAG: SignedDuration = SignedDuration::from_secs(10);
+
 /// How much earlier than its arrival at the recorder a time the operator stamps on a write may
 /// be (the stamp is truncated to the second, and the watch takes a moment to deliver it).
 const STAMP_SLACK: SignedDuration = SignedDuration::from_secs(5);
@@ -60,6 +63,34 @@ pub struct Seen {
     /// Deleted while the watch was not looking (see the module's comment).
     pub vanished: bool,
     pub obj: Value,
+}
+
+impl Rules {
+    /// Rules with `pipeline.maxRecyclableDurationMinutes` `max` all along.
+    pub fn with_max_recyclable(max: Duration) -> Rules {
+        Rules {
+            max_recyclable: vec![(Timestamp::MIN, max)],
+            ..Rules::default()
+        }
+    }
+
+    /// The maximum the operator may have acted on at `when`: the least of those in force at
+    /// some moment of the [`CONFIG_LAG`] before it (a change takes a moment to be read).
+    fn max_recyclable_at(&self, when: Timestamp) -> Option<Duration> {
+        let from = when.checked_sub(CONFIG_LAG).unwrap_or(when);
+        let current = self
+            .max_recyclable
+            .iter()
+            .rposition(|(t, _)| *t <= from)
+            .unwrap_or(0);
+        self.max_recyclable
+            .get(current..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|(t, _)| *t <= when)
+            .map(|(_, max)| *max)
+            .min()
+    }
 }
 
 impl Seen {
@@ -97,9 +128,10 @@ impl Seen {
 /// What the judgement needs besides the history.
 #[derive(Clone, Debug, Default)]
 pub struct Rules {
-    /// The operator's `pipeline.maxRecyclableDurationMinutes`; `None` (unknown): expiry never
-    /// excuses an undrained deletion.
-    pub max_recyclable: Option<Duration>,
+    /// The operator's `pipeline.maxRecyclableDurationMinutes` from each moment on (its config
+    /// file as it changed), oldest first; no entry: unknown, and expiry never excuses an
+    /// undrained deletion.
+    pub max_recyclable: Vec<(Timestamp, Duration)>,
     /// Objects the test deletes itself, by uid: the user's doing, not the operator's.
     pub by_test: BTreeSet<String>,
     /// Same, by (kind, name), for those the recorder had not seen when the test said so.
@@ -395,7 +427,7 @@ impl<'a> Replay<'a> {
             start
                 .and_then(|s| s.parse::<Timestamp>().ok())
                 .map(|s| self.not_backdated(&last.uid, s)),
-            self.rules.max_recyclable,
+            self.rules.max_recyclable_at(when),
         ) {
             (Some(start), Some(max)) => {
                 let expiry = SignedDuration::try_from(max)
