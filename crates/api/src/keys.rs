@@ -62,6 +62,10 @@ pub mod annotations {
     pub const DRAIN_FAILURE_START_TIME: &str = "numaplane.numaproj.io/drain-failure-start-time";
     /// `"true"` on a recyclable Pipeline: delete without draining.
     pub const MARKED_FOR_DELETION: &str = "numaplane.numaproj.io/marked-for-deletion";
+    /// On a Pipeline Numaplane deletes without a complete drain (ours): the outcome and what
+    /// allowed it (`DrainIncomplete: ...`), written in a write conditional on the version read,
+    /// right before the delete conditional on the version it wrote.
+    pub const DELETION_REASON: &str = "numaplane.numaproj.io/deletion-reason";
     /// Numaflow controller instance selector; a change is data-loss-risky.
     pub const NUMAFLOW_INSTANCE: &str = "numaflow.numaproj.io/instance";
     /// Written by Numaflow when a pause starts.

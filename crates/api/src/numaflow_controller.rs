@@ -5,6 +5,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// What the CRDs accept as `instanceID`: empty (no instance) or a DNS label (at most 63
+/// characters, `maxLength` in the schema). The ID becomes part of object names and labels.
+pub const INSTANCE_ID_PATTERN: &str = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$";
+
 /// The Numaflow controller version to render and apply.
 // kube-derive repeats `printcolumn(type_ = ..)` per column, which clippy misreads.
 #[allow(clippy::duplicated_attributes)]
@@ -27,11 +31,13 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct NumaflowControllerSpec {
     pub version: String,
+    /// Empty, or a DNS label (lower-case letters, digits and '-', at most 63 characters).
     #[serde(
         default,
         rename = "instanceID",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(length(max = 63), regex(pattern = INSTANCE_ID_PATTERN))]
     pub instance_id: Option<String>,
 }
 

@@ -61,11 +61,13 @@ pub struct ControllerProgressive {
 pub struct ControllerDefinition {
     /// Must match a version in a `numaflow-controller-definitions` ConfigMap exactly, e.g. "1.5.2".
     pub version: String,
+    /// Empty, or a DNS label (lower-case letters, digits and '-', at most 63 characters).
     #[serde(
         default,
         rename = "instanceID",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(length(max = 63), regex(pattern = crate::numaflow_controller::INSTANCE_ID_PATTERN))]
     pub instance_id: Option<String>,
 }
 

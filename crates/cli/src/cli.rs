@@ -89,13 +89,20 @@ pub enum Command {
 }
 
 pub const DASHBOARD_HELP: &str = "\
-The first line printed is the address (with --port 0, the port chosen).
-Writes need the page's own header and origin, and requests must name the dashboard's address, so
-other web pages cannot act through it. Ctrl-C stops it.
+The first line printed is the address to open, with this run's token:
+  Numaplane dashboard: http://127.0.0.1:3100/?token=<64 hex digits>
+(with --port 0, the port chosen). Every API request needs the token, as `Authorization: Bearer
+<token>` (or `?token=` on reads); a new one is made each run. Requests must name the dashboard's
+address in Host, an Origin must be the dashboard's own address, and writes (POST) need the token in
+the header, that Origin and the X-Numaplane-Dashboard header, so other web pages cannot read or act
+through it.
+It listens on loopback only unless --allow-remote is given (never on every interface: name the
+address). Ctrl-C stops it.
 
 Exit codes:
   0  stopped with Ctrl-C
-  1  error: cannot listen on the address, or no cluster configured
+  1  error: cannot listen on the address, a non-loopback address without --allow-remote, or
+     no cluster configured
   2  invalid command line";
 
 #[derive(Args, Debug)]
@@ -103,10 +110,14 @@ pub struct DashboardArgs {
     /// Port to listen on (0: any free port).
     #[arg(long, default_value_t = 3100)]
     pub port: u16,
-    /// Address to listen on. Keep the default unless others should reach it: they would act
-    /// with your credentials.
+    /// Address to listen on: a loopback address, or with --allow-remote one address of this
+    /// machine (not 0.0.0.0 or ::).
     #[arg(long, default_value = "127.0.0.1")]
     pub address: std::net::IpAddr,
+    /// Allow an --address that is not loopback. Whoever reaches it and has the token acts with
+    /// your credentials, and the token travels unencrypted over HTTP.
+    #[arg(long)]
+    pub allow_remote: bool,
 }
 
 pub const PLAN_HELP: &str = "\

@@ -1,7 +1,8 @@
 //! `kubectl numaplane dashboard` against a real kube-apiserver (no operator: rollouts, children
 //! and statuses are written with the admin client): the table and a rollout's page pushed over
 //! server-sent events as the objects change, the actions with the user's RBAC (a 403 stays a
-//! 403), the guard against other sites, and its memory with 1,000 rollouts.
+//! 403), the guard (this run's token, its own address and origin, loopback unless allowed), and
+//! its memory with 1,000 rollouts.
 //! The browser end of it is `crates/controller/tests/dashboard_browser.rs`.
 
 use futures::{StreamExt, TryStreamExt, stream};
@@ -28,6 +29,8 @@ const WAIT: Duration = Duration::from_secs(30);
 struct Dashboard {
     child: tokio::process::Child,
     port: u16,
+    /// This run's token, from the address it printed.
+    token: String,
 }
 
 impl Dashboard {
@@ -50,13 +53,26 @@ impl Dashboard {
             .expect("the dashboard printed no address within 30s")
             .expect("reading stdout")
             .expect("the dashboard exited before printing its address");
-        let port = first
+        let (port, token) = first
             .strip_prefix("Numaplane dashboard: http://127.0.0.1:")
-            .and_then(|rest| rest.trim_end_matches('/').parse().ok())
+            .and_then(|rest| rest.split_once("/?token="))
+            .and_then(|(port, token)| Some((port.parse().ok()?, token.to_string())))
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        assert!(
+            token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+            "a 256-bit token in hex: {first:?}"
+        );
         // Keep draining stdout so the process never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Dashboard { child, port }
+        Dashboard { child, port, token }
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    fn origin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     fn pid(&self) -> u32 {
@@ -77,15 +93,28 @@ impl Dashboard {
         status.code().unwrap_or(-1)
     }
 
-    /// An HTTP/1.0 request (the server then closes the connection after the body).
+    /// An HTTP/1.0 request with this run's token (the server then closes the connection after
+    /// the body).
     async fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let bearer = self.bearer();
+        let mut all = vec![("Authorization", bearer.as_str())];
+        all.extend_from_slice(headers);
+        self.send(method, path, &format!("127.0.0.1:{}", self.port), &all)
+            .await
+    }
+
+    /// An HTTP/1.0 request with exactly these headers besides `Host`.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        host: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))
             .await
             .expect("connect");
-        let mut req = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\n",
-            self.port
-        );
+        let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {host}\r\nContent-Length: 0\r\n");
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -119,23 +148,21 @@ impl Dashboard {
             .request(
                 "POST",
                 path,
-                &[
-                    ("X-Numaplane-Dashboard", "1"),
-                    ("Origin", &format!("http://127.0.0.1:{}", self.port)),
-                ],
+                &[("X-Numaplane-Dashboard", "1"), ("Origin", &self.origin())],
             )
             .await;
         (code, serde_json::from_str(&body).unwrap_or(Value::Null))
     }
 
+    /// An event stream, with the token in the query as a browser's `EventSource` sends it.
     async fn events(&self, path: &str) -> Events {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))
             .await
             .expect("connect");
         s.write_all(
             format!(
-                "GET {path} HTTP/1.0\r\nHost: localhost:{}\r\nAccept: text/event-stream\r\n\r\n",
-                self.port
+                "GET {path}?token={} HTTP/1.0\r\nHost: localhost:{}\r\nAccept: text/event-stream\r\n\r\n",
+                self.token, self.port
             )
             .as_bytes(),
         )
@@ -417,7 +444,8 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
         .await;
     assert_eq!(code, 409, "a missing rollout is the command's refusal");
 
-    // Other sites cannot act through it: no header, a foreign origin, a foreign host name.
+    // Other sites cannot act through it, even with the token: no header, a foreign origin, a
+    // foreign host name (the guard's own test covers each refusal).
     let (code, body) = admin.request("POST", &pause, &[]).await;
     assert_eq!(code, 403, "{body}");
     let (code, _) = admin
@@ -431,15 +459,15 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
         )
         .await;
     assert_eq!(code, 403);
-    let mut s = TcpStream::connect(("127.0.0.1", admin.port))
-        .await
-        .expect("connect");
-    s.write_all(b"GET /api/rollouts HTTP/1.0\r\nHost: evil.example\r\n\r\n")
-        .await
-        .expect("write");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.expect("read");
-    assert!(answer.starts_with("HTTP/1.0 403"), "{answer}");
+    let (code, _) = admin
+        .send(
+            "GET",
+            "/api/rollouts",
+            "evil.example",
+            &[("Authorization", &admin.bearer())],
+        )
+        .await;
+    assert_eq!(code, 403);
 
     // A user who may only read: the table narrows to their namespace and says why, and an
     // action shows the API server's 403.
@@ -568,6 +596,244 @@ async fn the_table_and_a_rollout_page_follow_the_cluster_and_actions_use_the_use
     // Ctrl-C stops it at once, even with a browser's event streams open.
     let _open = (table, page);
     assert_eq!(admin.interrupt().await, 0);
+}
+
+/// Every API call needs this run's token (header, or query on reads), requests must name the
+/// dashboard's own address, and a browser's Origin must be the dashboard's own page: never
+/// compared with the Host the request itself brings. The page needs no token and holds no data.
+#[tokio::test]
+async fn the_api_needs_this_runs_token_its_address_and_its_own_origin() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("dash-guard").await;
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("p"),
+        Some(deployed_status(1)),
+    )
+    .await;
+    let d = Dashboard::start(&env.kubeconfig_path(), &["-n", &ns]).await;
+    let host = format!("127.0.0.1:{}", d.port);
+    let bearer = d.bearer();
+    let wrong = format!("Bearer {}", "0".repeat(64));
+
+    // The page and its assets: no token needed, and nothing of the cluster in them.
+    for path in ["/", "/app.js", "/style.css"] {
+        let (code, body) = d.send("GET", path, &host, &[]).await;
+        assert_eq!(code, 200, "{path}: {body}");
+        assert!(
+            !body.contains(&ns),
+            "{path} shows cluster data without a token"
+        );
+    }
+
+    // Reads: no token, a wrong one, in the header or the query, are refused; the right one in
+    // either place is served.
+    for path in [
+        "/api/info",
+        "/api/rollouts",
+        &format!("/api/rollouts/pr/{ns}/p"),
+    ] {
+        let (code, body) = d.send("GET", path, &host, &[]).await;
+        assert_eq!(code, 401, "GET {path} without a token: {body}");
+        assert!(
+            !body.contains("\"rows\"") && !body.contains(&format!("{ns}/")),
+            "{body}"
+        );
+        let (code, _) = d
+            .send("GET", path, &host, &[("Authorization", &wrong)])
+            .await;
+        assert_eq!(code, 401, "GET {path} with a wrong token");
+        let (code, _) = d
+            .send("GET", path, &host, &[("Authorization", &bearer)])
+            .await;
+        assert_eq!(code, 200, "GET {path} with the token");
+    }
+    let (code, _) = d.send("GET", "/api/rollouts?token=nope", &host, &[]).await;
+    assert_eq!(code, 401);
+    let (code, body) = d
+        .send(
+            "GET",
+            &format!("/api/rollouts?token={}", d.token),
+            &host,
+            &[],
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(&format!("{ns}/PipelineRollout/p")), "{body}");
+    let (code, _) = d
+        .send(
+            "GET",
+            "/api/rollouts/stream",
+            &host,
+            &[("Accept", "text/event-stream")],
+        )
+        .await;
+    assert_eq!(code, 401, "an event stream without the token");
+
+    // Another run's token does not open this one.
+    let other = Dashboard::start(&env.kubeconfig_path(), &["-n", &ns]).await;
+    assert_ne!(other.token, d.token, "a new token every run");
+    let (code, _) = d
+        .send(
+            "GET",
+            "/api/info",
+            &host,
+            &[("Authorization", &other.bearer())],
+        )
+        .await;
+    assert_eq!(code, 401);
+
+    // Writes: the token in the header (not the query), the action header, and the page's own
+    // Origin; the right ones reach the command (which refuses a rollout that is not there).
+    let act = format!("/api/rollouts/pr/{ns}/nope/actions/pause");
+    let origin = d.origin();
+    let page = [("X-Numaplane-Dashboard", "1"), ("Origin", origin.as_str())];
+    let (code, body) = d.send("POST", &act, &host, &page).await;
+    assert_eq!(code, 401, "a write without the token: {body}");
+    let (code, _) = d
+        .send(
+            "POST",
+            &act,
+            &host,
+            &[page[0], page[1], ("Authorization", &wrong)],
+        )
+        .await;
+    assert_eq!(code, 401, "a write with a wrong token");
+    let (code, _) = d
+        .send("POST", &format!("{act}?token={}", d.token), &host, &page)
+        .await;
+    assert_eq!(code, 401, "a write's token in the query");
+    let (code, body) = d
+        .send(
+            "POST",
+            &act,
+            &host,
+            &[page[0], page[1], ("Authorization", &bearer)],
+        )
+        .await;
+    assert_eq!(code, 409, "the page's write reaches the command: {body}");
+
+    // Origin is one of the addresses listened on, whatever Host says; on reads too.
+    for (method, path) in [("POST", act.as_str()), ("GET", "/api/info")] {
+        for foreign in ["http://evil.example", "null", "http://127.0.0.1:1"] {
+            let (code, body) = d
+                .send(
+                    method,
+                    path,
+                    &host,
+                    &[
+                        ("X-Numaplane-Dashboard", "1"),
+                        ("Authorization", &bearer),
+                        ("Origin", foreign),
+                    ],
+                )
+                .await;
+            assert_eq!(code, 403, "{method} {path} from {foreign}: {body}");
+        }
+    }
+    // DNS rebinding: a foreign name resolving to 127.0.0.1, Host and Origin agreeing with each
+    // other, with the token (which a rebinding page would not have anyway).
+    let rebound = format!("evil.example:{}", d.port);
+    let rebound_origin = format!("http://{rebound}");
+    for (method, path) in [("GET", "/"), ("GET", "/api/info"), ("POST", act.as_str())] {
+        let (code, body) = d
+            .send(
+                method,
+                path,
+                &rebound,
+                &[
+                    ("Authorization", &bearer),
+                    ("X-Numaplane-Dashboard", "1"),
+                    ("Origin", &rebound_origin),
+                ],
+            )
+            .await;
+        assert_eq!(code, 403, "{method} {path} for host {rebound}: {body}");
+    }
+    // localhost is the same loopback server.
+    let (code, _) = d
+        .send(
+            "GET",
+            "/api/info",
+            &format!("localhost:{}", d.port),
+            &[("Authorization", &bearer)],
+        )
+        .await;
+    assert_eq!(code, 200);
+}
+
+/// A kubeconfig for an API server that is not there: the address is checked before any call.
+fn nowhere_kubeconfig(dir: &Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port");
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'https://127.0.0.1:{port}', insecure-skip-tls-verify: true}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: default}}\ncurrent-context: x\n"
+        ),
+    )
+    .expect("kubeconfig");
+    path
+}
+
+/// Listening where others could reach it needs --allow-remote, and every interface (0.0.0.0,
+/// ::) is refused even then: requests must name the address, so it must be one. Nothing is
+/// served in either case.
+#[tokio::test]
+async fn a_non_loopback_address_needs_allow_remote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = nowhere_kubeconfig(dir.path());
+    let help = std::process::Command::new(BIN)
+        .args(["dashboard", "--help"])
+        .output()
+        .expect("help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--allow-remote"), "{help}");
+    // 192.0.2.10 is a documentation address (RFC 5737): never this machine's, never contacted.
+    for (args, why) in [
+        (&["--address", "192.0.2.10"][..], "--allow-remote"),
+        (&["--address", "0.0.0.0"][..], "every interface"),
+        (
+            &["--address", "0.0.0.0", "--allow-remote"][..],
+            "every interface",
+        ),
+        (
+            &["--address", "::", "--allow-remote"][..],
+            "every interface",
+        ),
+    ] {
+        let run = tokio::process::Command::new(BIN)
+            .arg("dashboard")
+            .args(["--port", "0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .unwrap_or_else(|_| panic!("dashboard {args:?} was not refused: it kept running"))
+            .expect("run the dashboard");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}{stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains("--address"),
+            "{args:?} names the flag and why: {stderr}"
+        );
+        assert!(
+            !stdout.contains("Numaplane dashboard:"),
+            "{args:?} served: {stdout}"
+        );
+    }
 }
 
 fn rss_kib(pid: u32) -> u64 {

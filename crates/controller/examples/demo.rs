@@ -153,8 +153,10 @@ struct Cluster {
 /// `kubectl numaplane dashboard` as a child process (killed when dropped).
 struct Dashboard {
     child: std::process::Child,
+    /// The address it printed, with this run's token.
     url: String,
     port: u16,
+    token: String,
 }
 
 impl Dashboard {
@@ -185,13 +187,17 @@ impl Dashboard {
             .strip_prefix("Numaplane dashboard: ")
             .with_context(|| format!("unexpected first line of the dashboard: {first:?}"))?
             .to_string();
-        let port = url
-            .trim_end_matches('/')
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .with_context(|| format!("no port in {url}"))?;
-        Ok(Dashboard { child, url, port })
+        let (port, token) = url
+            .strip_prefix("http://127.0.0.1:")
+            .and_then(|rest| rest.split_once("/?token="))
+            .and_then(|(port, token)| Some((port.parse().ok()?, token.to_string())))
+            .with_context(|| format!("no port and token in {url}"))?;
+        Ok(Dashboard {
+            child,
+            url,
+            port,
+            token,
+        })
     }
 
     /// The dashboard's table, as a browser gets it.
@@ -200,8 +206,8 @@ impl Dashboard {
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         write!(
             s,
-            "GET /api/rollouts HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n",
-            self.port
+            "GET /api/rollouts HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.port, self.token
         )?;
         let mut answer = String::new();
         s.read_to_string(&mut answer)?;
@@ -827,7 +833,10 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     anyhow::ensure!(count == 1, "expected one pipeline, found {count}");
     c.tree().await?;
 
-    s.step("Delete the rollouts: their children go with them");
+    s.step(
+        "Delete the rollouts: each pipeline is paused and drained before it goes, and the ISB \
+         service stays until no pipeline uses it",
+    );
     // Pipelines and MonoVertices first, then what they run on, as a user would.
     delete(c, resource::<PipelineRollout>(), "my-pipeline").await?;
     delete(c, resource::<MonoVertexRollout>(), "my-monovertex").await?;

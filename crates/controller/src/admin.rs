@@ -1,10 +1,10 @@
-//! The admin HTTP endpoints: `/healthz` (the process serves requests), `/readyz` (caches synced;
-//! true for the leader and for warm standbys) and `/metrics` (OpenMetrics text).
+//! The admin HTTP endpoints: `/healthz` (the process serves requests), `/readyz` (a valid
+//! controller config and caches synced, true for the leader and for warm standbys; else why not) and `/metrics` (OpenMetrics text).
 
 use crate::metrics::Metrics;
 use axum::{Router, http::StatusCode, http::header, response::IntoResponse, routing::get};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
 
 /// `:8081` (Go style, all interfaces) or `host:port`.
@@ -16,18 +16,53 @@ pub fn parse_bind(addr: &str) -> String {
     }
 }
 
-pub fn probes(ready: Arc<AtomicBool>) -> Router {
+/// Whether the operator is ready, and if not, why (served by `/readyz`).
+#[derive(Debug)]
+pub struct Readiness {
+    ready: AtomicBool,
+    why: RwLock<String>,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Self {
+            ready: AtomicBool::new(false),
+            why: RwLock::new("caches not synced".into()),
+        }
+    }
+}
+
+impl Readiness {
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    pub fn set_not_ready(&self, why: impl Into<String>) {
+        *self.why.write().unwrap_or_else(|e| e.into_inner()) = why.into();
+        self.ready.store(false, Ordering::Release);
+    }
+
+    /// `None` when ready, else why not.
+    pub fn not_ready(&self) -> Option<String> {
+        if self.ready.load(Ordering::Acquire) {
+            None
+        } else {
+            Some(self.why.read().unwrap_or_else(|e| e.into_inner()).clone())
+        }
+    }
+}
+
+pub fn probes(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
             get(move || {
-                let ready = ready.clone();
+                let readiness = readiness.clone();
                 async move {
-                    if ready.load(Ordering::Acquire) {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                    match readiness.not_ready() {
+                        None => (StatusCode::OK, "ok".to_string()),
+                        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
                     }
                 }
             }),

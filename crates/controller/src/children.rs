@@ -323,6 +323,49 @@ pub async fn delete_unchanged<K: ChildObject>(
     }
 }
 
+/// Deletes `child` if it is unchanged since it was read. A deletion that may drop data
+/// (`reason` given) first records why on the object (annotation `deletion-reason`) in a write
+/// conditional on the version read, then deletes the version it wrote: the reason is on the
+/// object before its data goes, not only in a best-effort Event after. A stale reason of an
+/// earlier attempt is removed the same way. Returns whether this call started the deletion.
+pub async fn delete_recording<K: ChildObject>(
+    ctx: &Ctx,
+    child: &K,
+    reason: Option<String>,
+) -> Result<bool, Error> {
+    use numaplane_api::keys::annotations::DELETION_REASON;
+    let ns = child.namespace().unwrap_or_default();
+    let name = child.name_any();
+    let mut rv = child.resource_version();
+    if reason.as_ref() != child.annotations().get(DELETION_REASON) {
+        ctx.ensure_leader()?;
+        let path = format!(
+            "/metadata/annotations/{}",
+            DELETION_REASON.replace('/', "~1")
+        );
+        let mut ops = vec![serde_json::json!({"op": "replace",
+            "path": "/metadata/resourceVersion", "value": child.resource_version()})];
+        ops.push(match &reason {
+            Some(r) if child.meta().annotations.is_some() => {
+                serde_json::json!({"op": "add", "path": path, "value": r})
+            }
+            Some(r) => serde_json::json!({"op": "add", "path": "/metadata/annotations",
+                "value": {DELETION_REASON: r}}),
+            None => serde_json::json!({"op": "remove", "path": path}),
+        });
+        let ops: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+            .map_err(|e| Error::InvalidSpec(format!("deletion-reason patch: {e}")))?;
+        match patch::<K, ()>(ctx, &ns, &name, &patch_params(), &Patch::Json(ops)).await {
+            Ok(written) => rv = written.resource_version(),
+            Err(e) if is_not_found(&e) || is_conflict(&e) => return Ok(false),
+            Err(e) => {
+                return Err(e).ctx(|| format!("recording why {} {name} is deleted", K::kind(&())));
+            }
+        }
+    }
+    delete_unchanged::<K>(ctx, &ns, &name, child.uid(), rv).await
+}
+
 /// Metadata of an owner reference to `child` (used by riders: not a controller reference).
 pub fn plain_owner_ref<K: ChildObject>(child: &K) -> Option<OwnerReference> {
     Some(OwnerReference {

@@ -19,8 +19,18 @@ pub struct Options {
     /// Hold the Lease `numaplane-controller-lock` before writing (run several replicas).
     #[arg(long, default_value_t = false)]
     pub leader_elect: bool,
-    /// Serve metrics over HTTPS (accepted for compatibility; metrics are served over HTTP).
-    #[arg(long, default_value_t = false)]
+    /// Serve metrics over HTTPS with authentication and authorization: NOT SUPPORTED, refused
+    /// at start-up (metrics are plain HTTP; restrict who reaches the port instead).
+    /// `--metrics-secure=false` is accepted.
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value_t = false,
+        value_name = "BOOL",
+        action = clap::ArgAction::Set
+    )]
     pub metrics_secure: bool,
     /// Enable HTTP/2 for the metrics server (accepted for compatibility).
     #[arg(long, default_value_t = false)]
@@ -44,6 +54,20 @@ pub struct Options {
 }
 
 impl Options {
+    /// Why these flags cannot be honoured, if they cannot: a flag that asks for protection this
+    /// binary does not give is refused rather than ignored.
+    pub fn unsupported(&self) -> Option<String> {
+        self.metrics_secure.then(|| {
+            "--metrics-secure is not supported: this build serves metrics over plain HTTP, without \
+             the TLS and the TokenReview/SubjectAccessReview checks the flag asks for, so it \
+             refuses to start rather than expose them unprotected. Remove the flag (or pass \
+             --metrics-secure=false) and restrict who can reach --metrics-bind-address (for \
+             example with a NetworkPolicy, or by binding 127.0.0.1 behind an authenticating \
+             proxy)"
+                .to_string()
+        })
+    }
+
     /// The operator namespace as documented on `--namespace`.
     pub fn operator_namespace(&self) -> String {
         if let Some(ns) = &self.namespace {

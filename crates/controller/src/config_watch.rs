@@ -22,21 +22,36 @@ use tracing::{error, info, warn};
 /// How often the config file is checked for changes.
 pub const FILE_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Reads the config file once. A missing file means defaults (the reference refuses to start;
-/// an operator that crash-loops over a missing optional file helps no one).
-pub fn load_initial(path: &PathBuf) -> (numaplane_core::config::ControllerConfig, Option<String>) {
-    match std::fs::read_to_string(path) {
-        Ok(text) => match parse_controller_config(&text) {
-            Ok(cfg) => (cfg, Some(text)),
-            Err(e) => {
-                error!(path = %path.display(), error = %e, "invalid controller config, using defaults");
-                (Default::default(), Some(text))
+/// Reads the config file once: the config and its text, or why it cannot be used. Fail closed:
+/// a missing or invalid file is not replaced by defaults (whose strategy is `no-strategy`, so
+/// one typo and a restart would switch a cluster to direct applies); the caller waits for a
+/// valid one instead, not ready.
+pub fn load_initial(
+    path: &PathBuf,
+) -> Result<(numaplane_core::config::ControllerConfig, String), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("controller config {}: cannot read it: {e}", path.display()))?;
+    let cfg = parse_controller_config(&text)
+        .map_err(|e| format!("controller config {}: {e}", path.display()))?;
+    Ok((cfg, text))
+}
+
+/// Waits until the config file is readable and valid, reporting why not in `not_ready` (each
+/// new reason once in the log). Hot reload keeps the last good config after start-up.
+pub async fn wait_for_valid(path: &PathBuf, mut not_ready: impl FnMut(&str)) {
+    let mut last_why = String::new();
+    loop {
+        match load_initial(path) {
+            Ok(_) => return,
+            Err(why) => {
+                if why != last_why {
+                    error!(reason = %why, "not starting: the controller config is unusable; nothing is reconciled until it is fixed");
+                    not_ready(&why);
+                    last_why = why;
+                }
             }
-        },
-        Err(e) => {
-            warn!(path = %path.display(), error = %e, "no controller config file, using defaults");
-            (Default::default(), None)
         }
+        tokio::time::sleep(FILE_POLL_INTERVAL).await;
     }
 }
 
@@ -114,7 +129,9 @@ pub async fn watch_configmaps(
             Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
                 apply(&cm, &settings, &events, &operator_namespace).await;
             }
-            Ok(watcher::Event::Delete(cm)) => delete(&cm, &settings, &operator_namespace),
+            Ok(watcher::Event::Delete(cm)) => {
+                delete(&cm, &settings, &events, &operator_namespace).await
+            }
             Ok(watcher::Event::InitDone) => {
                 unlisted = unlisted.saturating_sub(1);
                 if unlisted == 0
@@ -165,12 +182,23 @@ async fn apply(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator
     }
 }
 
-fn delete(cm: &ConfigMap, settings: &Settings, operator_namespace: &str) {
+async fn delete(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator_namespace: &str) {
     let ns = cm.namespace().unwrap_or_default();
     match cm.labels().get(labels::CONFIG).map(String::as_str) {
+        // Fail closed: a deleted (or unlabelled) USDE ConfigMap does not switch the cluster to
+        // direct applies; the last good one stays in force until a new one arrives.
         Some(config_kind::USDE_CONFIG) if ns == operator_namespace => {
-            warn!(%ns, "USDE config deleted: every change is applied directly until it returns");
-            settings.set_usde(None);
+            let name = cm.name_any();
+            warn!(%ns, %name, "USDE config deleted: keeping the last one loaded until it returns");
+            events
+                .config_event(
+                    &ns,
+                    &name,
+                    "ConfigDeleted",
+                    "upgrade-strategy (USDE) ConfigMap deleted or unlabelled: the last one loaded \
+                     stays in force until it returns",
+                )
+                .await;
         }
         Some(config_kind::NAMESPACE_LEVEL_CONFIG) if ns != operator_namespace => {
             info!(%ns, "namespace upgrade strategy removed");

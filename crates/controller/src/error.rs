@@ -32,14 +32,28 @@ pub enum Error {
     Config(String),
     #[error("not the leader: this replica holds no lease and must not write")]
     NotLeader,
+    /// An object of that name exists that Numaplane doesn't own: it is neither overwritten
+    /// nor deleted. `owner` says whose it would have been (`NumaflowController x`).
+    #[error(
+        "{kind} {name} exists in namespace {namespace} and is not owned by {owner}: Numaplane neither overwrites nor deletes it"
+    )]
+    NotOwnedObject {
+        kind: String,
+        name: String,
+        namespace: String,
+        owner: String,
+    },
     /// No Numaflow controller definition for a NumaflowController's version.
     #[error(
-        "no controller definition found for version {version:?} (searched namespaces: {})",
-        searched.join(", ")
+        "no controller definition found for version {version:?} (searched namespaces: {}){}",
+        searched.join(", "),
+        ignored_note(ignored)
     )]
     MissingDefinition {
         version: String,
         searched: Vec<String>,
+        /// Untrusted namespaces that define the version.
+        ignored: Vec<String>,
     },
     /// A Numaflow controller definition that can't be rendered.
     #[error("controller definition for version {version:?}: {problem}")]
@@ -52,7 +66,7 @@ impl Error {
             Error::InvalidSpec(_) => "InvalidSpec",
             Error::Template(_) => "TemplateError",
             Error::Rider(e) => e.reason(),
-            Error::NotOwned { .. } => "NotOwned",
+            Error::NotOwned { .. } | Error::NotOwnedObject { .. } => "NotOwned",
             Error::MissingIsbServiceRollout(_) => "MissingISBServiceRollout",
             Error::Kube { .. } => "KubernetesAPIError",
             Error::Config(_) => "ConfigError",
@@ -71,6 +85,16 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Kube { source, .. } if is_not_found(source))
     }
+}
+
+fn ignored_note(ignored: &[String]) -> String {
+    if ignored.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; ignored the definitions in namespace {}: only the operator's namespace and those listed in numaflowControllerDefinitionsNamespaces are trusted",
+        ignored.join(", ")
+    )
 }
 
 /// Attaches what was being done to a kube error.

@@ -154,6 +154,12 @@ impl EventSink {
     }
 
     pub async fn config_warning(&self, namespace: &str, configmap: &str, note: &str) {
+        self.config_event(namespace, configmap, "InvalidConfig", note)
+            .await;
+    }
+
+    /// A Warning Event about configuration ConfigMap `namespace/configmap`, with `reason`.
+    pub async fn config_event(&self, namespace: &str, configmap: &str, reason: &str, note: &str) {
         let regarding = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("ConfigMap".into()),
@@ -165,7 +171,7 @@ impl EventSink {
             source::NUMAPLANE,
             &regarding,
             EventType::Warning,
-            "InvalidConfig",
+            reason,
             note.to_string(),
         )
         .await;

@@ -9,7 +9,6 @@ use numaplane::metrics::Metrics;
 use numaplane::{Operator, OperatorOptions, admin};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -34,6 +33,11 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let opts = Options::parse();
+    if let Some(why) = opts.unsupported() {
+        // A command-line error, like clap's own: exit code 2, before touching the cluster.
+        eprintln!("numaplane: {why}");
+        return ExitCode::from(2);
+    }
     numaplane::logging::init(numaplane_core::config::LogLevel::Info);
     match run(opts).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -119,11 +123,11 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     let client = client(&opts, &metrics, layer).await?;
     let namespace = opts.operator_namespace();
     let shutdown = CancellationToken::new();
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Arc::new(admin::Readiness::default());
     let servers = [
         (
             opts.health_probe_bind_address.clone(),
-            admin::probes(ready.clone()),
+            admin::probes(readiness.clone()),
         ),
         (
             opts.metrics_bind_address.clone(),
@@ -135,6 +139,14 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         tokio::spawn(async move { admin::serve(&addr, router, token).await })
     });
 
+    // Fail closed: no lease and no reconcile before the controller config is valid
+    // (not ready meanwhile, the reason in /readyz).
+    tokio::select! {
+        _ = wait_for_signal() => return Ok(()),
+        _ = numaplane::config_watch::wait_for_valid(&opts.config_file, |why| {
+            readiness.set_not_ready(why)
+        }) => readiness.set_not_ready("caches not synced"),
+    }
     let lease = if opts.leader_elect {
         let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
             .with_namespace(namespace.clone())
@@ -172,7 +184,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         },
     )
     .await?;
-    ready.store(true, Ordering::Release);
+    readiness.set_ready();
     info!(leader_election = opts.leader_elect, "numaplane started");
 
     tokio::select! {
@@ -187,7 +199,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         } => res?,
     }
     info!("shutting down: finishing in-flight reconciles");
-    ready.store(false, Ordering::Release);
+    readiness.set_not_ready("shutting down");
     operator.shutdown().await;
     if let Some((rx, task)) = lease {
         // Dropping the last receiver makes the lease task release the lease.

@@ -51,15 +51,61 @@ fn phase(status: Option<&Value>) -> &str {
         .unwrap_or_default()
 }
 
-/// The pipelines (of `isb_rollout`, or all of the namespace when `None`) that are neither
-/// Paused nor "won't pause" (phase Failed, or their PipelineRollout annotated
-/// `allow-data-loss: "true"`), as `name (phase)`. PipelineRollouts are read live.
-pub async fn pipelines_not_paused(
+/// What a pause request needs of each pipeline before the update it guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Paused, or won't pause (phase Failed): an update that keeps the buffers.
+    Paused,
+    /// Paused with `drainedOnPause` and still asked to pause: the buffers are deleted (an ISB
+    /// service recreate), so Failed or an undrained pause is not enough. Fail closed: the
+    /// reference recreated once each was Paused or Failed, drained or not.
+    Drained,
+}
+
+/// The pipelines a pause request looked at, by what it found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PauseCheck {
+    /// Not yet as [`Need`] asks, as `name (phase)`: the update waits for them.
+    pub waiting: Vec<String>,
+    /// Not as asked, but their PipelineRollout allows data loss (or is gone).
+    pub allowed: Vec<String>,
+    /// As asked.
+    pub ready: Vec<String>,
+}
+
+impl PauseCheck {
+    /// For the Event of the update: which pipelines were ready and which lose data by allowance.
+    pub fn describe(&self, need: Need) -> String {
+        let ready = match need {
+            Need::Paused => "paused",
+            Need::Drained => "paused and drained",
+        };
+        let mut out = if self.ready.is_empty() {
+            format!("no pipeline {ready}")
+        } else {
+            format!("{ready}: {}", self.ready.join(", "))
+        };
+        if !self.allowed.is_empty() {
+            out.push_str(&format!(
+                "; not {ready}, data loss allowed by {}: {}",
+                annotations::ALLOW_DATA_LOSS,
+                self.allowed.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// Sorts the pipelines (of `isb_rollout`, or all of the namespace when `None`) by whether they
+/// are as `need` asks; a pipeline that is not, on a PipelineRollout annotated
+/// `allow-data-loss: "true"` (or gone), does not hold the update. PipelineRollouts are read live.
+pub async fn check_pipelines(
     ctx: &Ctx,
     ns: &str,
     isb_rollout: Option<&str>,
-) -> Result<Vec<String>, Error> {
-    let mut out = Vec::new();
+    need: Need,
+) -> Result<PauseCheck, Error> {
+    let mut out = PauseCheck::default();
     let prs: Api<PipelineRollout> = Api::namespaced(ctx.client.clone(), ns);
     let mut pipelines: Vec<_> = ctx.stores.pipelines.filtered(|m| {
         m.namespace.as_deref() == Some(ns)
@@ -75,23 +121,41 @@ pub async fn pipelines_not_paused(
     pipelines.sort_by_key(|p| p.name_any());
     for p in pipelines {
         let ph = phase(p.status.as_ref());
-        if ph == "Paused" || ph == "Failed" {
+        let as_asked = match need {
+            Need::Paused => ph == "Paused" || ph == "Failed",
+            Need::Drained => {
+                let view = numaplane_core::child::SpecView(&p.spec);
+                ph == "Paused"
+                    && view.wants_paused()
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.get("drainedOnPause"))
+                        .and_then(Value::as_bool)
+                        == Some(true)
+            }
+        };
+        if as_asked {
+            out.ready.push(p.name_any());
             continue;
         }
-        let Some(parent) = p.labels().get(labels::PARENT_ROLLOUT_NAME) else {
-            continue;
+        let ph = if ph.is_empty() { "Unknown" } else { ph };
+        let described = format!("{} ({ph})", p.name_any());
+        let allowed = match p.labels().get(labels::PARENT_ROLLOUT_NAME) {
+            // Not ours to judge: nothing of Numaplane's holds data in it.
+            None => true,
+            Some(parent) => match prs.get(parent).await {
+                Ok(pr) => pr
+                    .annotations()
+                    .get(annotations::ALLOW_DATA_LOSS)
+                    .is_some_and(|v| v == "true"),
+                Err(e) if is_not_found(&e) => true,
+                Err(e) => return Err(e).ctx(|| format!("reading PipelineRollout {parent}")),
+            },
         };
-        let allowed = match prs.get(parent).await {
-            Ok(pr) => pr
-                .annotations()
-                .get(annotations::ALLOW_DATA_LOSS)
-                .is_some_and(|v| v == "true"),
-            Err(e) if is_not_found(&e) => true,
-            Err(e) => return Err(e).ctx(|| format!("reading PipelineRollout {parent}")),
-        };
-        if !allowed {
-            let ph = if ph.is_empty() { "Unknown" } else { ph };
-            out.push(format!("{} ({ph})", p.name_any()));
+        if allowed {
+            out.allowed.push(described);
+        } else {
+            out.waiting.push(described);
         }
     }
     Ok(out)

@@ -1,16 +1,20 @@
 //! Bringing a child's riders to the desired set: read the ones listed in status, then create,
 //! update or delete by server-side apply. Riders are owned (non-controller reference) by their
-//! child, so they disappear with it.
+//! child, so they disappear with it; an object of a rider's name the child doesn't own is never
+//! overwritten or deleted.
 
 use crate::children::{ChildObject, FIELD_MANAGER, plain_owner_ref};
 use crate::context::Ctx;
-use crate::error::{Error, KubeContext, is_not_found};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use crate::error::{Error, KubeContext, is_conflict, is_not_found};
+use kube::ResourceExt;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams, Preconditions,
+};
 use kube::discovery::{ApiResource, pinned_kind};
 use numaplane_api::common::{GroupVersionKind, RiderStatus};
 use numaplane_api::keys::annotations;
 use numaplane_core::riders::{DesiredRider, ExistingRider, diff_riders};
-use tracing::info;
+use tracing::{info, warn};
 
 /// The API resource of a kind (discovered once, then cached); also used for the objects a
 /// NumaflowController renders.
@@ -35,41 +39,76 @@ pub(crate) async fn resource(ctx: &Ctx, gvk: &GroupVersionKind) -> Result<ApiRes
     Ok(ar)
 }
 
-/// Reads the riders named in status (missing ones are simply not existing).
-pub async fn existing(
-    ctx: &Ctx,
-    ns: &str,
-    listed: &[RiderStatus],
-) -> Result<Vec<ExistingRider>, Error> {
+/// A rider named in status as read from the cluster (`None`: missing).
+type Listed = (
+    GroupVersionKind,
+    String,
+    Option<PartialObjectMeta<DynamicObject>>,
+);
+
+fn owned_by(meta: &PartialObjectMeta<DynamicObject>, child_uid: &str) -> bool {
+    meta.owner_references().iter().any(|o| o.uid == child_uid)
+}
+
+async fn read_listed(ctx: &Ctx, ns: &str, listed: &[RiderStatus]) -> Result<Vec<Listed>, Error> {
     let mut out = Vec::new();
     for r in listed {
         let ar = resource(ctx, &r.group_version_kind).await?;
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
-        match api
-            .get_opt(&r.name)
+        let live = api
+            .get_metadata_opt(&r.name)
             .await
-            .ctx(|| format!("reading rider {}", r.name))?
-        {
-            Some(obj) => out.push(ExistingRider {
-                gvk: r.group_version_kind.clone(),
-                name: r.name.clone(),
-                hash: obj
+            .ctx(|| format!("reading rider {}", r.name))?;
+        out.push((r.group_version_kind.clone(), r.name.clone(), live));
+    }
+    Ok(out)
+}
+
+/// The listed riders that exist and that the child (`child_uid`) owns: a missing one is simply
+/// not existing (it is recreated), one of that name the child doesn't own is not ours to
+/// change or delete.
+fn owned_riders(read: &[Listed], child_uid: &str) -> Vec<ExistingRider> {
+    let mut out = Vec::new();
+    for (gvk, name, live) in read {
+        match live {
+            Some(meta) if owned_by(meta, child_uid) => out.push(ExistingRider {
+                gvk: gvk.clone(),
+                name: name.clone(),
+                hash: meta
                     .metadata
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(annotations::HASH))
                     .cloned(),
             }),
+            Some(_) => {
+                warn!(rider = %name, kind = %gvk.kind, "an object named like a rider in status is not owned by the child: left alone")
+            }
             None => {
-                info!(rider = %r.name, "rider listed in status is missing; it will be recreated")
+                info!(rider = %name, "rider listed in status is missing; it will be recreated")
             }
         }
     }
-    Ok(out)
+    out
+}
+
+/// Reads the riders named in status that exist and are owned by the child `child_uid`.
+pub async fn existing(
+    ctx: &Ctx,
+    ns: &str,
+    child_uid: &str,
+    listed: &[RiderStatus],
+) -> Result<Vec<ExistingRider>, Error> {
+    Ok(owned_riders(
+        &read_listed(ctx, ns, listed).await?,
+        child_uid,
+    ))
 }
 
 /// Applies the difference between desired riders and those recorded in `listed`. Returns
-/// whether anything was written.
+/// whether anything was written. A rider is only created where no object of its name exists,
+/// or updated where the child owns the object (checked for every rider before any is written,
+/// and carried as the object's UID in the apply); deletions carry the UID as a precondition.
 pub async fn sync<K: ChildObject>(
     ctx: &Ctx,
     ns: &str,
@@ -80,22 +119,54 @@ pub async fn sync<K: ChildObject>(
     if listed.is_empty() && desired.is_empty() {
         return Ok(false);
     }
-    let have = existing(ctx, ns, listed).await?;
+    let child_uid = child.uid().unwrap_or_default();
+    let read = read_listed(ctx, ns, listed).await?;
+    let have = owned_riders(&read, &child_uid);
     let diff = diff_riders(desired, &have);
     if diff.is_empty() {
         return Ok(false);
     }
     ctx.ensure_leader()?;
-    let owner = plain_owner_ref(child);
+    let mut writes = Vec::new();
     for r in diff.add.iter().chain(diff.modify.iter()) {
         let ar = resource(ctx, &r.gvk).await?;
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
+        let recorded = read
+            .iter()
+            .find(|(gvk, name, _)| *gvk == r.gvk && *name == r.name)
+            .and_then(|(_, _, live)| live.clone());
+        let live = match recorded {
+            Some(meta) => Some(meta),
+            None => api
+                .get_metadata_opt(&r.name)
+                .await
+                .ctx(|| format!("reading rider {}", r.name))?,
+        };
+        let uid = match live {
+            None => None,
+            Some(meta) if owned_by(&meta, &child_uid) => meta.uid(),
+            Some(_) => {
+                return Err(Error::NotOwnedObject {
+                    kind: r.gvk.kind.clone(),
+                    name: r.name.clone(),
+                    namespace: ns.to_string(),
+                    owner: format!("{} {}", K::kind(&()), child.name_any()),
+                });
+            }
+        };
+        writes.push((r, api, uid));
+    }
+    let owner = plain_owner_ref(child);
+    for (r, api, uid) in writes {
         let mut body = r.object.clone();
         if let Some(meta) = body.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.insert(
                 "ownerReferences".into(),
                 serde_json::json!(owner.iter().collect::<Vec<_>>()),
             );
+            if let Some(uid) = uid {
+                meta.insert("uid".into(), serde_json::Value::String(uid));
+            }
         }
         info!(rider = %r.name, kind = %r.gvk.kind, "applying rider");
         api.patch(
@@ -107,12 +178,27 @@ pub async fn sync<K: ChildObject>(
         .ctx(|| format!("spec.riders: applying rider {} {}", r.gvk.kind, r.name))?;
     }
     for r in &diff.delete {
+        let Some(uid) = read
+            .iter()
+            .find(|(gvk, name, _)| *gvk == r.gvk && *name == r.name)
+            .and_then(|(_, _, live)| live.as_ref()?.uid())
+        else {
+            continue;
+        };
         let ar = resource(ctx, &r.gvk).await?;
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
         info!(rider = %r.name, kind = %r.gvk.kind, "deleting rider");
-        match api.delete(&r.name, &DeleteParams::default()).await {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&r.name, &dp).await {
             Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
+            // Gone, or replaced by another object since it was read: nothing of ours to delete.
+            Err(e) if is_not_found(&e) || is_conflict(&e) => {}
             Err(e) => return Err(e).ctx(|| format!("deleting rider {}", r.name)),
         }
     }

@@ -86,7 +86,9 @@ impl Operator {
     /// Starts every watch and controller on the current runtime and returns once the caches
     /// have synced.
     pub async fn start(client: Client, opts: OperatorOptions) -> anyhow::Result<Operator> {
-        let (initial, last_text) = config_watch::load_initial(&opts.config_file);
+        let (initial, last_text) =
+            config_watch::load_initial(&opts.config_file).map_err(|why| anyhow::anyhow!(why))?;
+        let last_text = Some(last_text);
         crate::logging::set_level(initial.log_level);
         let settings = Arc::new(Settings::new(initial));
         let events = EventSink::new(client.clone(), opts.instance.clone());

@@ -1,5 +1,6 @@
-//! The controller binary's command line: every flag documented, reference flags accepted, and
-//! a missing or unreachable cluster reported in one line with a failing exit code.
+//! The controller binary's command line: every flag documented, reference flags accepted (or,
+//! when this binary cannot honour them, refused at start-up), and a missing or unreachable
+//! cluster reported in one line with a failing exit code.
 
 use std::process::Command;
 
@@ -32,10 +33,9 @@ fn help_documents_every_flag() {
     }
 }
 
-#[test]
-fn unreachable_cluster_is_one_clear_line() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
+/// A kubeconfig for an API server that is not there (a port nothing listens on).
+fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -49,11 +49,19 @@ fn unreachable_cluster_is_one_clear_line() {
         ),
     )
     .expect("kubeconfig");
+    kubeconfig
+}
+
+#[test]
+fn unreachable_cluster_is_one_clear_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = unreachable_kubeconfig(dir.path());
     let out = numaplane(&[
         "--kubeconfig",
         kubeconfig.to_str().expect("path"),
         "--leader-elect",
-        "--metrics-secure",
+        // Off, as the reference defaults it: accepted.
+        "--metrics-secure=false",
         "--enable-http2",
     ]);
     assert_eq!(out.status.code(), Some(1));
@@ -76,4 +84,28 @@ fn unreachable_cluster_is_one_clear_line() {
         err.contains("reading kubeconfig /nonexistent/kubeconfig"),
         "{err}"
     );
+}
+
+/// `--metrics-secure` asks for HTTPS metrics behind TokenReview/SubjectAccessReview; this binary
+/// serves plain HTTP, so it refuses to start (exit 2, the flag named, the cluster never
+/// contacted) instead of silently leaving the metrics unprotected.
+#[test]
+fn metrics_secure_is_refused_not_ignored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    for flag in ["--metrics-secure", "--metrics-secure=true"] {
+        let out = numaplane(&["--kubeconfig", kubeconfig.to_str().expect("path"), flag]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(
+            err.contains("numaplane: --metrics-secure is not supported")
+                && err.contains("plain HTTP")
+                && err.contains("TokenReview/SubjectAccessReview"),
+            "{flag}: {err}"
+        );
+        assert!(
+            !err.contains("cannot reach"),
+            "{flag}: refused before contacting the cluster: {err}"
+        );
+    }
 }

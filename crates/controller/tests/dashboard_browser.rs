@@ -8,9 +8,12 @@ mod support;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use numaplane_api::MonoVertexRollout;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use numaplane_api::common::UpgradeOutcome;
 use numaplane_api::numaflow::MonoVertex;
+use numaplane_api::{MonoVertexRollout, PipelineRollout};
+use numaplane_testenv::TestEnv;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -85,7 +88,8 @@ async fn spawn(mut cmd: tokio::process::Command, what: &str) -> Running {
     }
 }
 
-/// `kubectl-numaplane dashboard` with `kubeconfig`; returns it and its URL.
+/// `kubectl-numaplane dashboard` with `kubeconfig`; returns it and the URL it printed (with its
+/// token).
 async fn dashboard(kubeconfig: &Path) -> (Running, String) {
     let mut cmd = tokio::process::Command::new(plugin());
     cmd.args(["dashboard", "--port", "0", "--kubeconfig"])
@@ -487,4 +491,166 @@ async fn the_dashboard_in_a_browser() {
     );
     b.close().await.expect("close the browser");
     h.assert_invariants().await;
+}
+
+/// Markup an attacker could put wherever the cluster keeps free text: it closes an attribute, then
+/// adds an image whose error handler marks the page.
+const HOSTILE: &str = r#""><img src=x onerror="document.body.dataset.xss='ran'">"#;
+
+/// Text from the cluster is shown as text: a rollout's status message (the table's "waiting for"
+/// and the page's), a condition message and an Event note holding HTML appear literally, add no
+/// element, and run nothing. The page's Content-Security-Policy would also block an injected
+/// inline handler, so the test looks for the element itself and for any policy violation, not
+/// only for the handler's mark. Opened without its token, the page says so and reads nothing.
+#[tokio::test]
+async fn cluster_text_is_shown_literally_and_never_runs() {
+    let env = TestEnv::shared_real().await;
+    let client = env.client();
+    let ns = env.create_namespace("dash-xss").await;
+    let rollouts: Api<PipelineRollout> = Api::namespaced(client.clone(), &ns);
+    let rollout: PipelineRollout = serde_json::from_value(json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout",
+        "metadata": {"name": "p"},
+        "spec": {"pipeline": {"spec": {
+            "interStepBufferServiceName": "default",
+            "vertices": [{"name": "in", "source": {"generator": {}}}, {"name": "out", "sink": {"log": {}}}],
+            "edges": [{"from": "in", "to": "out"}]
+        }}}
+    }))
+    .expect("rollout");
+    rollouts
+        .create(&PostParams::default(), &rollout)
+        .await
+        .expect("create the rollout");
+    rollouts
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "Pending", "observedGeneration": 1, "message": HOSTILE,
+                "conditions": [{"type": "ChildResourcesHealthy", "status": "False",
+                    "reason": "Hostile", "message": HOSTILE, "observedGeneration": 1,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            }})),
+        )
+        .await
+        .expect("status");
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "p.hostile"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "numaplane.numaproj.io/test",
+        "reportingInstance": "test",
+        "action": "Test", "reason": "Hostile", "type": "Warning", "note": HOSTILE,
+        "regarding": {"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "PipelineRollout",
+                      "namespace": ns, "name": "p"}
+    }))
+    .expect("event");
+    Api::<Event>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("create the Event");
+
+    let (_dashboard, url) = dashboard(&env.kubeconfig_path()).await;
+    let profile = tempfile::tempdir().expect("profile");
+    let _kill = KillChromium(profile.path().to_path_buf());
+    let (_driver, b) = browser(profile.path()).await;
+
+    // Without its token the page reads nothing and says what to open.
+    let bare = url
+        .split_once('?')
+        .map(|(u, _)| u)
+        .expect("a token in the URL");
+    b.goto(bare).await.expect("open without the token");
+    let said = until(
+        &b,
+        "the missing token",
+        "document.getElementById('no-token') && document.getElementById('no-token').textContent",
+    )
+    .await;
+    assert!(
+        said.as_str().is_some_and(|t| t.contains("?token=")),
+        "{said}"
+    );
+    let api_calls = b
+        .execute(
+            "return performance.getEntriesByType('resource') \
+               .filter((e) => e.name.includes('/api/')).length;",
+            vec![],
+        )
+        .await
+        .expect("the page's requests");
+    assert_eq!(api_calls, json!(0), "no API call without the token");
+
+    b.goto(&url).await.expect("open the dashboard");
+    // Any blocked script or style from here on is recorded (the hash routes keep the document).
+    b.execute(
+        "document.addEventListener('securitypolicyviolation', \
+           (e) => { document.body.dataset.csp = e.violatedDirective; });",
+        vec![],
+    )
+    .await
+    .expect("listen for policy violations");
+    let key = format!("{ns}/PipelineRollout/p");
+    let row = format!("document.querySelector('tr[data-key=\"{key}\"]')");
+    let waiting = until(
+        &b,
+        "the rollout's row",
+        &format!("{row} && {row}.querySelector('td.waiting').textContent"),
+    )
+    .await;
+    assert_eq!(waiting, json!(HOSTILE), "the status message, as text");
+    shot(&b, "hostile-table").await;
+    let injected = format!(
+        "[document.querySelectorAll('main img').length, document.body.dataset.xss || '', \
+          document.body.dataset.csp || '', {row}.querySelectorAll('td.waiting *').length]"
+    );
+    assert_eq!(
+        b.execute(&format!("return {injected};"), vec![])
+            .await
+            .expect("inspect the table"),
+        json!([0, "", "", 0]),
+        "[images, handler mark, policy violation, elements in the cell]"
+    );
+
+    b.goto(&format!("{url}#/rollout/pipelinerollout/{ns}/p"))
+        .await
+        .expect("open the rollout");
+    let shown = until(
+        &b,
+        "the Event, the condition and what the rollout waits for",
+        "(() => { const ev = document.querySelector('#events tbody'); \
+           const w = document.getElementById('waiting'); \
+           const c = [...document.querySelectorAll('section table.grid td')] \
+             .filter((td) => td.previousElementSibling && td.previousElementSibling.textContent === 'Hostile'); \
+           return ev && w && c.length ? [ev.rows[0].cells[4].textContent, w.textContent, \
+             c.map((td) => td.textContent)] : null; })()",
+    )
+    .await;
+    shot(&b, "hostile-rollout").await;
+    assert_eq!(shown[0], json!(HOSTILE), "the Event's note, as text");
+    assert_eq!(
+        shown[1],
+        json!(format!("Waiting for: {HOSTILE}")),
+        "the status message, as text"
+    );
+    assert!(
+        shown[2]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|t| t == &json!(HOSTILE))),
+        "the condition's message, as text: {shown}"
+    );
+    // A moment for a handler that would fire on the broken image.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        b.execute(
+            "return [document.querySelectorAll('img').length, document.body.dataset.xss || '', \
+               document.body.dataset.csp || ''];",
+            vec![]
+        )
+        .await
+        .expect("inspect the page"),
+        json!([0, "", ""]),
+        "[images, handler mark, policy violation]"
+    );
+    b.close().await.expect("close the browser");
 }

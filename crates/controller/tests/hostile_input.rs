@@ -36,9 +36,13 @@ const DEFAULT_WINDOW: usize = 20;
 /// How long the operator has to answer a case (with up to the window's number beside it).
 const ANSWER_BOUND: Duration = Duration::from_secs(90);
 
+/// Most generated pipelines never run (bad specs Numaflow fails): a deleted case waits at most
+/// 20 s for them to drain, not the default 300 s.
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "no-strategy"
 permittedRiders: "group=autoscaling.k8s.io,kind=VerticalPodAutoscaler;group=,kind=ConfigMap;group=autoscaling,kind=HorizontalPodAutoscaler;group=policy,kind=PodDisruptionBudget"
+pipeline:
+  deletionDrainTimeoutSeconds: 20
 "#;
 
 /// splitmix64: a seeded generator, so a failing case is replayed from its seed.

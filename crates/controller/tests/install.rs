@@ -1,8 +1,10 @@
 //! The README's install command, exactly as a first-time user runs it: one
 //! `kubectl apply --server-side -f config/install.yaml` against an API server with nothing
-//! installed succeeds, and afterwards every object of the file exists where the file puts it.
+//! installed succeeds, and afterwards every object of the file exists where the file puts it;
+//! namespace editors get the workload rollouts but not what installs the Numaflow controller.
 
-use kube::api::{Api, DynamicObject};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::{Discovery, Scope};
 use numaplane_testenv::{TestEnv, TestEnvOptions};
 use serde_json::Value;
@@ -75,5 +77,53 @@ async fn one_server_side_apply_installs_everything_on_an_empty_cluster() {
         api.get(name)
             .await
             .unwrap_or_else(|e| panic!("{kind} {name} missing after one apply: {e}"));
+    }
+
+    // What the built-in `edit` and `admin` ClusterRoles aggregate (the ClusterRoles their
+    // aggregation rules select, as the aggregation controller unions them) of our group.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let aggregated = async |target: &str| -> Vec<String> {
+        let role = roles.get(target).await.expect("built-in ClusterRole");
+        let selectors = role
+            .aggregation_rule
+            .and_then(|a| a.cluster_role_selectors)
+            .expect("an aggregated ClusterRole");
+        let mut resources = Vec::new();
+        for sel in selectors {
+            let labels: Vec<String> = sel
+                .match_labels
+                .unwrap_or_default()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let lp = ListParams::default().labels(&labels.join(","));
+            for r in roles.list(&lp).await.expect("list ClusterRoles").items {
+                for rule in r.rules.unwrap_or_default() {
+                    if rule
+                        .api_groups
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|g| g == "numaplane.numaproj.io")
+                    {
+                        resources.extend(rule.resources.unwrap_or_default());
+                    }
+                }
+            }
+        }
+        resources
+    };
+    let edit = aggregated("edit").await;
+    assert!(edit.contains(&"pipelinerollouts".to_string()), "{edit:?}");
+    assert!(
+        !edit.iter().any(|r| r.starts_with("numaflowcontroller")),
+        "a namespace editor must not choose what the operator installs: {edit:?}"
+    );
+    let admin = aggregated("admin").await;
+    for r in [
+        "numaflowcontrollerrollouts",
+        "numaflowcontrollers",
+        "pipelinerollouts",
+    ] {
+        assert!(admin.contains(&r.to_string()), "admin lacks {r}: {admin:?}");
     }
 }

@@ -1,5 +1,6 @@
 //! MonoVertexRollout under `no-strategy` (scenarios.md A.2) and riders: templated spec, in-place
-//! update, user pause with slow and fast resume, rider add/change/remove, deletion.
+//! update, user pause with slow and fast resume, rider add/change/remove, deletion; riders never
+//! take over or delete an object their child doesn't own.
 
 mod support;
 
@@ -176,6 +177,108 @@ async fn monovertex_rollout_lifecycle_with_riders() {
         .await;
     h.until::<MonoVertex, _, _>("child gone", "mvr-0", |m| m.is_none().then_some(()))
         .await;
+    h.assert_invariants().await;
+}
+
+fn cm_riders(names: &[&str]) -> Value {
+    names
+        .iter()
+        .map(|n| {
+            json!({"definition": {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": n},
+                "data": {"rider": n}
+            }})
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn riders_leave_objects_they_do_not_own_alone() {
+    let h = Harness::start_real_with_config("mvr-own", support::TEST_CONFIG).await;
+    let spec = mv_spec("quay.io/numaio/numaflow-go/source-simple-source:stable");
+    // Someone's ConfigMap under the name rider `taken` would get.
+    let theirs = h
+        .apply::<ConfigMap>(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "taken-mvr-0"},
+            "data": {"mine": "yes"}
+        }))
+        .await;
+    h.apply::<MonoVertexRollout>(mv_rollout(
+        spec.clone(),
+        cm_riders(&["kept", "taken"]),
+        json!({}),
+    ))
+    .await;
+    let want = format!(
+        "ConfigMap taken-mvr-0 exists in namespace {} and is not owned by MonoVertex mvr-0",
+        h.ns
+    );
+    h.until::<MonoVertexRollout, _, _>("the rider refused, naming the object", "mvr", |m| {
+        let st = &m?.status.as_ref()?.status;
+        (st.phase == Phase::Failed && st.message.contains(&want)).then_some(())
+    })
+    .await;
+    assert!(
+        h.events_about("mvr")
+            .await
+            .iter()
+            .any(|e| e.note.as_deref().is_some_and(|n| n.contains(&want))),
+        "a Warning Event names it"
+    );
+    let untouched = |c: Option<&ConfigMap>| {
+        c.is_some_and(|c| {
+            c.resource_version() == theirs.resource_version()
+                && c.data == theirs.data
+                && c.owner_references().is_empty()
+        })
+    };
+    h.stays::<ConfigMap, _>(
+        "their object untouched",
+        "taken-mvr-0",
+        Duration::from_secs(2),
+        untouched,
+    )
+    .await;
+
+    // Without that rider the rollout proceeds; their object stays as it was.
+    h.apply::<MonoVertexRollout>(mv_rollout(spec.clone(), cm_riders(&["kept"]), json!({})))
+        .await;
+    h.until("deployed with the other rider", "mvr", deployed_healthy)
+        .await;
+    let kept: ConfigMap = h.api().get("kept-mvr-0").await.expect("rider kept-mvr-0");
+    assert_eq!(kept.owner_references()[0].name, "mvr-0");
+
+    // A rider someone took over (its owner reference removed) is no longer the child's: removing
+    // the rider from the spec does not delete it.
+    h.merge::<ConfigMap>("kept-mvr-0", json!({"metadata": {"ownerReferences": null}}))
+        .await;
+    h.apply::<MonoVertexRollout>(mv_rollout(spec.clone(), json!([]), json!({})))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("riders removed from status", "mvr", |m| {
+        let m = m?;
+        let st = m.status.as_ref()?;
+        (st.status.observed_generation == m.metadata.generation?
+            && st.status.phase == Phase::Deployed
+            && st.riders.is_empty())
+        .then_some(())
+    })
+    .await;
+    h.stays::<ConfigMap, _>(
+        "a rider no longer owned is not deleted",
+        "kept-mvr-0",
+        Duration::from_secs(3),
+        |c| c.is_some_and(|c| c.owner_references().is_empty()),
+    )
+    .await;
+    h.stays::<ConfigMap, _>(
+        "their object still untouched",
+        "taken-mvr-0",
+        Duration::from_secs(1),
+        untouched,
+    )
+    .await;
     h.assert_invariants().await;
 }
 

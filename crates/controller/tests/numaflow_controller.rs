@@ -1,8 +1,9 @@
 //! NumaflowControllerRollout and NumaflowController on the real stack (the rendered Deployment
 //! runs the real Numaflow controller), with the fixture definitions (scenarios.md A.3 under
 //! no-strategy, B.7): install,
-//! upgrade, unknown version, instance IDs, pruning, self-heal, and deletion that waits for the
-//! namespace's rollouts.
+//! upgrade, unknown version, instance IDs, trusted definitions only, pruning, self-heal, what a
+//! definition may not do (kinds outside includedResources, Roles granting more than the operator
+//! holds, objects someone else owns), and deletion that waits for the namespace's rollouts.
 
 mod support;
 
@@ -30,8 +31,50 @@ fn config() -> String {
     )
 }
 
-async fn load_definitions(h: &Harness, version: &str) {
-    h.apply::<ConfigMap>(definitions(version)).await;
+/// The operator's namespace: where definitions are trusted.
+const OPERATOR_NS: &str = "numaplane-system";
+
+/// The fixture definitions of `file_version` as version `version` (a name no other test of the
+/// shared operator namespace uses), in a ConfigMap of its own.
+fn definitions_as(file_version: &str, version: &str) -> Value {
+    let mut cm = definitions(file_version);
+    let text = cm["data"]["controller_definitions.yaml"]
+        .as_str()
+        .expect("definitions")
+        .to_string();
+    let mut outer: Value = serde_saphyr::from_str(&text).expect("outer yaml");
+    outer["controllerDefinitions"][0]["version"] = version.into();
+    cm["data"]["controller_definitions.yaml"] =
+        serde_json::to_string(&outer).expect("json is yaml").into();
+    cm["metadata"]["name"] = format!("numaflow-controller-definitions-{version}").into();
+    cm
+}
+
+/// A hand-written definition of `version`.
+fn custom_definition(version: &str, full_spec: &str) -> Value {
+    let outer = json!({"controllerDefinitions": [{"version": version, "fullSpec": full_spec}]});
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": format!("numaflow-controller-definitions-{version}"),
+            "labels": {"numaplane.numaproj.io/config": "numaflow-controller-definitions"}
+        },
+        "data": {"controller_definitions.yaml": serde_json::to_string(&outer).expect("yaml")}
+    })
+}
+
+/// Server-side applies a definitions ConfigMap in namespace `ns`.
+async fn publish(h: &Harness, ns: &str, mut cm: Value) {
+    cm["metadata"]["namespace"] = ns.into();
+    let name = cm["metadata"]["name"].as_str().expect("name").to_string();
+    Api::<ConfigMap>::namespaced(h.client.clone(), ns)
+        .patch(
+            &name,
+            &PatchParams::apply("test-user").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .expect("definitions ConfigMap");
 }
 
 fn rollout(version: &str, instance_id: Option<&str>) -> Value {
@@ -115,9 +158,8 @@ async fn event_reasons(h: &Harness, kind: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn install_upgrade_and_unknown_version() {
+    // 1.8.1 and 1.7.5 are defined in the operator's namespace (see `support::install_numaflow`).
     let h = Harness::start_real_with_config("nc-upgrade", &config()).await;
-    load_definitions(&h, "1.8.1").await;
-    load_definitions(&h, "1.7.5").await;
 
     // Install 1.8.1.
     h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
@@ -235,7 +277,7 @@ async fn install_upgrade_and_unknown_version() {
         .expect("condition")
         .2;
     assert!(
-        msg.contains("99.99.99") && msg.contains(&h.ns) && msg.contains("numaplane-system"),
+        msg.contains("99.99.99") && msg.contains("searched namespaces: numaplane-system)"),
         "{msg}"
     );
     let nc: NumaflowController = h.api().get(NAME).await.expect("nc");
@@ -287,19 +329,48 @@ async fn install_upgrade_and_unknown_version() {
 }
 
 #[tokio::test]
-async fn instance_id_and_late_definitions() {
+async fn instance_id_and_trusted_definitions() {
     let h = Harness::start_real_with_config("nc-instance", &config()).await;
+    let version = "1.6.0-instance";
 
-    // No definition yet: failed, naming the version; it takes effect once it appears.
-    h.apply::<NumaflowControllerRollout>(rollout("1.6.0", Some("abc")))
+    // No definition yet: failed, naming the version.
+    h.apply::<NumaflowControllerRollout>(rollout(version, Some("abc")))
         .await;
     h.until::<NumaflowController, _, _>("NumaflowController failed", NAME, |nc| {
         let st = &nc?.status.as_ref()?.status;
-        (st.phase == Phase::Failed && st.message.contains("1.6.0")).then_some(())
+        (st.phase == Phase::Failed && st.message.contains(version)).then_some(())
     })
     .await;
-    load_definitions(&h, "1.6.0").await;
-    h.until("healthy once the definition exists", NAME, healthy)
+
+    // A definition in the NumaflowController's own namespace is written by whoever may create
+    // ConfigMaps there: not trusted, so still failed, saying it was ignored; nothing rendered.
+    publish(&h, &h.ns, definitions_as("1.6.0", version)).await;
+    let ignored = format!("ignored the definitions in namespace {}", h.ns);
+    h.until::<NumaflowController, _, _>("the ignored definition named", NAME, |nc| {
+        let st = &nc?.status.as_ref()?.status;
+        (st.phase == Phase::Failed && st.message.contains(&ignored)).then_some(())
+    })
+    .await;
+    h.stays::<Deployment, _>(
+        "nothing rendered from an untrusted definition",
+        "numaflow-controller-abc",
+        Duration::from_secs(3),
+        |d| d.is_none(),
+    )
+    .await;
+
+    // Once the controller config lists the namespace, its definitions are used (at once: the
+    // config is re-read live).
+    std::fs::write(
+        &h.config_file,
+        format!(
+            "{}numaflowControllerDefinitionsNamespaces: [{}]\n",
+            config(),
+            h.ns
+        ),
+    )
+    .expect("write config");
+    h.until("healthy once the namespace is trusted", NAME, healthy)
         .await;
 
     // Names carry the suffix, the config the ID.
@@ -310,6 +381,14 @@ async fn instance_id_and_late_definitions() {
         .expect("suffixed deployment");
     assert_eq!(image(&d), "quay.io/numaproj/numaflow:v1.6.0");
     assert_eq!(d.labels()["app.kubernetes.io/instance"], "abc");
+    assert_eq!(
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.service_account_name.as_deref()),
+        Some("numaflow-sa-abc"),
+        "the suffix is filled into values inside the objects too"
+    );
     assert!(
         h.api::<Deployment>()
             .get_opt("numaflow-controller")
@@ -396,8 +475,10 @@ fn edit_definition(mut cm: Value, drop_name: &str, edit: impl Fn(&str) -> String
 #[tokio::test]
 async fn self_heal_prune_and_recreate() {
     let mut h = Harness::start_real_with_config("nc-heal", &config()).await;
-    load_definitions(&h, "1.8.1").await;
-    h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
+    // A version of its own: this test edits its definition.
+    let version = "1.8.1-heal";
+    publish(&h, OPERATOR_NS, definitions_as("1.8.1", version)).await;
+    h.apply::<NumaflowControllerRollout>(rollout(version, None))
         .await;
     h.until("rollout healthy", NAME, healthy).await;
 
@@ -449,7 +530,7 @@ async fn self_heal_prune_and_recreate() {
         .expect("deployment")
         .uid();
     let edited = edit_definition(
-        definitions("1.8.1"),
+        definitions_as("1.8.1", version),
         "numaflow-server-metrics-proxy-config",
         |spec| {
             let selector = "  selector:\n    matchLabels:\n      app.kubernetes.io/component: controller-manager\n";
@@ -465,14 +546,8 @@ async fn self_heal_prune_and_recreate() {
                 .replace(template, &format!("{template}        extra: selector\n"))
         },
     );
+    publish(&h, OPERATOR_NS, edited).await;
     let cms: Api<ConfigMap> = h.api();
-    cms.patch(
-        "numaflow-controller-definitions-1.8.1",
-        &PatchParams::apply("test-user").force(),
-        &Patch::Apply(&edited),
-    )
-    .await
-    .expect("edit definitions");
     h.until::<ConfigMap, _, _>(
         "dropped object pruned",
         "numaflow-server-metrics-proxy-config",
@@ -537,10 +612,149 @@ async fn self_heal_prune_and_recreate() {
     h.assert_invariants().await;
 }
 
+/// Waits until NumaflowController `name` has failed with `what` in its status message.
+async fn failed_saying(h: &Harness, name: &str, what: &str) -> NumaflowController {
+    h.until::<NumaflowController, _, _>(what, name, |nc| {
+        let nc = nc?;
+        let st = &nc.status.as_ref()?.status;
+        (st.phase == Phase::Failed
+            && st.observed_generation == nc.metadata.generation?
+            && st.message.contains(what))
+        .then(|| nc.clone())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_definition_may_not_widen_what_the_operator_does() {
+    let h = Harness::start_real_with_config("nc-refuse", &config()).await;
+    let nc = |version: &str| {
+        json!({
+            "apiVersion": "numaplane.numaproj.io/v1alpha1",
+            "kind": "NumaflowController",
+            "metadata": {"name": "probe"},
+            "spec": {"version": version}
+        })
+    };
+
+    // A kind outside includedResources refuses the whole definition: not even the ConfigMap
+    // before it is applied.
+    publish(
+        &h,
+        OPERATOR_NS,
+        custom_definition(
+            "refuse-kind",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe-config\ndata:\n  a: b\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: take-over\n\
+             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n\
+             subjects: [{kind: Group, name: system:authenticated, apiGroup: rbac.authorization.k8s.io}]\n",
+        ),
+    )
+    .await;
+    h.apply::<NumaflowController>(nc("refuse-kind")).await;
+    let refused = failed_saying(
+        &h,
+        "probe",
+        "ClusterRoleBinding \"take-over\" (API group rbac.authorization.k8s.io) is not a kind includedResources allows",
+    )
+    .await;
+    let st = &refused.status.as_ref().expect("status").status;
+    assert_eq!(
+        condition(&st.conditions, "ChildResourcesHealthy").map(|c| (c.0, c.1)),
+        Some(("False".into(), "Failed".into()))
+    );
+    let events = h.events_about("probe").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ReconcileFailed")
+                && e.note.as_deref().is_some_and(|n| n.contains("take-over"))),
+        "{events:?}"
+    );
+    h.stays::<ConfigMap, _>(
+        "nothing of a refused definition applied",
+        "probe-config",
+        Duration::from_secs(2),
+        |c| c.is_none(),
+    )
+    .await;
+
+    // A Role granting what the operator doesn't hold itself is refused by the API server (the
+    // operator has no `escalate`): the NumaflowController fails saying so.
+    publish(
+        &h,
+        OPERATOR_NS,
+        custom_definition(
+            "wider-role",
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: probe-wider\n\
+             rules:\n  - apiGroups: [networking.k8s.io]\n    resources: [networkpolicies]\n    verbs: [create]\n",
+        ),
+    )
+    .await;
+    h.merge::<NumaflowController>("probe", json!({"spec": {"version": "wider-role"}}))
+        .await;
+    failed_saying(
+        &h,
+        "probe",
+        "attempting to grant RBAC permissions not currently held",
+    )
+    .await;
+    assert!(
+        h.api::<Role>()
+            .get_opt("probe-wider")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    // An object of a rendered name that the NumaflowController doesn't own is neither
+    // overwritten nor (see `self_heal_prune_and_recreate`) pruned.
+    let squatter = h
+        .apply::<ConfigMap>(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "probe-squatted"},
+            "data": {"mine": "yes"}
+        }))
+        .await;
+    publish(
+        &h,
+        OPERATOR_NS,
+        custom_definition(
+            "squatted",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe-squatted\ndata:\n  a: b\n",
+        ),
+    )
+    .await;
+    h.merge::<NumaflowController>("probe", json!({"spec": {"version": "squatted"}}))
+        .await;
+    failed_saying(
+        &h,
+        "probe",
+        &format!(
+            "ConfigMap probe-squatted exists in namespace {} and is not owned by NumaflowController probe",
+            h.ns
+        ),
+    )
+    .await;
+    h.stays::<ConfigMap, _>(
+        "someone else's object untouched",
+        "probe-squatted",
+        Duration::from_secs(2),
+        |c| {
+            c.is_some_and(|c| {
+                c.resource_version() == squatter.resource_version()
+                    && c.data == squatter.data
+                    && c.owner_references().is_empty()
+            })
+        },
+    )
+    .await;
+    h.assert_invariants().await;
+}
+
 #[tokio::test]
 async fn deletion_waits_for_pipeline_rollouts() {
     let h = Harness::start_real_with_config("nc-delete", &config()).await;
-    load_definitions(&h, "1.8.1").await;
     h.apply::<NumaflowControllerRollout>(rollout("1.8.1", None))
         .await;
     h.until("rollout healthy", NAME, healthy).await;

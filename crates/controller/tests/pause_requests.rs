@@ -460,8 +460,9 @@ fn recyclable_reason(i: &InterStepBufferService) -> Option<(String, String)> {
 }
 
 /// Scenario A.1 step 9: a recreate field (`persistence.volumeSize`) replaces the ISB service
-/// and its pipelines under new names; under pause-and-drain the pipelines drain first.
-async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str, ppnd: bool) {
+/// and its pipelines under new names; under every strategy the pipelines drain first (the
+/// reference recreated at once under `no-strategy`, deleting them undrained).
+async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str) {
     let h = Harness::start_real(prefix, config).await;
     h.apply::<ISBServiceRollout>(isb_with_volume("10Mi")).await;
     h.apply::<PipelineRollout>(pipeline_rollout("pr")).await;
@@ -522,15 +523,13 @@ async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str,
         r.status.as_ref().map(|s| &s.status.upgrade_in_progress)
             == Some(&UpgradeStrategy::PipelinePauseAndDrain)
     });
-    assert_eq!(went_ppnd, ppnd, "pause-and-drain used iff configured");
-    if ppnd {
-        let drained = paused_drained_at(&pr_seen).expect("pr-0 drained and paused");
-        let retired_at = retired.map(rv).expect("retired");
-        assert!(
-            drained < retired_at,
-            "pr-0 drained (rv {drained}) before it was retired (rv {retired_at})"
-        );
-    }
+    assert!(went_ppnd, "a recreate always pauses and drains first");
+    let drained = paused_drained_at(&pr_seen).expect("pr-0 drained and paused");
+    let retired_at = retired.map(rv).expect("retired");
+    assert!(
+        drained < retired_at,
+        "pr-0 drained (rv {drained}) before it was retired (rv {retired_at})"
+    );
     // Exactly one live ISB service and one live pipeline remain.
     let isbs = h
         .api::<InterStepBufferService>()
@@ -562,15 +561,14 @@ async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str,
 
 #[tokio::test]
 async fn recreate_field_under_pause_and_drain_drains_then_replaces() {
-    recreate_replaces_isb_service_and_pipelines("recreate-ppnd", PPND, true).await;
+    recreate_replaces_isb_service_and_pipelines("recreate-ppnd", PPND).await;
 }
 
 #[tokio::test]
-async fn recreate_field_under_no_strategy_replaces_directly() {
+async fn recreate_field_under_no_strategy_drains_then_replaces() {
     recreate_replaces_isb_service_and_pipelines(
         "recreate-direct",
         "defaultUpgradeStrategy: no-strategy\n",
-        false,
     )
     .await;
 }

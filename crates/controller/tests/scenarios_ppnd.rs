@@ -532,6 +532,31 @@ async fn a6_rollback_no_strategy() {
     rollback("a6-none", NO_STRATEGY).await;
 }
 
+/// Waits until the ISB rollout settles. A recreate waits for every pipeline on it to be paused
+/// *and drained*; a pipeline that paused with a broken vertex cannot drain, so the recreate
+/// holds, saying so, until the user allows data loss for it, as this does then.
+async fn isb_settled_allowing_undrained(h: &Harness) {
+    let held = h
+        .until::<ISBServiceRollout, _, _>("isb settled or held for a drain", ISB, |r| {
+            if settled(r).is_some() {
+                return Some(false);
+            }
+            let msg = &r?.status.as_ref()?.status.message;
+            msg.contains("to pause and drain before recreating")
+                .then_some(true)
+        })
+        .await;
+    if held {
+        h.merge::<PipelineRollout>(
+            "pr",
+            json!({"metadata": {"annotations": {"numaplane.numaproj.io/allow-data-loss": "true"}}}),
+        )
+        .await;
+    }
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+}
+
 async fn rollback(prefix: &str, config: &str) {
     let h = Harness::start_real_on(prefix, config, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
@@ -566,8 +591,7 @@ async fn rollback(prefix: &str, config: &str) {
         settled::<NumaflowControllerRollout>,
     )
     .await;
-    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
-        .await;
+    isb_settled_allowing_undrained(&h).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
     h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
@@ -609,8 +633,7 @@ async fn rollback(prefix: &str, config: &str) {
     tokio::time::sleep(Duration::from_secs(8)).await;
     h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
         .await;
-    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
-        .await;
+    isb_settled_allowing_undrained(&h).await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
     let isbs = current::<InterStepBufferService>(&h).await;

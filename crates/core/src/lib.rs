@@ -4,6 +4,7 @@
 //! - [`template`]: `{{.tag}}` substitution in child specs, metadata and riders.
 //! - [`naming`]: child names `<rollout>-<index>` and the `nameCount` counter.
 //! - [`child`]: lenient views over Numaflow children and shape checks of their specs.
+//! - [`deletion`]: what a rollout's deletion waits for (draining pipelines, ISB service users).
 //! - [`health`]: `ChildResourcesHealthy` and pause conditions read from a child's status.
 //! - [`history`]: the upgrade attempts kept in a rollout's status.
 //! - [`conditions`]: maintaining a rollout's status conditions.
@@ -21,6 +22,7 @@ pub mod child;
 pub mod conditions;
 pub mod config;
 pub mod controller_trial;
+pub mod deletion;
 pub mod health;
 pub mod history;
 pub mod json;

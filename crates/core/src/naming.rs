@@ -31,6 +31,40 @@ pub fn rollout_name_of_child(child: &str) -> Option<&str> {
     (is_index && !prefix.is_empty()).then_some(prefix)
 }
 
+/// Why `s` is not an RFC 1123 DNS label (what Kubernetes requires of namespace names and label
+/// values used as names): 1 to 63 characters of `a-z`, `0-9` and `-`, starting and ending with a
+/// letter or digit. `None` when it is one.
+pub fn dns_label_problem(s: &str) -> Option<String> {
+    if s.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if s.len() > 63 {
+        return Some(format!("must be at most 63 characters, has {}", s.len()));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Some(format!(
+            "{c:?} is not allowed (only lower-case letters, digits and '-')"
+        ));
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        return Some("must start and end with a letter or digit".into());
+    }
+    None
+}
+
+/// Why a NumaflowController's `instanceID` can't be used, naming the field `at`: it must be
+/// absent, empty (no instance) or a DNS label, as the CRD's pattern requires. An object stored
+/// before that pattern existed may hold anything, and the ID becomes part of object names,
+/// labels and the Numaflow controller's configuration.
+pub fn instance_id_problem(instance_id: Option<&str>, at: &str) -> Option<String> {
+    let id = instance_id.filter(|id| !id.is_empty())?;
+    dns_label_problem(id)
+        .map(|problem| format!("{at}: {id:?} is not a valid instance ID: {problem}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +115,29 @@ mod tests {
             let child = child_name(&rollout, n);
             prop_assert_eq!(rollout_name_of_child(&child), Some(rollout.as_str()));
         }
+    }
+
+    #[test]
+    fn dns_labels() {
+        for ok in ["a", "0", "blue-3", &"a".repeat(63)] {
+            assert_eq!(dns_label_problem(ok), None, "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "a\n---", &"a".repeat(64)] {
+            assert!(dns_label_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn instance_ids_are_empty_or_dns_labels() {
+        assert_eq!(instance_id_problem(None, "spec.instanceID"), None);
+        assert_eq!(instance_id_problem(Some(""), "spec.instanceID"), None);
+        assert_eq!(instance_id_problem(Some("abc-1"), "spec.instanceID"), None);
+        let injected = "x\n---\napiVersion: v1\nkind: Secret";
+        let msg = instance_id_problem(Some(injected), "spec.instanceID").unwrap();
+        assert!(
+            msg.starts_with("spec.instanceID: \"x\\n---"),
+            "names the field and shows the value escaped: {msg}"
+        );
+        assert!(instance_id_problem(Some(" "), "spec.controller.instanceID").is_some());
     }
 }

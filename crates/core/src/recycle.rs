@@ -41,30 +41,16 @@ impl DrainResult {
     }
 }
 
-/// How a recycle reason is handled (§7.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    /// Delete at once (`delete-recreate`, no or unknown reason).
-    Immediate,
-    /// Drain before deleting; `try_original` drains with the pipeline's own spec first.
-    Drain { try_original: bool },
-}
-
-pub fn policy(reason: Option<&str>) -> Policy {
-    match reason {
-        // `purge` (an older duplicate) is deleted at once by the reference; a duplicate pipeline
-        // may hold data like any other, so it is drained first.
-        Some(
-            upgrade_state_reason::PROGRESSIVE_SUCCESS
-            | upgrade_state_reason::PROGRESSIVE_REPLACED
-            | upgrade_state_reason::DISCONTINUE_PROGRESSIVE
-            | upgrade_state_reason::PURGE,
-        ) => Policy::Drain { try_original: true },
-        Some(upgrade_state_reason::PROGRESSIVE_REPLACED_FAILED) => Policy::Drain {
-            try_original: false,
-        },
-        _ => Policy::Immediate,
-    }
+/// Whether a recyclable pipeline is drained with its own spec before a force drain: every reason
+/// but `progressive-replaced-failed` (a failed trial cannot drain with the spec that failed).
+///
+/// Every reason drains. Fail closed where the reference deletes at once: `purge` (an older
+/// duplicate may hold data like any other), `delete-recreate` (the ISB service's pause request
+/// normally leaves the pipeline Paused and drained already, so this drain ends at once; one that
+/// is not drained is drained, its ISB service held until it is gone), and a missing, empty or
+/// unknown reason (written by another version, or by hand).
+pub fn tries_original_first(reason: Option<&str>) -> bool {
+    reason != Some(upgrade_state_reason::PROGRESSIVE_REPLACED_FAILED)
 }
 
 /// Whether a pipeline spec lets data in (§7.9): desired phase Running (the default) and some
@@ -120,6 +106,9 @@ pub struct Promoted<'a> {
 pub struct RecycleInput<'a> {
     /// The recyclable pipeline, whole (`metadata`, `spec`, `status`).
     pub pipeline: &'a Value,
+    /// The rollout is annotated `allow-data-loss: "true"`: a pipeline retired by an ISB service
+    /// recreate (`delete-recreate`) is then deleted without draining, as pause-and-drain would.
+    pub allow_data_loss: bool,
     /// The rollout's pipeline spec, templated for this pipeline.
     pub rollout_spec: &'a Value,
     /// `spec.strategy.progressive.forcePromote` of the rollout.
@@ -149,6 +138,9 @@ pub enum Step {
     Pause { grace_seconds: i64 },
     /// Record `drain-failure-start-time` = now: the pipeline is Failed while draining.
     MarkFailureStart,
+    /// Record `recyclable-start-time` = now: it is missing, so expiry is counted from now (the
+    /// reference took a missing start as expired and deleted the pipeline undrained).
+    StampStartTime,
     /// Merge-patch `spec` over the pipeline, add `promoted` to `force-drain-specs-started`,
     /// clear `drain-failure-start-time`, set `force-drain-spec-time` to now.
     ForceDrain { promoted: String, spec: Value },
@@ -313,21 +305,22 @@ fn drain(p: &ChildView<'_>, input: &RecycleInput<'_>) -> Drain {
 pub fn step(input: &RecycleInput<'_>) -> Step {
     let p = ChildView(input.pipeline);
     let reason = p.label(numaplane_api::keys::labels::UPGRADE_STATE_REASON);
-    let Policy::Drain { try_original } = policy(reason) else {
-        return Step::Delete(DrainResult::DrainNotRequired);
-    };
-    // §7.2, in order.
+    let try_original = tries_original_first(reason);
+    // In order: the allowances first, then whether there is anything to drain, then expiry.
     if p.annotation(annotations::MARKED_FOR_DELETION) == Some("true") || input.force_promote {
+        return Step::Delete(DrainResult::DrainNotRequired);
+    }
+    if input.allow_data_loss && reason == Some(upgrade_state_reason::DELETE_RECREATE) {
         return Step::Delete(DrainResult::DrainNotRequired);
     }
     if p.annotation(annotations::REQUIRES_DRAIN) != Some("true") {
         return Step::Delete(DrainResult::DrainNotRequired);
     }
-    // Missing counts as expired (as the reference); unreadable never deletes anything.
+    // Unreadable never deletes anything; missing is stamped now, never taken as expired.
     let expires_at = match p.annotation(annotations::RECYCLABLE_START_TIME) {
-        None => None,
+        None => return Step::StampStartTime,
         Some(raw) => match parse_time(raw) {
-            Some(t) => Some(plus(t, input.config.max_recyclable)),
+            Some(t) => plus(t, input.config.max_recyclable),
             None => {
                 return Step::Wait {
                     why: format!(
@@ -339,7 +332,7 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
             }
         },
     };
-    if expires_at.is_none_or(|e| input.now >= e) {
+    if input.now >= expires_at {
         return if input.config.keep_undrained {
             Step::KeepExpired
         } else {
@@ -349,10 +342,7 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
     let with_expiry = |s: Step| match s {
         Step::Wait { why, until } => Step::Wait {
             why,
-            until: match (until, expires_at) {
-                (Some(u), Some(e)) => Some(u.min(e)),
-                (u, e) => u.or(e),
-            },
+            until: Some(until.map_or(expires_at, |u| u.min(expires_at))),
         },
         other => other,
     };

@@ -124,3 +124,61 @@ async fn numaflow_controller_rollout_name_rule_is_enforced() {
     .await
     .expect("a name starting with numaflow-controller is accepted");
 }
+
+/// `instanceID` becomes part of object names, labels and the Numaflow controller's config: the
+/// CRDs accept only an empty one or a DNS label, so a value carrying YAML (a newline and `---`)
+/// never reaches a definition.
+#[tokio::test]
+async fn instance_ids_must_be_dns_labels() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("instance-id").await;
+    let doc = |kind: &str, id: &str| {
+        let spec = serde_json::json!({"version": "1.8.1", "instanceID": id});
+        serde_json::json!({
+            "apiVersion": numaplane_api::API_VERSION,
+            "kind": kind,
+            "metadata": {"name": "numaflow-controller", "namespace": ns},
+            "spec": if kind == "NumaflowController" {
+                spec
+            } else {
+                serde_json::json!({"controller": spec})
+            }
+        })
+    };
+    let too_long = "a".repeat(64);
+    let injected = "x\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding";
+    for (kind, field) in [
+        ("NumaflowController", "spec.instanceID"),
+        ("NumaflowControllerRollout", "spec.controller.instanceID"),
+    ] {
+        for bad in [injected, "ABC", "a_b", "-a", "a.b", too_long.as_str()] {
+            let d = doc(kind, bad);
+            let err = api_for(&client, &ns, &d)
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(d.clone()).expect("object"),
+                )
+                .await
+                .expect_err("an instance ID that is not a DNS label is refused");
+            match err {
+                kube::Error::Api(s) => {
+                    assert_eq!(s.code, 422, "{kind} {bad:?}: {s:?}");
+                    assert!(s.message.contains(field), "{kind} {bad:?}: {}", s.message);
+                }
+                other => panic!("{kind} {bad:?}: unexpected error {other}"),
+            }
+        }
+        for good in ["", "abc", "blue-3", &"a".repeat(63)] {
+            let d = doc(kind, good);
+            let api = api_for(&client, &ns, &d);
+            api.patch(
+                "numaflow-controller",
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&d),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{kind} instanceID {good:?} accepted: {e}"));
+        }
+    }
+}

@@ -4,11 +4,12 @@
 use super::actions;
 use super::assets;
 use super::detail::{self, Detail};
+use super::guard::Guard;
 use super::live::{Change, Table};
 use crate::kinds::RolloutKind;
 use axum::Router;
 use axum::extract::{Path, Request, State as Extract};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Json, Response};
@@ -18,14 +19,10 @@ use kube::Client;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
-/// Header every write must carry: a page of another site cannot set it without a CORS
-/// preflight, which this server never grants.
-pub const ACTION_HEADER: &str = "x-numaplane-dashboard";
 /// How long a rollout page waits for more changes before reading again (a burst of watch
 /// events, e.g. a child and its pods, becomes one read).
 const SETTLE: Duration = Duration::from_millis(150);
@@ -34,74 +31,33 @@ const SETTLE: Duration = Duration::from_millis(150);
 pub struct State {
     client: Client,
     table: Arc<Table>,
-    /// Host headers this server answers to (DNS rebinding: a foreign name pointing at
-    /// 127.0.0.1 must not reach the user's credentials).
-    hosts: Arc<Vec<String>>,
+    /// Who may use it: its addresses, its own page, the token.
+    guard: Arc<Guard>,
     narrowed: Option<String>,
 }
 
 impl State {
-    pub fn new(
-        client: Client,
-        table: Arc<Table>,
-        bound: SocketAddr,
-        narrowed: Option<String>,
-    ) -> Self {
+    pub fn new(client: Client, table: Arc<Table>, guard: Guard, narrowed: Option<String>) -> Self {
         State {
             client,
             table,
-            hosts: Arc::new(allowed_hosts(bound)),
+            guard: Arc::new(guard),
             narrowed,
         }
     }
 }
 
-/// The Host values a browser sends for this server: its address, and `localhost` when it is a
-/// loopback address; empty (any) when it listens on every interface.
-pub fn allowed_hosts(bound: SocketAddr) -> Vec<String> {
-    let port = bound.port();
-    if bound.ip().is_unspecified() {
-        // Every interface: the names it is reached by are unknown, so any is accepted.
-        return Vec::new();
-    }
-    let mut hosts = vec![format!("{bound}")];
-    if bound.ip().is_loopback() {
-        hosts.push(format!("localhost:{port}"));
-        hosts.push(format!("127.0.0.1:{port}"));
-        hosts.push(format!("[::1]:{port}"));
-    }
-    hosts
-}
-
-/// Refuses requests for another host name, and writes without the action header or from
-/// another origin.
-pub fn refusal(hosts: &[String], method: &Method, headers: &HeaderMap) -> Option<String> {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default();
-    if !hosts.is_empty() && !hosts.iter().any(|h| h == host) {
-        return Some(format!(
-            "host {host:?} is not this dashboard's address ({})",
-            hosts.join(", ")
-        ));
-    }
-    if method != Method::GET && method != Method::HEAD {
-        if !headers.contains_key(ACTION_HEADER) {
-            return Some(format!("writes need the {ACTION_HEADER} header"));
-        }
-        if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok())
-            && origin != format!("http://{host}")
-        {
-            return Some(format!("origin {origin:?} may not act on this dashboard"));
-        }
-    }
-    None
-}
-
 async fn guard(Extract(state): Extract<State>, req: Request, next: Next) -> Response {
-    match refusal(&state.hosts, req.method(), req.headers()) {
-        Some(why) => failure(403, why),
+    match state.guard.check(req.method(), req.uri(), req.headers()) {
+        Some(refusal) if refusal.status == StatusCode::UNAUTHORIZED => {
+            let mut answer = failure(refusal.status.as_u16(), refusal.message);
+            answer.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"numaplane-dashboard\""),
+            );
+            answer
+        }
+        Some(refusal) => failure(refusal.status.as_u16(), refusal.message),
         None => next.run(req).await,
     }
 }
@@ -307,44 +263,4 @@ async fn action(
         Json(outcome),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_static(v));
-        }
-        h
-    }
-
-    #[test]
-    fn only_this_address_and_its_own_page_may_act() {
-        let hosts = allowed_hosts("127.0.0.1:3100".parse().expect("addr"));
-        let ok = headers(&[("host", "localhost:3100")]);
-        assert_eq!(refusal(&hosts, &Method::GET, &ok), None);
-        let rebound = headers(&[("host", "evil.example:3100")]);
-        assert!(refusal(&hosts, &Method::GET, &rebound).is_some());
-        // A write needs the header, and a foreign origin is refused even with it.
-        assert!(refusal(&hosts, &Method::POST, &ok).is_some());
-        let own = headers(&[
-            ("host", "127.0.0.1:3100"),
-            (ACTION_HEADER, "1"),
-            ("origin", "http://127.0.0.1:3100"),
-        ]);
-        assert_eq!(refusal(&hosts, &Method::POST, &own), None);
-        let foreign = headers(&[
-            ("host", "127.0.0.1:3100"),
-            (ACTION_HEADER, "1"),
-            ("origin", "http://evil.example"),
-        ]);
-        assert!(refusal(&hosts, &Method::POST, &foreign).is_some());
-        // Bound to a routable address, only that address is accepted.
-        let wide = allowed_hosts("10.0.0.5:3100".parse().expect("addr"));
-        assert_eq!(wide, vec!["10.0.0.5:3100".to_string()]);
-    }
 }

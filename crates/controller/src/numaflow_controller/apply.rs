@@ -1,7 +1,9 @@
 //! Bringing the cluster to a rendered definition: server-side apply of each object (field
 //! manager `numaplane`, forced, so hand edits of our fields are reverted), delete-and-recreate
 //! of an object whose change the API server refuses as immutable, and pruning of objects this
-//! NumaflowController applied before but no longer renders.
+//! NumaflowController applied before but no longer renders. Only objects this NumaflowController
+//! owns (by UID) are ever updated or deleted: an object of the same name that it doesn't own is
+//! left as it is and the pass refused; every delete carries the UID as a precondition.
 //!
 //! API calls are kept to what changed: a pass whose inputs (definition, spec, included kinds) are
 //! those last applied only re-applies objects whose cached copy differs from what the last apply
@@ -93,7 +95,7 @@ pub async fn sync(
             }
             continue;
         }
-        let (written, recreated) = apply_one(nctx, &ns, obj).await?;
+        let (written, recreated) = apply_one(nctx, nc, &ns, obj).await?;
         if recreated {
             out.recreated += 1;
         } else {
@@ -155,9 +157,62 @@ fn is_immutable(e: &kube::Error) -> bool {
         && (s.message.contains("field is immutable") || s.message.contains("cannot change roleRef")))
 }
 
+/// Whether `owner_references` (JSON) hold a reference to `uid`.
+fn refers_to(owner_references: Option<&Value>, uid: &str) -> bool {
+    owner_references
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+        })
+}
+
+/// The refusal to touch `obj`'s live namesake, which `nc` doesn't own.
+fn not_owned(nc: &NumaflowController, ns: &str, obj: &RenderedObject) -> Error {
+    Error::NotOwnedObject {
+        kind: obj.key.kind.clone(),
+        name: obj.key.name.clone(),
+        namespace: ns.to_string(),
+        owner: format!("NumaflowController {}", nc.name_any()),
+    }
+}
+
+/// The UID of the live object `obj` names if `nc` owns it (by UID), `None` if there is none;
+/// refused if someone else's object has that name. The cached copy answers when it is ours
+/// (a copy older than a replacement is caught by the UID the apply then carries); otherwise
+/// the object is read.
+async fn owned_uid(
+    nctx: &NcCtx,
+    nc: &NumaflowController,
+    api: &Api<DynamicObject>,
+    ns: &str,
+    obj: &RenderedObject,
+) -> Result<Option<String>, Error> {
+    let nc_uid = nc.uid().unwrap_or_default();
+    if let Some(cached) = nctx.owned.cached_value(&obj.key, ns)
+        && refers_to(cached.pointer("/metadata/ownerReferences"), &nc_uid)
+        && let Some(uid) = cached.pointer("/metadata/uid").and_then(Value::as_str)
+    {
+        return Ok(Some(uid.to_string()));
+    }
+    let (kind, name) = (&obj.key.kind, &obj.key.name);
+    match api
+        .get_metadata_opt(name)
+        .await
+        .ctx(|| format!("reading {kind} {name}"))?
+    {
+        None => Ok(None),
+        Some(live) if live.owner_references().iter().any(|o| o.uid == nc_uid) => Ok(live.uid()),
+        Some(_) => Err(not_owned(nc, ns, obj)),
+    }
+}
+
 /// Server-side applies one object; returns it as written and whether it had to be recreated.
+/// Only an object this NumaflowController owns is updated, and the apply carries its UID, so
+/// an object replaced meanwhile by someone else's is refused by the API server instead.
 async fn apply_one(
     nctx: &NcCtx,
+    nc: &NumaflowController,
     ns: &str,
     obj: &RenderedObject,
 ) -> Result<(DynamicObject, bool), Error> {
@@ -167,19 +222,33 @@ async fn apply_one(
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
     let (kind, name) = (&obj.key.kind, &obj.key.name);
     let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let mut body = obj.body.clone();
+    if let Some(uid) = owned_uid(nctx, nc, &api, ns, obj).await?
+        && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("uid".into(), Value::String(uid));
+    }
     debug!(%kind, %name, "applying");
-    match api.patch(name, &pp, &Patch::Apply(&obj.body)).await {
+    match api.patch(name, &pp, &Patch::Apply(&body)).await {
         Ok(written) => Ok((written, false)),
         Err(e) if is_immutable(&e) => {
+            // Also what a UID that no longer matches gets: only our own object is deleted.
+            let live = api
+                .get_metadata_opt(name)
+                .await
+                .ctx(|| format!("reading {kind} {name}"))?;
+            let nc_uid = nc.uid().unwrap_or_default();
+            let uid = match live {
+                None => None,
+                Some(l) if l.owner_references().iter().any(|o| o.uid == nc_uid) => l.uid(),
+                Some(_) => return Err(not_owned(nc, ns, obj)),
+            };
             info!(%kind, %name, error = %e, "immutable field changed: deleting and recreating");
-            let uid = api
-                .get_opt(name)
-                .await
-                .ctx(|| format!("reading {kind} {name}"))?
-                .and_then(|o| o.uid());
-            delete(&api, name, uid)
-                .await
-                .ctx(|| format!("deleting {kind} {name}"))?;
+            if let Some(uid) = uid {
+                delete(&api, name, uid)
+                    .await
+                    .ctx(|| format!("deleting {kind} {name}"))?;
+            }
             let written = api
                 .patch(name, &pp, &Patch::Apply(&obj.body))
                 .await
@@ -190,14 +259,11 @@ async fn apply_one(
     }
 }
 
-async fn delete(
-    api: &Api<DynamicObject>,
-    name: &str,
-    uid: Option<String>,
-) -> Result<(), kube::Error> {
+/// Deletes the object `name` only if it is still the one with `uid` (ours).
+async fn delete(api: &Api<DynamicObject>, name: &str, uid: String) -> Result<(), kube::Error> {
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
-        preconditions: uid.map(|uid| Preconditions {
+        preconditions: Some(Preconditions {
             uid: Some(uid),
             resource_version: None,
         }),
@@ -239,12 +305,15 @@ async fn prune(
                 name: item.name_any(),
             };
             let ours = item.owner_references().iter().any(|o| o.uid == uid);
+            let Some(item_uid) = item.uid() else {
+                continue;
+            };
             if !ours || keep.contains(&key) || item.meta().deletion_timestamp.is_some() {
                 continue;
             }
             ctx.ensure_leader()?;
             info!(kind = %key.kind, name = %key.name, "pruning object no longer in the definition");
-            delete(&api, &key.name, item.uid())
+            delete(&api, &key.name, item_uid)
                 .await
                 .ctx(|| format!("pruning {} {}", key.kind, key.name))?;
             pruned += 1;

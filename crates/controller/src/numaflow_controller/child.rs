@@ -2,7 +2,7 @@
 //! trial's (`trial.rs`) are applied and deleted the same way.
 
 use super::nc_ctx::NcCtx;
-use crate::error::{Error, KubeContext, is_not_found};
+use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use crate::status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
@@ -42,27 +42,51 @@ pub(super) async fn apply(
     Ok(written)
 }
 
-/// Deletes NumaflowController `name` (the cached object's UID as a precondition).
-pub(super) async fn delete(nctx: &NcCtx, ns: &str, name: &str) -> Result<(), Error> {
+/// Deletes NumaflowController `name` if rollout `r` owns it (by UID), with its UID as a
+/// precondition; someone else's NumaflowController of that name is refused, not deleted.
+pub(super) async fn delete(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    ns: &str,
+    name: &str,
+) -> Result<(), Error> {
     let ctx = &nctx.ctx;
     ctx.ensure_leader()?;
-    let uid = nctx
+    let api = Api::<NumaflowController>::namespaced(ctx.client.clone(), ns);
+    let cached = nctx
         .controllers
-        .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))
-        .and_then(|nc| nc.uid());
+        .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns));
+    // The cache may not have a NumaflowController created a moment ago: read it then.
+    let nc = match cached {
+        Some(nc) => Some((*nc).clone()),
+        None => api
+            .get_opt(name)
+            .await
+            .ctx(|| format!("reading NumaflowController {name}"))?,
+    };
+    let Some(nc) = nc else {
+        return Ok(());
+    };
+    let rollout_uid = r.uid().unwrap_or_default();
+    if !nc.owner_references().iter().any(|o| o.uid == rollout_uid) {
+        return Err(Error::NotOwnedObject {
+            kind: "NumaflowController".into(),
+            name: name.to_string(),
+            namespace: ns.to_string(),
+            owner: format!("NumaflowControllerRollout {}", r.name_any()),
+        });
+    }
     let dp = DeleteParams {
-        preconditions: uid.map(|u| Preconditions {
-            uid: Some(u),
+        preconditions: Some(Preconditions {
+            uid: nc.uid(),
             resource_version: None,
         }),
         ..Default::default()
     };
-    match Api::<NumaflowController>::namespaced(ctx.client.clone(), ns)
-        .delete(name, &dp)
-        .await
-    {
+    match api.delete(name, &dp).await {
         Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
+        // Gone, or replaced since it was read: nothing of ours to delete.
+        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
         Err(e) => Err(e).ctx(|| format!("deleting NumaflowController {name}")),
     }
 }

@@ -1,11 +1,11 @@
 //! The NumaflowController reconciler: definition → rendered objects → cluster, then health from
 //! the Numaflow controller Deployment.
 
-use super::apply;
 use super::health::deployment_health;
 use super::nc_ctx::{Applied, NcCtx, next_action};
 use super::owned::Cached;
 use super::render::{self, ObjKey, Target};
+use super::{apply, definitions};
 use crate::error::Error;
 use crate::events::source;
 use crate::status;
@@ -120,7 +120,10 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
             // errors leave the last observed health alone.)
             if matches!(
                 e,
-                Error::MissingDefinition { .. } | Error::InvalidDefinition { .. }
+                Error::MissingDefinition { .. }
+                    | Error::InvalidDefinition { .. }
+                    | Error::InvalidSpec(_)
+                    | Error::NotOwnedObject { .. }
             ) {
                 let h = Health {
                     status: HealthStatus::False,
@@ -173,14 +176,23 @@ async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> 
         .ok_or_else(|| Error::InvalidSpec("NumaflowController has no uid yet".into()))?;
     let version = &nc.spec.version;
     let instance_id = nc.spec.instance_id.as_deref();
-    let manifest = nctx
-        .definitions
-        .lookup(&ns, version, &ctx.operator_namespace)
-        .map_err(|nf| Error::MissingDefinition {
-            version: version.clone(),
-            searched: nf.searched,
-        })?;
+    // The CRD refuses such an ID; one stored before it did must not reach names and labels.
+    if let Some(problem) =
+        numaplane_core::naming::instance_id_problem(instance_id, "spec.instanceID")
+    {
+        return Err(Error::InvalidSpec(problem));
+    }
     let cfg = ctx.settings.controller();
+    let search =
+        definitions::search_order(&ns, &ctx.operator_namespace, &cfg.definitions_namespaces);
+    let manifest =
+        nctx.definitions
+            .lookup(version, &search)
+            .map_err(|nf| Error::MissingDefinition {
+                version: version.clone(),
+                searched: nf.searched,
+                ignored: nf.ignored,
+            })?;
     let input = {
         let mut h = DefaultHasher::new();
         (&*manifest, version, instance_id, &uid, &name, &ns).hash(&mut h);
@@ -202,6 +214,7 @@ async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> 
                 namespace: &ns,
                 instance_id,
                 owner,
+                allowed: &cfg.included_resources,
             };
             Arc::new(
                 render::render(&manifest, &target).map_err(|e| Error::InvalidDefinition {

@@ -2,6 +2,11 @@
 //! ConfigMaps labelled `numaplane.numaproj.io/config: numaflow-controller-definitions`.
 //! Versions added, changed or removed (also by deleting or editing a ConfigMap) take effect at
 //! once and are announced, so the NumaflowControllers using them are woken.
+//!
+//! Only trusted namespaces are searched: the operator's own and those the controller config
+//! lists in `numaflowControllerDefinitionsNamespaces`. A definition is the text of every object
+//! the operator creates, with its privileges, in a NumaflowController's namespace, so one
+//! written by whoever can create ConfigMaps in that namespace would widen what they can do.
 
 use crate::events::EventSink;
 use futures::StreamExt;
@@ -23,10 +28,32 @@ pub struct Changed {
     pub versions: BTreeSet<String>,
 }
 
-/// The namespaces searched for a version, in order, when none had it.
+/// The namespaces searched for a version, in order, when none had it, and the untrusted ones
+/// that define it (ignored).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NotFound {
     pub searched: Vec<String>,
+    pub ignored: Vec<String>,
+}
+
+/// Whether definitions in `namespace` are used.
+pub fn trusted(namespace: &str, operator_namespace: &str, listed: &[String]) -> bool {
+    namespace == operator_namespace || listed.iter().any(|n| n == namespace)
+}
+
+/// Where a NumaflowController of `namespace` looks for its version, in order: its own namespace
+/// if it is listed (as the reference looks there first), the operator's, then the listed ones.
+pub fn search_order(namespace: &str, operator_namespace: &str, listed: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if listed.iter().any(|n| n == namespace) {
+        out.push(namespace.to_string());
+    }
+    for ns in std::iter::once(operator_namespace).chain(listed.iter().map(String::as_str)) {
+        if !out.iter().any(|n| n == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    out
 }
 
 type Versions = BTreeMap<String, Arc<str>>;
@@ -67,21 +94,12 @@ impl Definitions {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The manifest for `version`: from `namespace` first, then `fallback` (the operator's own
-    /// namespace). Two ConfigMaps of one namespace defining the same version: the one whose
-    /// name sorts last wins (deterministic, unlike the reference's "last event wins").
-    pub fn lookup(
-        &self,
-        namespace: &str,
-        version: &str,
-        fallback: &str,
-    ) -> Result<Arc<str>, NotFound> {
+    /// The manifest for `version` from the first of `search` (see [`search_order`]) that has
+    /// it. Two ConfigMaps of one namespace defining the same version: the one whose name sorts
+    /// last wins (deterministic, unlike the reference's "last event wins").
+    pub fn lookup(&self, version: &str, search: &[String]) -> Result<Arc<str>, NotFound> {
         let inner = self.lock();
-        let mut searched = vec![namespace.to_string()];
-        if fallback != namespace {
-            searched.push(fallback.to_string());
-        }
-        for ns in &searched {
+        for ns in search {
             let found = inner
                 .maps
                 .iter()
@@ -92,7 +110,17 @@ impl Definitions {
                 return Ok(spec.clone());
             }
         }
-        Err(NotFound { searched })
+        let mut ignored: Vec<String> = inner
+            .maps
+            .iter()
+            .filter(|((n, _), versions)| !search.contains(n) && versions.contains_key(version))
+            .map(|((n, _), _)| n.clone())
+            .collect();
+        ignored.dedup();
+        Err(NotFound {
+            searched: search.to_vec(),
+            ignored,
+        })
     }
 
     /// Announcements of changed versions.
@@ -193,12 +221,18 @@ impl Definitions {
     }
 }
 
-/// Watches the definitions ConfigMaps of one scope (a namespace, or all when `None`).
+/// Whether a namespace's definitions are used now (the controller config may change).
+pub type Trust = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Watches the definitions ConfigMaps of one scope (a namespace, or all when `None`). Those of
+/// untrusted namespaces are kept (the config may come to list their namespace) but never used,
+/// and say so in the log.
 pub async fn watch(
     api: Api<ConfigMap>,
     scope: Option<String>,
     defs: Arc<Definitions>,
     events: EventSink,
+    trust: Trust,
 ) {
     let selector = format!(
         "{}={}",
@@ -213,8 +247,11 @@ pub async fn watch(
             Ok(watcher::Event::Init) => defs.begin_listing(&scope),
             Ok(watcher::Event::InitDone) => defs.end_listing(&scope),
             Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                let (ns, name) = (cm.namespace().unwrap_or_default(), cm.name_any());
+                if !trust(&ns) {
+                    warn!(%ns, %name, "Numaflow controller definitions ignored: only those in the operator's namespace or a namespace listed in numaflowControllerDefinitionsNamespaces are used");
+                }
                 for e in defs.upsert(&cm) {
-                    let (ns, name) = (cm.namespace().unwrap_or_default(), cm.name_any());
                     warn!(%ns, %name, error = %e, "invalid Numaflow controller definitions skipped");
                     events.config_warning(&ns, &name, &e).await;
                 }
@@ -240,6 +277,10 @@ mod tests {
         .unwrap()
     }
 
+    fn ns() -> [String; 1] {
+        ["ns".to_string()]
+    }
+
     fn defs_yaml(entries: &[(&str, &str)]) -> String {
         let mut s = String::from("controllerDefinitions:\n");
         for (v, spec) in entries {
@@ -248,8 +289,13 @@ mod tests {
         s
     }
 
+    fn order(ns: &str, listed: &[&str]) -> Vec<String> {
+        let listed: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+        search_order(ns, "sys", &listed)
+    }
+
     #[test]
-    fn lookup_prefers_own_namespace_then_fallback() {
+    fn only_trusted_namespaces_are_searched() {
         let d = Definitions::new();
         d.upsert(&cm(
             "sys",
@@ -259,21 +305,44 @@ mod tests {
         d.upsert(&cm(
             "team",
             "b",
-            json!({"k": defs_yaml(&[("1.0", "team-1.0")])}),
+            json!({"k": defs_yaml(&[("1.0", "team-1.0"), ("3.0", "team-3.0")])}),
         ));
-        assert_eq!(&*d.lookup("team", "1.0", "sys").unwrap(), "team-1.0");
-        assert_eq!(&*d.lookup("team", "2.0", "sys").unwrap(), "sys-2.0");
-        assert_eq!(&*d.lookup("other", "1.0", "sys").unwrap(), "sys-1.0");
+        // The NumaflowController's own namespace is not trusted unless listed.
+        assert_eq!(order("team", &[]), ["sys"]);
+        assert_eq!(&*d.lookup("1.0", &order("team", &[])).unwrap(), "sys-1.0");
         assert_eq!(
-            d.lookup("team", "v1.0", "sys").unwrap_err(),
+            d.lookup("3.0", &order("team", &[])).unwrap_err(),
             NotFound {
-                searched: vec!["team".into(), "sys".into()]
+                searched: vec!["sys".into()],
+                ignored: vec!["team".into()]
             }
         );
+        // Listed: searched first for its own NumaflowControllers, after the operator's for others.
+        assert_eq!(order("team", &["team"]), ["team", "sys"]);
         assert_eq!(
-            d.lookup("sys", "3.0", "sys").unwrap_err().searched,
-            vec!["sys".to_string()]
+            &*d.lookup("1.0", &order("team", &["team"])).unwrap(),
+            "team-1.0"
         );
+        assert_eq!(order("other", &["team"]), ["sys", "team"]);
+        assert_eq!(
+            &*d.lookup("1.0", &order("other", &["team"])).unwrap(),
+            "sys-1.0"
+        );
+        assert_eq!(
+            &*d.lookup("3.0", &order("other", &["team"])).unwrap(),
+            "team-3.0"
+        );
+        assert_eq!(order("sys", &["sys", "a"]), ["sys", "a"]);
+        assert_eq!(
+            d.lookup("v1.0", &order("team", &["team"])).unwrap_err(),
+            NotFound {
+                searched: vec!["team".into(), "sys".into()],
+                ignored: vec![]
+            }
+        );
+        assert!(trusted("sys", "sys", &[]));
+        assert!(!trusted("team", "sys", &[]));
+        assert!(trusted("team", "sys", &["team".to_string()]));
     }
 
     #[test]
@@ -298,14 +367,14 @@ mod tests {
             rx.try_recv().unwrap().versions,
             ["1.0".to_string(), "2.0".to_string()].into()
         );
-        assert!(d.lookup("ns", "1.0", "ns").is_err());
-        assert_eq!(&*d.lookup("ns", "2.0", "ns").unwrap(), "z");
+        assert!(d.lookup("1.0", &ns()).is_err());
+        assert_eq!(&*d.lookup("2.0", &ns()).unwrap(), "z");
         // Unchanged content announces nothing.
         d.upsert(&cm("ns", "a", json!({"k": defs_yaml(&[("2.0", "z")])})));
         assert!(rx.try_recv().is_err());
         d.remove("ns", "a");
         assert_eq!(rx.try_recv().unwrap().versions, ["2.0".to_string()].into());
-        assert!(d.lookup("ns", "2.0", "ns").is_err());
+        assert!(d.lookup("2.0", &ns()).is_err());
     }
 
     #[test]
@@ -321,9 +390,9 @@ mod tests {
             "a",
             json!({"k": defs_yaml(&[("1.0", "from-a")])}),
         ));
-        assert_eq!(&*d.lookup("ns", "1.0", "ns").unwrap(), "from-b");
+        assert_eq!(&*d.lookup("1.0", &ns()).unwrap(), "from-b");
         d.remove("ns", "b");
-        assert_eq!(&*d.lookup("ns", "1.0", "ns").unwrap(), "from-a");
+        assert_eq!(&*d.lookup("1.0", &ns()).unwrap(), "from-a");
     }
 
     #[test]
@@ -339,7 +408,7 @@ mod tests {
             errors[0].contains("bad.controllerDefinitions[0]"),
             "{errors:?}"
         );
-        assert!(d.lookup("ns", "1.0", "ns").is_ok());
+        assert!(d.lookup("1.0", &ns()).is_ok());
     }
 
     #[tokio::test]
@@ -356,8 +425,8 @@ mod tests {
         d.begin_listing(&scope);
         d.upsert(&cm("ns", "b", json!({"k": defs_yaml(&[("2.0", "y")])})));
         d.end_listing(&scope);
-        assert!(d.lookup("ns", "1.0", "ns").is_err());
-        assert!(d.lookup("ns", "2.0", "ns").is_ok());
-        assert!(d.lookup("other", "3.0", "other").is_ok());
+        assert!(d.lookup("1.0", &ns()).is_err());
+        assert!(d.lookup("2.0", &ns()).is_ok());
+        assert!(d.lookup("3.0", &["other".to_string()]).is_ok());
     }
 }

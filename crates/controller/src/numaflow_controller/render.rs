@@ -1,10 +1,12 @@
 //! Rendering a Numaflow controller definition for one NumaflowController: Go-template-style
-//! substitution of `{{ .InstanceID }}` and `{{ .InstanceSuffix }}`, multi-document split, then
+//! `{{ .InstanceID }}` and `{{ .InstanceSuffix }}`, filled into the parsed strings (never into
+//! the YAML text), multi-document split, the kinds checked against `includedResources`, then
 //! the metadata Numaplane owns on every object (namespace, tracking label, controller owner).
 //! Pure: no I/O.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use numaplane_api::keys::{annotations, labels};
+use numaplane_core::riders::RiderRules;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
@@ -26,6 +28,18 @@ pub enum RenderError {
     InvalidObject { doc: usize, problem: String },
     #[error("{kind} {name} is defined twice")]
     Duplicate { kind: String, name: String },
+    #[error(
+        "document {doc}: {kind} {name:?} (API group {}) is not a kind includedResources allows; nothing of this definition is applied",
+        if group.is_empty() { "core" } else { group }
+    )]
+    KindNotAllowed {
+        doc: usize,
+        group: String,
+        kind: String,
+        name: String,
+    },
+    #[error("the definition contains {0:?}, which Numaplane reserves for its templating")]
+    ReservedText(String),
 }
 
 /// What an object is identified by across versions of a definition (the API version may move).
@@ -61,6 +75,8 @@ pub struct Target<'a> {
     pub instance_id: Option<&'a str>,
     /// Controller reference to the NumaflowController.
     pub owner: OwnerReference,
+    /// The kinds a definition may hold (`includedResources`).
+    pub allowed: &'a RiderRules,
 }
 
 /// `-<id>` when the instance ID is not blank, else empty (as the reference computes it).
@@ -76,13 +92,23 @@ pub fn deployment_name(instance_id: Option<&str>) -> String {
     format!("{DEPLOYMENT_BASE_NAME}{}", instance_suffix(instance_id))
 }
 
-/// Substitutes the two template fields. Accepts what Go's text/template accepts for them:
-/// optional spaces and `{{-`/`-}}` trim markers. Any other action is an error, as in the
-/// reference (whose template engine knows no other field); values are inserted unescaped
-/// (the reference's html/template would escape `<>&'"`, none of which a valid ID contains).
-pub fn substitute(manifest: &str, instance_id: Option<&str>) -> Result<String, RenderError> {
-    let id = instance_id.unwrap_or_default();
-    let suffix = instance_suffix(instance_id);
+/// What stands for each template field in the definition text until it has been parsed: plain
+/// YAML scalar characters, so a field parses as part of whatever string it sits in. The values
+/// are put into the parsed strings, never into the text: whatever an instance ID holds, it can
+/// only ever be part of a string value, never YAML structure (another document, another key).
+const ID_MARK: &str = "numaplane_instance_id_b3f9e1";
+const SUFFIX_MARK: &str = "numaplane_instance_suffix_b3f9e1";
+
+/// Replaces the two template fields by their marks. Accepts what Go's text/template accepts for
+/// them: optional spaces and `{{-`/`-}}` trim markers (which trim the definition's own text). Any
+/// other action is an error, as in the reference (whose template engine knows no other field).
+fn mark_fields(manifest: &str) -> Result<String, RenderError> {
+    if let Some(mark) = [ID_MARK, SUFFIX_MARK]
+        .into_iter()
+        .find(|m| manifest.contains(m))
+    {
+        return Err(RenderError::ReservedText(mark.to_string()));
+    }
     let line_of = |offset: usize| manifest[..offset].matches('\n').count() + 1;
     let mut out = String::with_capacity(manifest.len());
     let mut rest = manifest;
@@ -106,9 +132,9 @@ pub fn substitute(manifest: &str, instance_id: Option<&str>) -> Result<String, R
         if trim_right {
             inner = &inner[..inner.len() - 1];
         }
-        let value = match inner.trim() {
-            ".InstanceID" => id,
-            ".InstanceSuffix" => suffix.as_str(),
+        let mark = match inner.trim() {
+            ".InstanceID" => ID_MARK,
+            ".InstanceSuffix" => SUFFIX_MARK,
             _ => {
                 return Err(RenderError::UnsupportedAction {
                     line: line_of(offset),
@@ -117,7 +143,7 @@ pub fn substitute(manifest: &str, instance_id: Option<&str>) -> Result<String, R
             }
         };
         out.push_str(before);
-        out.push_str(value);
+        out.push_str(mark);
         rest = &inner_start[end + 2..];
         if trim_right {
             rest = rest.trim_start();
@@ -127,23 +153,61 @@ pub fn substitute(manifest: &str, instance_id: Option<&str>) -> Result<String, R
     Ok(out)
 }
 
-/// Renders a definition into the objects to apply, in definition order: templated, split into
-/// documents (empty and `null` documents skipped), then each given the NumaflowController's
-/// namespace, the `tracking-id` label and a controller owner reference. `status` is dropped.
+/// Puts the values of the template fields into every string (mapping keys included) of a
+/// parsed document.
+fn fill(v: Value, id: &str, suffix: &str) -> Value {
+    let put = |s: String| {
+        if s.contains(ID_MARK) || s.contains(SUFFIX_MARK) {
+            s.replace(ID_MARK, id).replace(SUFFIX_MARK, suffix)
+        } else {
+            s
+        }
+    };
+    match v {
+        Value::String(s) => Value::String(put(s)),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|i| fill(i, id, suffix)).collect())
+        }
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (put(k), fill(v, id, suffix)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Renders a definition into the objects to apply, in definition order: template fields marked,
+/// split into documents (empty and `null` documents skipped) and parsed, the fields' values put
+/// into the parsed strings, then each object given the NumaflowController's namespace, the
+/// `tracking-id` label and a controller owner reference. `status` is dropped. A kind outside
+/// `target.allowed` refuses the whole definition.
 pub fn render(manifest: &str, target: &Target) -> Result<Vec<RenderedObject>, RenderError> {
-    let text = substitute(manifest, target.instance_id)?;
+    let text = mark_fields(manifest)?;
     let docs: Vec<Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| RenderError::Yaml(e.to_string()))?;
+    let id = target.instance_id.unwrap_or_default();
+    let suffix = instance_suffix(target.instance_id);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         if doc.is_null() {
             continue;
         }
-        let obj = prepare(doc, target).map_err(|problem| RenderError::InvalidObject {
-            doc: i + 1,
-            problem,
+        let obj = prepare(fill(doc, id, &suffix), target).map_err(|problem| {
+            RenderError::InvalidObject {
+                doc: i + 1,
+                problem,
+            }
         })?;
+        if !target.allowed.permits(&obj.key.group, &obj.key.kind) {
+            return Err(RenderError::KindNotAllowed {
+                doc: i + 1,
+                group: obj.key.group,
+                kind: obj.key.kind,
+                name: obj.key.name,
+            });
+        }
         if !seen.insert(obj.key.clone()) {
             return Err(RenderError::Duplicate {
                 kind: obj.key.kind,
@@ -249,43 +313,64 @@ mod tests {
         }
     }
 
+    /// The shipped `includedResources` (the default).
+    static ALLOWED: std::sync::LazyLock<RiderRules> = std::sync::LazyLock::new(|| {
+        numaplane_core::config::ControllerConfig::default().included_resources
+    });
+
     fn target(id: Option<&str>) -> Target<'_> {
         Target {
             name: "numaflow-controller",
             namespace: "team-a",
             instance_id: id,
             owner: owner(),
+            allowed: &ALLOWED,
         }
     }
 
+    /// One YAML document templated as `render` does it.
+    fn templated(m: &str, id: Option<&str>) -> Result<Value, RenderError> {
+        let doc: Value = serde_saphyr::from_str(&mark_fields(m)?)
+            .map_err(|e| RenderError::Yaml(e.to_string()))?;
+        Ok(fill(doc, id.unwrap_or_default(), &instance_suffix(id)))
+    }
+
     #[test]
-    fn substitutes_with_and_without_spaces() {
+    fn fills_fields_with_and_without_spaces() {
         let m = "a: {{.InstanceID}}\nb: x{{ .InstanceSuffix }}\nc: '{{  .InstanceID  }}'";
         assert_eq!(
-            substitute(m, Some("abc")).unwrap(),
-            "a: abc\nb: x-abc\nc: 'abc'"
+            templated(m, Some("abc")).unwrap(),
+            json!({"a": "abc", "b": "x-abc", "c": "abc"})
         );
-        assert_eq!(substitute(m, None).unwrap(), "a: \nb: x\nc: ''");
+        assert_eq!(
+            templated(m, None).unwrap(),
+            json!({"a": "", "b": "x", "c": ""})
+        );
         // A blank ID gives no suffix but is inserted as given.
         assert_eq!(
-            substitute("{{.InstanceSuffix}}|{{.InstanceID}}", Some(" ")).unwrap(),
-            "| "
+            templated("v: '{{.InstanceSuffix}}|{{.InstanceID}}'", Some(" ")).unwrap(),
+            json!({"v": "| "})
+        );
+        // Mapping keys too.
+        assert_eq!(
+            templated("'k{{ .InstanceSuffix }}': 1", Some("7")).unwrap(),
+            json!({"k-7": 1})
         );
     }
 
     #[test]
     fn honours_trim_markers() {
         assert_eq!(
-            substitute("a:  {{- .InstanceID -}}  \nb", Some("x")).unwrap(),
-            "a:xb"
+            templated("a:  {{- .InstanceID -}}  \nb", Some("x")).unwrap(),
+            json!("a:xb")
         );
         // `{{-x` without a space is not a trim marker, so it is an unknown action.
-        assert!(substitute("{{-.InstanceID}}", None).is_err());
+        assert!(mark_fields("{{-.InstanceID}}").is_err());
     }
 
     #[test]
     fn rejects_other_actions_with_their_line() {
-        let err = substitute("a: 1\nb: {{ .Invalid }}", None).unwrap_err();
+        let err = mark_fields("a: 1\nb: {{ .Invalid }}").unwrap_err();
         assert_eq!(
             err,
             RenderError::UnsupportedAction {
@@ -295,9 +380,78 @@ mod tests {
         );
         assert!(err.to_string().contains("line 2"));
         assert_eq!(
-            substitute("a\n\nb: {{ .InstanceID", None).unwrap_err(),
+            mark_fields("a\n\nb: {{ .InstanceID").unwrap_err(),
             RenderError::Unterminated { line: 3 }
         );
+    }
+
+    /// An ID that is YAML structure stays a string value: it can't add a document, a key or an
+    /// object to the administrator's definition (the CRD refuses such an ID; this is what
+    /// rendering does with one stored before the CRD did).
+    #[test]
+    fn an_instance_id_cannot_inject_objects() {
+        let injected = "x\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: injected\n---\n";
+        let objs = render(MANIFEST, &target(Some(injected))).unwrap();
+        assert_eq!(objs.len(), 2, "{objs:#?}");
+        assert_eq!(
+            objs.iter().map(|o| o.key.kind.as_str()).collect::<Vec<_>>(),
+            ["ConfigMap", "Deployment"]
+        );
+        assert_eq!(objs[0].body["data"]["instance"], injected);
+        assert_eq!(
+            objs[0].body["metadata"]["labels"]["app.kubernetes.io/instance"],
+            injected
+        );
+        let quote = "a\"\nb: c";
+        let objs = render(MANIFEST, &target(Some(quote))).unwrap();
+        assert_eq!(objs[0].body["data"], json!({"instance": quote}));
+    }
+
+    #[test]
+    fn a_definition_holding_the_marks_is_refused() {
+        let crafted = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{x: {ID_MARK}}}\n"
+        );
+        assert_eq!(
+            render(&crafted, &target(Some("id"))).unwrap_err(),
+            RenderError::ReservedText(ID_MARK.into())
+        );
+    }
+
+    #[test]
+    fn kinds_outside_included_resources_refuse_the_definition() {
+        let crb = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: take-over}\n";
+        let err = render(crb, &target(None)).unwrap_err();
+        assert_eq!(
+            err,
+            RenderError::KindNotAllowed {
+                doc: 2,
+                group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRoleBinding".into(),
+                name: "take-over".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "document 2: ClusterRoleBinding \"take-over\" (API group rbac.authorization.k8s.io) is not a kind includedResources allows; nothing of this definition is applied"
+        );
+        // A rule names a group and kind exactly: core Secrets are refused when not listed.
+        let no_secrets = numaplane_core::riders::parse_rules("group=,kind=ConfigMap").unwrap();
+        let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n";
+        let t = Target {
+            allowed: &no_secrets,
+            ..target(None)
+        };
+        assert!(matches!(
+            render(secret, &t),
+            Err(RenderError::KindNotAllowed { doc: 1, ref kind, .. }) if kind == "Secret"
+        ));
+        let nothing = RiderRules::default();
+        let t = Target {
+            allowed: &nothing,
+            ..target(None)
+        };
+        assert!(render("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", &t).is_err());
     }
 
     #[test]

@@ -277,6 +277,13 @@ async fn ensure_controller(
     let ctx = &nctx.ctx;
     let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
     let uid = r.uid().unwrap_or_default();
+    // The CRD refuses such an ID; one stored before it did is refused here, naming the field.
+    if let Some(problem) = numaplane_core::naming::instance_id_problem(
+        r.spec.controller.instance_id.as_deref(),
+        "spec.controller.instanceID",
+    ) {
+        return Err(Error::InvalidSpec(problem));
+    }
     let desired = NumaflowControllerSpec {
         version: r.spec.controller.version.clone(),
         instance_id: r.spec.controller.instance_id.clone(),
@@ -556,7 +563,9 @@ async fn pause_step(
     let ns = r.namespace().unwrap_or_default();
     let name = r.name_any();
     if nc.spec != *desired {
-        let waiting = crate::pause_requests::pipelines_not_paused(&nctx.ctx, &ns, None).await?;
+        use crate::pause_requests::{Need, check_pipelines};
+        let check = check_pipelines(&nctx.ctx, &ns, None, Need::Paused).await?;
+        let waiting = &check.waiting;
         if !waiting.is_empty() {
             let msg = format!(
                 "pause-and-drain: waiting for pipelines {} to pause before updating the Numaflow controller to {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
@@ -575,7 +584,8 @@ async fn pause_step(
             EventType::Normal,
             event_reason::PIPELINES_PAUSED,
             format!(
-                "pipelines of namespace {ns} paused; updating NumaflowController {name} to {}",
+                "pipelines of namespace {ns}: {}; updating NumaflowController {name} to {}",
+                check.describe(Need::Paused),
                 desired.version
             ),
         )
@@ -678,7 +688,7 @@ async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Resul
         .filter(|nc| nc.meta().deletion_timestamp.is_none())
         .collect();
     for nc in owned {
-        super::child::delete(nctx, &ns, &nc.name_any()).await?;
+        super::child::delete(r, nctx, &ns, &nc.name_any()).await?;
     }
     finalizer::remove(ctx, r).await?;
     ctx.forget(&uid);
@@ -778,7 +788,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_version_change_pauses_first_only_under_pause_and_drain() {
+    fn a_version_change_pauses_first_under_pause_and_drain_or_without_a_usde_config() {
         let live = NumaflowControllerSpec {
             version: "1.7.5".into(),
             instance_id: None,
@@ -804,10 +814,14 @@ mod tests {
             decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &desired),
             UpdateDecision::PauseFirst
         );
-        assert_eq!(
-            decide_update(UserStrategy::PauseAndDrain, None, &live, &desired),
-            UpdateDecision::ApplyNow
-        );
+        // No USDE config loaded: fail closed, the pipelines pause first under every strategy
+        // that has no progressive controller upgrade of its own.
+        for s in [UserStrategy::PauseAndDrain, UserStrategy::NoStrategy] {
+            assert_eq!(
+                decide_update(s, None, &live, &desired),
+                UpdateDecision::PauseFirst
+            );
+        }
         let instance = NumaflowControllerSpec {
             instance_id: Some("a".into()),
             ..live.clone()

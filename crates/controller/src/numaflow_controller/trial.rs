@@ -312,7 +312,7 @@ pub(super) async fn act(
             }
             Action::Delete(name) => {
                 info!(%name, "deleting retired NumaflowController");
-                super::child::delete(nctx, &ns, name).await?;
+                super::child::delete(r, nctx, &ns, name).await?;
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Watches and controllers of the two kinds. The rendered objects are watched by the
 //! `tracking-id` label only (so Secrets and ConfigMaps of others are never cached), in the same
 //! scope as everything else; definitions are watched in that scope and, when it is one
-//! namespace, also in the operator's own namespace (the fallback of every lookup).
+//! namespace, also in the operator's own namespace and the listed trusted ones.
 
 use super::definitions::{self, Changed, Definitions};
 use super::nc_ctx::NcCtx;
@@ -105,12 +105,13 @@ where
     Ok((store, sub))
 }
 
-/// NumaflowControllers affected by changed definitions: those of the version in the namespace,
-/// or in every namespace when the operator's own (fallback) namespace changed.
+/// NumaflowControllers affected by changed definitions: those of the version, anywhere when the
+/// namespace is trusted (the operator's own or listed in the controller config); otherwise only
+/// those of that namespace, whose status then says the definition there is ignored.
 fn definition_triggers(
     rx: broadcast::Receiver<Changed>,
     ncs: Store<NumaflowController>,
-    operator_namespace: String,
+    trust: definitions::Trust,
 ) -> impl Stream<Item = ObjectRef<NumaflowController>> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {
         match rx.recv().await {
@@ -121,6 +122,7 @@ fn definition_triggers(
         }
     })
     .flat_map(move |changed: Option<Changed>| {
+        let everywhere = changed.as_ref().is_none_or(|c| trust(&c.namespace));
         let refs: Vec<_> = ncs
             .state()
             .iter()
@@ -128,14 +130,37 @@ fn definition_triggers(
                 None => true,
                 Some(c) => {
                     c.versions.contains(&nc.spec.version)
-                        && (c.namespace == operator_namespace
-                            || nc.namespace().as_deref() == Some(c.namespace.as_str()))
+                        && (everywhere || nc.namespace().as_deref() == Some(c.namespace.as_str()))
                 }
             })
             .map(|nc| ObjectRef::from_obj(&**nc))
             .collect();
         futures::stream::iter(refs)
     })
+}
+
+/// Where definitions are watched: the whole watch scope (so definitions in untrusted namespaces
+/// can be reported as ignored), and, with one watched namespace, also the operator's and the
+/// trusted ones the controller config lists when the operator starts (one listed later is
+/// watched from the next start).
+fn definition_scopes(
+    watch_namespace: &Option<String>,
+    operator_ns: &str,
+    listed: &[String],
+) -> Vec<Option<String>> {
+    let Some(watched) = watch_namespace else {
+        return vec![None];
+    };
+    let mut scopes: Vec<Option<String>> = Vec::new();
+    for ns in [watched.as_str(), operator_ns]
+        .into_iter()
+        .chain(listed.iter().map(String::as_str))
+    {
+        if !scopes.iter().any(|s| s.as_deref() == Some(ns)) {
+            scopes.push(Some(ns.to_string()));
+        }
+    }
+    scopes
 }
 
 /// Starts the watches, waits for their first listing (so no NumaflowController fails for a
@@ -191,26 +216,37 @@ pub async fn start(
     let defs = Arc::new(Definitions::new());
     let changes = defs.subscribe();
     let operator_ns = ctx.operator_namespace.clone();
-    let scopes: Vec<Option<String>> = match w.watch_namespace {
-        None => vec![None],
-        Some(ns) if *ns == operator_ns => vec![Some(ns.clone())],
-        Some(ns) => vec![Some(ns.clone()), Some(operator_ns.clone())],
+    let trust: definitions::Trust = {
+        let (ctx, operator_ns) = (ctx.clone(), operator_ns.clone());
+        Arc::new(move |ns: &str| {
+            definitions::trusted(
+                ns,
+                &operator_ns,
+                &ctx.settings.controller().definitions_namespaces,
+            )
+        })
     };
+    let scopes = definition_scopes(
+        w.watch_namespace,
+        &operator_ns,
+        &ctx.settings.controller().definitions_namespaces,
+    );
     for scope in &scopes {
         let api: Api<ConfigMap> = match scope {
             Some(ns) => Api::namespaced(w.client.clone(), ns),
             None => Api::all(w.client.clone()),
         };
-        let (scope, defs, events, token) = (
+        let (scope, defs, events, token, trust) = (
             scope.clone(),
             defs.clone(),
             ctx.events.clone(),
             cancel.clone(),
+            trust.clone(),
         );
         tasks.spawn(async move {
             tokio::select! {
                 _ = token.cancelled() => {}
-                _ = definitions::watch(api, scope, defs, events) => {}
+                _ = definitions::watch(api, scope, defs, events, trust) => {}
             }
         });
     }
@@ -241,7 +277,7 @@ pub async fn start(
         .owns_shared_stream(services_s)
         .owns_shared_stream(secrets_s)
         .reconcile_on(channel_stream(nc_deleted_rx))
-        .reconcile_on(definition_triggers(changes, ncs.clone(), operator_ns))
+        .reconcile_on(definition_triggers(changes, ncs.clone(), trust))
         .reconcile_on(config_triggers(&ctx.settings, ncs))
         .reconcile_all_on(leadership_gained(w.gained));
     {
@@ -297,4 +333,29 @@ pub async fn start(
     // its runner until the store is ready).
     crate::watches::until_listed(&listed).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_watched_where_they_may_be_trusted() {
+        let listed = vec!["platform".to_string(), "team".to_string()];
+        assert_eq!(definition_scopes(&None, "sys", &listed), vec![None]);
+        let one = Some("team".to_string());
+        assert_eq!(
+            definition_scopes(&one, "sys", &listed),
+            vec![
+                Some("team".to_string()),
+                Some("sys".to_string()),
+                Some("platform".to_string())
+            ]
+        );
+        let own = Some("sys".to_string());
+        assert_eq!(
+            definition_scopes(&own, "sys", &[]),
+            vec![Some("sys".to_string())]
+        );
+    }
 }

@@ -133,8 +133,9 @@ async fn recreate(
 }
 
 /// Carries a change of the InterStepBufferService as [`numaplane_core::ppnd::isbservice::plan`]
-/// decides: directly, by a delete and recreate, or by pause-and-drain (ask the pipelines on it
-/// to pause, wait, update or recreate it, wait until Numaflow rolled it out, release). The
+/// decides: directly, or by pause-and-drain (ask the pipelines on it to pause, wait until they
+/// have paused, or for a recreate paused and drained, update or recreate it, wait until Numaflow
+/// rolled it out, release). The
 /// pipelines' pause states are read live, only when the plan asks. (Long: one arm per action,
 /// each a write or an Event.)
 async fn carry(
@@ -144,6 +145,7 @@ async fn carry(
     live: &InterStepBufferService,
     desired: DesiredChild,
 ) -> Result<Carry<InterStepBufferService>, Error> {
+    use crate::pause_requests::{Need, PauseCheck, check_pipelines};
     use numaplane_core::ppnd::isbservice::{IsbAction, IsbInput};
     let ns = desired.namespace.clone();
     let name = rollout.name_any();
@@ -160,21 +162,30 @@ async fn carry(
     } else {
         Ok(())
     };
-    let mut not_paused: Option<Vec<String>> = None;
+    // A recreate deletes the buffers: each pipeline must have drained, not only paused.
+    let need = if decision.recreate {
+        Need::Drained
+    } else {
+        Need::Paused
+    };
+    let mut check: Option<PauseCheck> = None;
     let action = loop {
         let action = numaplane_core::ppnd::isbservice::plan(&IsbInput {
             needs_apply,
             in_progress,
             decision: &decision,
-            not_paused: not_paused.as_deref(),
+            not_paused: check.as_ref().map(|c| c.waiting.as_slice()),
             reconciled: reconciled.as_ref().map(|_| ()).map_err(String::as_str),
         });
-        if action == IsbAction::ObservePipelines && not_paused.is_none() {
-            not_paused =
-                Some(crate::pause_requests::pipelines_not_paused(ctx, &ns, Some(&name)).await?);
+        if action == IsbAction::ObservePipelines && check.is_none() {
+            check = Some(check_pipelines(ctx, &ns, Some(&name), need).await?);
             continue;
         }
         break action;
+    };
+    let paused = match need {
+        Need::Paused => "pause",
+        Need::Drained => "pause and drain",
     };
     let pending = |m: String| -> Result<Carry<InterStepBufferService>, Error> {
         Ok(Carry::Prepared {
@@ -194,13 +205,17 @@ async fn carry(
                 fields.join(", ")
             ))
         }
-        IsbAction::Recreate { fields } => recreate(rollout, ctx, live, &fields).await,
         IsbAction::ObservePipelines => pending(format!(
             "pause-and-drain: reading the pause state of the pipelines using ISBServiceRollout {name}"
         )),
         IsbAction::WaitPipelines(waiting) => pending(format!(
-            "pause-and-drain: waiting for pipelines {} to pause before updating InterStepBufferService {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
+            "pause-and-drain: waiting for pipelines {} to {paused} before {} InterStepBufferService {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
             waiting.join(", "),
+            if need == Need::Drained {
+                "recreating"
+            } else {
+                "updating"
+            },
             desired.name,
             numaplane_api::keys::annotations::ALLOW_DATA_LOSS
         )),
@@ -212,7 +227,9 @@ async fn carry(
                     EventType::Normal,
                     event_reason::PIPELINES_PAUSED,
                     format!(
-                        "pipelines using ISBServiceRollout {name} paused; updating InterStepBufferService {}",
+                        "pipelines using ISBServiceRollout {name}: {}; {} InterStepBufferService {}",
+                        check.as_ref().map(|c| c.describe(need)).unwrap_or_default(),
+                        if need == Need::Drained { "recreating" } else { "updating" },
                         desired.name
                     ),
                 )
@@ -253,6 +270,8 @@ impl Rollout for ISBServiceRollout {
     const METRIC_LABEL: &'static str = "isbservice";
     const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
         numaplane_core::controller_trial::WorkloadKind::IsbService;
+    const ON_DELETION: numaplane_core::deletion::Guard =
+        numaplane_core::deletion::Guard::HoldWhileUsed;
     const SPEC_PATH: &'static str = "spec.interStepBufferService.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {

@@ -50,6 +50,8 @@ pub trait Rollout:
     const METRIC_LABEL: &'static str;
     /// How a Numaflow controller upgrade lists this kind.
     const WORKLOAD: numaplane_core::controller_trial::WorkloadKind;
+    /// What the rollout's deletion waits for before its children go.
+    const ON_DELETION: numaplane_core::deletion::Guard = numaplane_core::deletion::Guard::None;
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
     fn rider_specs(&self) -> Vec<RiderSpec>;

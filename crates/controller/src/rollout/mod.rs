@@ -15,6 +15,7 @@
 //! calls down into them, never the other way.
 
 mod act;
+mod deletion;
 mod desired;
 pub mod isbservice;
 mod kind;
@@ -175,7 +176,8 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     report.finish(obj, ctx, acted).await
 }
 
-/// Deletion: remove every child, then the finalizer.
+/// Deletion: wait for what the kind's deletion guard asks (`deletion.rs`), remove every child,
+/// then the finalizer.
 async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if !finalizer::has(obj) {
         return Ok(Action::await_change());
@@ -183,6 +185,9 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
+    if let Some(wait) = deletion::guard(obj, ctx, &live).await? {
+        return Ok(wait);
+    }
     if !live.is_empty() {
         let now = Timestamp::now();
         let mut blocked = Vec::new();

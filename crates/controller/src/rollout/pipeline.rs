@@ -316,8 +316,10 @@ async fn pause_and_drain(
             child: live.clone(),
             pending: Some(format!(
                 "pause-and-drain: waiting for pipeline {} to drain and pause (phase {phase}) before \
-                 applying the update; annotate the rollout {}=\"true\" to apply it without waiting",
+                 applying a change of {}; annotate the rollout {}=\"true\" to apply it without \
+                 waiting",
                 desired.name,
+                fields.join(", "),
                 numaplane_api::keys::annotations::ALLOW_DATA_LOSS
             )),
         }),
@@ -357,6 +359,8 @@ impl Rollout for PipelineRollout {
     const METRIC_LABEL: &'static str = "pipeline";
     const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
         numaplane_core::controller_trial::WorkloadKind::Pipeline;
+    const ON_DELETION: numaplane_core::deletion::Guard =
+        numaplane_core::deletion::Guard::DrainPipelines;
     const SPEC_PATH: &'static str = "spec.pipeline.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {

@@ -62,7 +62,8 @@ pub async fn rider_changes<R: Rollout>(
         return Ok(Vec::new());
     }
     let desired = desired_riders(obj, ctx, child)?;
-    let have = crate::riders::existing(ctx, &ns, st.riders()).await?;
+    let child_uid = child.uid().unwrap_or_default();
+    let have = crate::riders::existing(ctx, &ns, &child_uid, st.riders()).await?;
     let diff = numaplane_core::riders::diff_riders(&desired, &have);
     Ok(numaplane_core::usde::rider_changes(&diff))
 }
@@ -600,7 +601,8 @@ async fn trial_riders_differ<R: Rollout>(
 ) -> Result<bool, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let want = wanted_trial_riders(obj, ctx, trial)?;
-    let have = crate::riders::existing(ctx, &ns, recorded).await?;
+    let trial_uid = trial.uid().unwrap_or_default();
+    let have = crate::riders::existing(ctx, &ns, &trial_uid, recorded).await?;
     Ok(!numaplane_core::riders::diff_riders(&want, &have).is_empty())
 }
 
@@ -960,9 +962,17 @@ impl<R: Rollout> Progress<'_, R> {
                         ctx.ensure_leader()?;
                         let api: Api<HorizontalPodAutoscaler> =
                             Api::namespaced(ctx.client.clone(), &ns);
-                        match api.delete(&h.name_any(), &DeleteParams::default()).await {
+                        // Only the HPA that was listed as the child's, not a later namesake.
+                        let dp = DeleteParams {
+                            preconditions: Some(kube::api::Preconditions {
+                                uid: h.uid(),
+                                resource_version: None,
+                            }),
+                            ..Default::default()
+                        };
+                        match api.delete(&h.name_any(), &dp).await {
                             Ok(_) => {}
-                            Err(e) if is_not_found(&e) => {}
+                            Err(e) if is_not_found(&e) || crate::error::is_conflict(&e) => {}
                             Err(e) => {
                                 return Err(e).ctx(|| "deleting the promoted HPA".to_string());
                             }

@@ -154,10 +154,11 @@ async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: Drai
     ctx.metrics
         .pipeline_drain(&ns, &rollout.name_any(), &p.name_any(), result);
     let note = match result {
-        DrainResult::StandardDrain => "drained with its own spec; deleting",
-        DrainResult::ForceDrain => "drained with the promoted spec; deleting",
-        DrainResult::DrainNotRequired => "no drain needed; deleting",
-        DrainResult::DrainIncomplete => "could not drain before maxRecyclableDurationMinutes",
+        DrainResult::StandardDrain => "drained with its own spec; deleting".to_string(),
+        DrainResult::ForceDrain => "drained with the promoted spec; deleting".to_string(),
+        DrainResult::DrainNotRequired | DrainResult::DrainIncomplete => {
+            undrained_reason(rollout, p, result)
+        }
     };
     let t = if result.is_warning() {
         EventType::Warning
@@ -173,6 +174,57 @@ async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: Drai
             format!("pipeline {}: {note}", p.name_any()),
         )
         .await;
+}
+
+/// Why `p` may be deleted without a complete drain, from what is visible on it and `rollout`
+/// (the same facts the recycle step read), for its `deletion-reason` annotation and the Event.
+fn undrained_reason(rollout: &PipelineRollout, p: &Pipeline, result: DrainResult) -> String {
+    let ann = |k: &str| p.annotations().get(k).map(String::as_str);
+    let why = if result == DrainResult::DrainIncomplete {
+        format!(
+            "not drained within maxRecyclableDurationMinutes of {} {}",
+            annotations::RECYCLABLE_START_TIME,
+            ann(annotations::RECYCLABLE_START_TIME).unwrap_or("?")
+        )
+    } else if ann(annotations::MARKED_FOR_DELETION) == Some("true") {
+        format!(
+            "deleted without draining: annotated {}",
+            annotations::MARKED_FOR_DELETION
+        )
+    } else if rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.progressive.as_ref())
+        .and_then(|p| p.force_promote)
+        .unwrap_or(false)
+    {
+        "deleted without draining: the rollout sets spec.strategy.progressive.forcePromote".into()
+    } else if ann(annotations::REQUIRES_DRAIN) != Some("true") {
+        format!(
+            "deleted without draining: it never could ingest data (no {} annotation)",
+            annotations::REQUIRES_DRAIN
+        )
+    } else {
+        format!(
+            "deleted without draining for an ISB service recreate: PipelineRollout {} is annotated {}",
+            rollout.name_any(),
+            annotations::ALLOW_DATA_LOSS
+        )
+    };
+    format!("{}: {why}", result.as_str())
+}
+
+/// Deletes recyclable pipeline `p` if it is unchanged since it was read, recording why first
+/// when it goes without a complete drain ([`children::delete_recording`]).
+async fn delete_recycled(
+    ctx: &Ctx,
+    rollout: &PipelineRollout,
+    p: &Pipeline,
+    result: DrainResult,
+) -> Result<bool, Error> {
+    let reason = (!result.complete()).then(|| undrained_reason(rollout, p, result));
+    children::delete_recording(ctx, p, reason).await
 }
 
 /// One recycling step for recyclable pipeline `p` of `rollout`; returns when to look again if
@@ -228,6 +280,10 @@ pub async fn recycle(
     let step = loop {
         let step = recycle::step(&RecycleInput {
             pipeline: &whole,
+            allow_data_loss: rollout
+                .annotations()
+                .get(annotations::ALLOW_DATA_LOSS)
+                .is_some_and(|v| v == "true"),
             rollout_spec: &rollout_spec,
             force_promote: strategy
                 .and_then(|s| s.progressive.as_ref())
@@ -257,15 +313,7 @@ pub async fn recycle(
     match step {
         Step::Delete(result) => {
             info!(%child, result = result.as_str(), "deleting recyclable pipeline");
-            if children::delete_unchanged::<Pipeline>(
-                ctx,
-                &ns,
-                &child,
-                p.uid(),
-                p.resource_version(),
-            )
-            .await?
-            {
+            if delete_recycled(ctx, rollout, p, result).await? {
                 report(ctx, rollout, p, result).await;
             }
         }
@@ -291,6 +339,17 @@ pub async fn recycle(
                 json!({"spec": {"lifecycle": {"desiredPhase": "Paused",
                     "pauseGracePeriodSeconds": grace_seconds}}}),
                 "pausing",
+            )
+            .await?;
+        }
+        Step::StampStartTime => {
+            info!(%child, "recyclable pipeline without a start time: expiry counts from now");
+            merge_patch(
+                ctx,
+                p,
+                json!({"metadata": {"annotations": {
+                    annotations::RECYCLABLE_START_TIME: now_rfc3339()}}}),
+                "recording when it became recyclable",
             )
             .await?;
         }
@@ -358,8 +417,7 @@ pub async fn recycle(
             .await?;
             if drained {
                 info!(%child, %promoted, "force-drained; deleting");
-                let rv = recorded.resource_version();
-                if children::delete_unchanged::<Pipeline>(ctx, &ns, &child, p.uid(), rv).await? {
+                if delete_recycled(ctx, rollout, &recorded, DrainResult::ForceDrain).await? {
                     report(ctx, rollout, p, DrainResult::ForceDrain).await;
                 }
             } else {

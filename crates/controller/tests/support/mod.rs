@@ -133,6 +133,9 @@ pub async fn install_rbac(client: &Client) {
     .await;
 }
 
+/// Name of the shipped USDE ConfigMap (`config/manager/usde-config.yaml`).
+pub const USDE_NAME: &str = "numaplane-controller-usde-config";
+
 impl Harness {
     /// An operator whose own namespace is the test namespace, with the shipped USDE ConfigMap
     /// (`config/manager/usde-config.yaml`) installed there, and Numaflow controller 1.8.1.
@@ -140,18 +143,34 @@ impl Harness {
         Self::start_real_on(prefix, config, "1.8.1").await
     }
 
-    /// The operator in `numaplane-system` (as installed), and Numaflow controller 1.8.1.
+    /// The operator in `numaplane-system` (as installed, with the shipped USDE ConfigMap), and
+    /// Numaflow controller 1.8.1.
     pub async fn start_real_with_config(prefix: &str, config: &str) -> Harness {
-        let mut h = Self::start_full(prefix, config, false).await;
+        let mut h = Self::start_full(prefix, config, false, true).await;
         h.install_numaflow_controller("1.8.1").await;
         h
     }
 
     /// [`Harness::start_real`] with Numaflow controller `version` installed.
     pub async fn start_real_on(prefix: &str, config: &str, version: &str) -> Harness {
-        let mut h = Self::start_full(prefix, config, true).await;
+        let mut h = Self::start_full(prefix, config, true, true).await;
         h.install_numaflow_controller(version).await;
         h
+    }
+
+    /// [`Harness::start_real`] without any USDE ConfigMap: the operator has never loaded one.
+    pub async fn start_real_without_usde(prefix: &str, config: &str) -> Harness {
+        let mut h = Self::start_full(prefix, config, true, false).await;
+        h.install_numaflow_controller("1.8.1").await;
+        h
+    }
+
+    /// Deletes the USDE ConfigMap of an operator whose own namespace is the test namespace.
+    pub async fn delete_usde(&self) {
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(self.client.clone(), &self.ns)
+            .delete(USDE_NAME, &Default::default())
+            .await
+            .expect("delete USDE ConfigMap");
     }
 
     /// The real stack's daemon stand-in.
@@ -162,7 +181,7 @@ impl Harness {
             .daemon()
     }
 
-    async fn start_full(prefix: &str, config: &str, own_namespace: bool) -> Harness {
+    async fn start_full(prefix: &str, config: &str, own_namespace: bool, usde: bool) -> Harness {
         let env = TestEnv::shared_real().await;
         let client = env.client();
         install_rbac(&client).await;
@@ -170,16 +189,27 @@ impl Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let config_file = dir.path().join("config.yaml");
         std::fs::write(&config_file, config).expect("write config");
-        if own_namespace {
+        if usde {
+            // In the test namespace for an operator of its own; in `numaplane-system` as
+            // `install.yaml` ships it (shared by the tests there: created once).
+            let at = if own_namespace {
+                ns.clone()
+            } else {
+                "numaplane-system".to_string()
+            };
             let mut usde: k8s_openapi::api::core::v1::ConfigMap = serde_saphyr::from_str(
                 &std::fs::read_to_string(repo("config/manager/usde-config.yaml")).expect("usde"),
             )
             .expect("parse usde-config.yaml");
-            usde.metadata.namespace = Some(ns.clone());
-            Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns)
+            usde.metadata.namespace = Some(at.clone());
+            match Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &at)
                 .create(&Default::default(), &usde)
                 .await
-                .expect("create USDE ConfigMap");
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => panic!("create USDE ConfigMap: {e}"),
+            }
         }
         let mut history = invariants::Recorder::start(&client, &ns).await;
         history.follow_config_file(&config_file);

@@ -165,17 +165,31 @@ impl AssessmentSchedule {
     }
 }
 
+/// Default of `pipeline.deletionDrainTimeoutSeconds`: a few minutes, so a GitOps deletion does
+/// not hang on a pipeline that cannot drain.
+pub const DEFAULT_DELETION_DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Default of `upgradeHistoryLimit`.
 pub const DEFAULT_UPGRADE_HISTORY_LIMIT: usize = 10;
 /// Most attempts a status may keep: a status is bounded in size.
 pub const MAX_UPGRADE_HISTORY_LIMIT: i64 = 50;
 
+/// `includedResources` when the key is absent: the kinds of the shipped Numaflow controller
+/// definitions (`config/manager/controller-config.yaml` lists the same).
+pub const DEFAULT_INCLUDED_RESOURCES: &str = "group=apps,kind=Deployment;group=,kind=ConfigMap;\
+    group=,kind=ServiceAccount;group=,kind=Secret;group=,kind=Service;\
+    group=rbac.authorization.k8s.io,kind=RoleBinding;group=rbac.authorization.k8s.io,kind=Role";
+
 /// The controller config file (`config.yaml` of ConfigMap `numaplane-controller-config`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControllerConfig {
     pub log_level: LogLevel,
-    /// Kinds a NumaflowController manages and prunes.
+    /// Kinds a NumaflowController may render, and manages and prunes: a definition holding any
+    /// other kind is refused whole.
     pub included_resources: RiderRules,
+    /// `numaflowControllerDefinitionsNamespaces`: namespaces besides the operator's own whose
+    /// Numaflow controller definitions are trusted (Numaplane only; empty by default).
+    pub definitions_namespaces: Vec<String>,
     pub default_upgrade_strategy: UserStrategy,
     /// `progressive.defaultAssessmentSchedule`, kinds lower-cased, in file order.
     pub default_assessment_schedules: Vec<(String, AssessmentSchedule)>,
@@ -188,6 +202,9 @@ pub struct ControllerConfig {
     pub max_recyclable_duration: Duration,
     pub force_drain_failure_wait: Duration,
     pub keep_undrained_pipelines: bool,
+    /// How long a deleted PipelineRollout waits for its pipelines to pause and drain before
+    /// deleting them undrained (`pipeline.deletionDrainTimeoutSeconds`; Numaplane only).
+    pub deletion_drain_timeout: Duration,
     pub disable_analysis_runs_for_pipeline: bool,
     /// Upgrade attempts kept in each rollout's `status.upgradeHistory` (Numaplane only).
     pub upgrade_history_limit: usize,
@@ -197,7 +214,8 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             log_level: LogLevel::Info,
-            included_resources: RiderRules::default(),
+            included_resources: default_included_resources(),
+            definitions_namespaces: Vec::new(),
             default_upgrade_strategy: UserStrategy::NoStrategy,
             default_assessment_schedules: Vec::new(),
             analysis_run_timeout: Duration::from_secs(1200),
@@ -206,6 +224,7 @@ impl Default for ControllerConfig {
             max_recyclable_duration: Duration::from_secs(60 * 60),
             force_drain_failure_wait: Duration::from_secs(15),
             keep_undrained_pipelines: false,
+            deletion_drain_timeout: DEFAULT_DELETION_DRAIN_TIMEOUT,
             disable_analysis_runs_for_pipeline: false,
             upgrade_history_limit: DEFAULT_UPGRADE_HISTORY_LIMIT,
         }
@@ -234,7 +253,10 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
     if let Some(v) = get(root, "logLevel") {
         cfg.log_level = LogLevel::parse(&weak_string(v, "logLevel")?);
     }
-    cfg.included_resources = rules_at(root, "includedResources")?;
+    if get(root, "includedResources").is_some() {
+        cfg.included_resources = rules_at(root, "includedResources")?;
+    }
+    cfg.definitions_namespaces = namespaces_at(root, "numaflowControllerDefinitionsNamespaces")?;
     cfg.permitted_riders = rules_at(root, "permittedRiders")?;
     if let Some(v) = get(root, "defaultUpgradeStrategy") {
         let key = "defaultUpgradeStrategy";
@@ -311,8 +333,55 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
         if let Some(v) = get(pipeline, "keepUndrainedPipelines") {
             cfg.keep_undrained_pipelines = weak_bool(v, "pipeline.keepUndrainedPipelines")?;
         }
+        if let Some(v) = get(pipeline, "deletionDrainTimeoutSeconds") {
+            let s = weak_int_in(
+                v,
+                "pipeline.deletionDrainTimeoutSeconds",
+                0,
+                i64::from(i32::MAX),
+            )?;
+            cfg.deletion_drain_timeout = seconds(s);
+        }
     }
     Ok(cfg)
+}
+
+/// The parsed [`DEFAULT_INCLUDED_RESOURCES`].
+fn default_included_resources() -> RiderRules {
+    parse_rules(DEFAULT_INCLUDED_RESOURCES).unwrap_or_default()
+}
+
+/// A list of namespace names (each a DNS label, as Kubernetes requires); duplicates dropped.
+fn namespaces_at(
+    root: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in list(get(root, key), key)?.iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        let ns = match item {
+            serde_json::Value::String(s) => s.trim(),
+            other => {
+                return Err(invalid(
+                    &at,
+                    format!(
+                        "expected a namespace name, got {}",
+                        crate::json::describe(other)
+                    ),
+                ));
+            }
+        };
+        if let Some(problem) = crate::naming::dns_label_problem(ns) {
+            return Err(invalid(
+                &at,
+                format!("{ns:?} is not a namespace name: {problem}"),
+            ));
+        }
+        if !out.iter().any(|n| n == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    Ok(out)
 }
 
 fn seconds(n: i64) -> Duration {

@@ -60,10 +60,17 @@ fn parses_the_shipped_controller_config() {
         max_recyclable_duration: secs(240 * 60),
         force_drain_failure_wait: secs(15),
         keep_undrained_pipelines: false,
+        deletion_drain_timeout: DEFAULT_DELETION_DRAIN_TIMEOUT,
         disable_analysis_runs_for_pipeline: false,
         upgrade_history_limit: 10,
+        definitions_namespaces: Vec::new(),
     };
     assert_eq!(cfg, expected);
+    assert_eq!(
+        cfg.included_resources,
+        ControllerConfig::default().included_resources,
+        "the default is what the shipped config lists"
+    );
     assert_eq!(
         cfg.assessment_schedule("InterStepBufferService"),
         Some(sched(0, 0, 0, 10))
@@ -95,6 +102,39 @@ fn empty_config_is_the_defaults() {
 }
 
 #[test]
+fn included_resources_default_to_the_shipped_kinds_and_may_be_emptied() {
+    let d = ControllerConfig::default();
+    assert!(d.included_resources.permits("apps", "Deployment"));
+    assert!(
+        d.included_resources
+            .permits("rbac.authorization.k8s.io", "Role")
+    );
+    assert!(
+        !d.included_resources
+            .permits("rbac.authorization.k8s.io", "ClusterRoleBinding")
+    );
+    assert!(!d.included_resources.permits("batch", "Job"));
+    assert_eq!(d.included_resources.rules().len(), 7);
+    // Set explicitly empty: a NumaflowController may render nothing.
+    let none = parse_controller_config("includedResources: \"\"").unwrap();
+    assert!(none.included_resources.is_empty());
+}
+
+#[test]
+fn definitions_namespaces_are_a_list_of_namespace_names() {
+    assert!(
+        ControllerConfig::default()
+            .definitions_namespaces
+            .is_empty()
+    );
+    let cfg = parse_controller_config(
+        "numaflowControllerDefinitionsNamespaces: [platform, \" team-b \", platform]",
+    )
+    .unwrap();
+    assert_eq!(cfg.definitions_namespaces, ["platform", "team-b"]);
+}
+
+#[test]
 fn weakly_typed_values_and_all_keys() {
     let yaml = r#"
 LOGLEVEL: debug
@@ -113,6 +153,7 @@ pipeline:
   maxRecyclableDurationMinutes: 0
   forceDrainFailureWaitDuration: "5"
   keepUndrainedPipelines: true
+  deletionDrainTimeoutSeconds: "45"
 "#;
     let cfg = parse_controller_config(yaml).unwrap();
     assert_eq!(cfg.log_level, LogLevel::Debug);
@@ -125,6 +166,11 @@ pipeline:
     assert_eq!(cfg.max_recyclable_duration, secs(0));
     assert_eq!(cfg.force_drain_failure_wait, secs(5));
     assert!(cfg.keep_undrained_pipelines);
+    assert_eq!(cfg.deletion_drain_timeout, secs(45));
+    assert_eq!(
+        ControllerConfig::default().deletion_drain_timeout,
+        DEFAULT_DELETION_DRAIN_TIMEOUT
+    );
     assert_eq!(cfg.upgrade_history_limit, 3);
 }
 
@@ -142,6 +188,18 @@ fn invalid_values_name_the_key() {
         (
             "includedResources: [a]",
             "includedResources: expected string, got array",
+        ),
+        (
+            "numaflowControllerDefinitionsNamespaces: team-a",
+            r#"numaflowControllerDefinitionsNamespaces: expected a list, got string "team-a""#,
+        ),
+        (
+            "numaflowControllerDefinitionsNamespaces: [ok, Team_A]",
+            r#"numaflowControllerDefinitionsNamespaces[1]: "Team_A" is not a namespace name: 'T' is not allowed (only lower-case letters, digits and '-')"#,
+        ),
+        (
+            "numaflowControllerDefinitionsNamespaces: [{a: 1}]",
+            "numaflowControllerDefinitionsNamespaces[0]: expected a namespace name, got object",
         ),
         (
             "progressive:\n  analysisRunTimeout: 20m",

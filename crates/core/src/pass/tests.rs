@@ -357,7 +357,11 @@ fn a_change_goes_progressive_only_when_classified_so_under_the_progressive_strat
         kind: Kind::Pipeline,
         usde: None,
     });
-    assert!(!progressive(&i), "no USDE config: a direct apply");
+    // Fail closed: with no USDE config every change may lose data.
+    assert!(
+        progressive(&i),
+        "no USDE config: progressive, not a direct apply"
+    );
     i.in_progress = UpgradeStrategy::Progressive;
     assert!(progressive(&i), "an upgrade in progress keeps going");
     match step(&plan(&i)).clone() {

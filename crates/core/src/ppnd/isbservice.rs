@@ -1,9 +1,9 @@
 //! What an ISBServiceRollout pass does with its InterStepBufferService's update (api.md §11.2,
 //! §14; progressive.md §8.3–8.4). A change of a `recreate` field deletes and recreates it
-//! (directly under `no-strategy`). Under `pause-and-drain` a change of a data-loss or recreate
-//! field first asks the pipelines on it to pause, waits until each is Paused or won't pause,
-//! updates (or recreates) the service, waits until Numaflow has rolled it out, then releases the
-//! request.
+//! under any strategy. Under `pause-and-drain` a change of a data-loss or recreate field, and
+//! under any strategy a change of a recreate field, first asks the pipelines on it to pause,
+//! waits until each is Paused or won't pause (for a recreate: Paused and drained), updates (or
+//! recreates) the service, waits until Numaflow has rolled it out, then releases the request.
 
 use crate::usde::Decision;
 use numaplane_api::common::UpgradeStrategy;
@@ -32,8 +32,6 @@ pub enum IsbAction {
     Apply,
     /// Start pause-and-drain: ask the pipelines on it to pause first.
     RequestPause { fields: Vec<String>, recreate: bool },
-    /// Delete and recreate it now (no strategy asks for a pause).
-    Recreate { fields: Vec<String> },
     /// Read which pipelines have not paused yet, then plan again.
     ObservePipelines,
     /// Wait for these pipelines to pause.
@@ -57,13 +55,17 @@ pub fn plan(i: &IsbInput<'_>) -> IsbAction {
         if !i.needs_apply {
             return IsbAction::Apply;
         }
+        // Fail closed: a recreate deletes the buffers, so whatever the strategy it waits until
+        // every pipeline on the service is paused and drained (the reference recreated at
+        // once under no-strategy, deleting its pipelines undrained).
         return match i.decision.strategy {
             UpgradeStrategy::PipelinePauseAndDrain => IsbAction::RequestPause {
                 fields: fields(i.decision),
                 recreate: i.decision.recreate,
             },
-            UpgradeStrategy::DirectApply if i.decision.recreate => IsbAction::Recreate {
+            _ if i.decision.recreate => IsbAction::RequestPause {
                 fields: fields(i.decision),
+                recreate: true,
             },
             _ => IsbAction::Apply,
         };
@@ -154,10 +156,18 @@ mod tests {
                 fields: field.clone()
             }
         );
+        // A recreate pauses first whatever the strategy (the reference recreated at once).
         let direct = decision(DirectApply, true);
         assert_eq!(
             run(&direct, true, false, None, Ok(())),
-            IsbAction::Recreate { fields: field }
+            IsbAction::RequestPause {
+                fields: field.clone(),
+                recreate: true
+            }
+        );
+        assert_eq!(
+            run(&direct, true, true, Some(&[]), Ok(())),
+            IsbAction::RecreatePaused { fields: field }
         );
         assert_eq!(
             run(&decision(DirectApply, false), true, false, None, Ok(())),

@@ -113,7 +113,9 @@ pub fn plan(i: &PipelineInput<'_>) -> PipelinePlan {
         unforced,
         action: PipelineAction::Apply,
     };
-    if !i.in_progress && i.user_strategy != UserStrategy::PauseAndDrain {
+    // Without a USDE config nothing says a change is safe: the decision below carries it by
+    // pause-and-drain whatever the user strategy (fail closed).
+    if !i.in_progress && i.user_strategy != UserStrategy::PauseAndDrain && i.usde.is_some() {
         return apply(unforced_spec);
     }
     let decision = usde::decide(&usde::DecisionInput {
@@ -187,6 +189,8 @@ mod tests {
         requested: bool,
         in_progress: bool,
         user_strategy: UserStrategy,
+        /// No USDE config loaded.
+        unconfigured: bool,
     }
 
     impl Case {
@@ -200,6 +204,7 @@ mod tests {
                 requested: false,
                 in_progress: false,
                 user_strategy: UserStrategy::PauseAndDrain,
+                unconfigured: false,
             }
         }
 
@@ -218,7 +223,7 @@ mod tests {
                 pause_requested: self.requested,
                 in_progress: self.in_progress,
                 user_strategy: self.user_strategy,
-                usde: Some(&cfg),
+                usde: (!self.unconfigured).then_some(&cfg),
             })
         }
     }
@@ -249,6 +254,31 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn without_a_usde_config_any_change_pauses_first_whatever_the_strategy() {
+        for user_strategy in [UserStrategy::NoStrategy, UserStrategy::PauseAndDrain] {
+            let mut c = Case::new(spec("b"), spec("a"), "Running");
+            c.user_strategy = user_strategy;
+            c.unconfigured = true;
+            match c.plan().action {
+                PipelineAction::Step {
+                    step: PpndStep::Pause,
+                    starts: true,
+                    fields,
+                } => assert!(
+                    fields.iter().all(|f| f.contains(crate::usde::UNCONFIGURED)),
+                    "{fields:?}"
+                ),
+                other => panic!("{user_strategy:?}: {other:?}"),
+            }
+            // Nothing changed: nothing to do.
+            let mut same = Case::new(spec("a"), spec("a"), "Running");
+            same.user_strategy = user_strategy;
+            same.unconfigured = true;
+            assert_eq!(same.plan().action, PipelineAction::Apply);
+        }
     }
 
     #[test]

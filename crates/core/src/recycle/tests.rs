@@ -77,6 +77,7 @@ fn run_with(p: &Value, promoted: Option<Promoted<'_>>, config: RecycleConfig, fo
     let h = hist();
     step(&RecycleInput {
         pipeline: p,
+        allow_data_loss: false,
         rollout_spec: &rollout,
         force_promote: force,
         historical_pod_count: &h,
@@ -92,32 +93,50 @@ fn running() -> Value {
 }
 
 #[test]
-fn policies_follow_the_reason() {
-    assert_eq!(policy(Some("delete-recreate")), Policy::Immediate);
-    assert_eq!(policy(Some("purge")), Policy::Drain { try_original: true });
-    assert_eq!(policy(None), Policy::Immediate);
-    assert_eq!(policy(Some("something-else")), Policy::Immediate);
-    assert_eq!(
-        policy(Some("progressive-success")),
-        Policy::Drain { try_original: true }
-    );
-    assert_eq!(
-        policy(Some("discontinue-progressive")),
-        Policy::Drain { try_original: true }
-    );
-    assert_eq!(
-        policy(Some("progressive-replaced-failed")),
-        Policy::Drain {
-            try_original: false
-        }
-    );
+fn every_reason_drains_and_only_a_failed_trial_skips_its_own_spec() {
+    for reason in [
+        Some("delete-recreate"),
+        Some("purge"),
+        Some("progressive-success"),
+        Some("progressive-replaced"),
+        Some("discontinue-progressive"),
+        Some(""),
+        Some("something-else"),
+        None,
+    ] {
+        assert!(tries_original_first(reason), "{reason:?}");
+    }
+    assert!(!tries_original_first(Some("progressive-replaced-failed")));
 }
 
 #[test]
-fn immediate_reasons_and_overrides_delete_without_draining() {
+fn missing_empty_or_unknown_reasons_drain_instead_of_deleting() {
+    // The reference deleted these at once, undrained.
     let s = spec("x", json!({"min": 1}), json!({"min": 1}));
-    let p = pipeline("delete-recreate", json!({}), s.clone(), running());
-    assert_eq!(run(&p, None), Step::Delete(DrainResult::DrainNotRequired));
+    for reason in ["", "something-else", "delete-recreate", "purge"] {
+        let p = pipeline(reason, json!({}), s.clone(), running());
+        assert_eq!(
+            run(&p, None),
+            Step::Scale(vec![("in".into(), 0), ("out".into(), 2)]),
+            "{reason:?}"
+        );
+    }
+    let mut p = pipeline("", json!({}), s.clone(), running());
+    p["metadata"]["labels"]
+        .as_object_mut()
+        .expect("labels")
+        .remove("numaplane.numaproj.io/upgrade-state-reason");
+    assert!(matches!(run(&p, None), Step::Scale(_)));
+    // A delete-recreate pipeline the ISB service's pause request left Paused and drained goes
+    // at once, reported drained.
+    let drained = json!({"phase": "Paused", "drainedOnPause": true, "observedGeneration": 2});
+    let p = pipeline("delete-recreate", json!({}), paused(s), drained);
+    assert_eq!(run(&p, None), Step::Delete(DrainResult::StandardDrain));
+}
+
+#[test]
+fn allowances_delete_without_draining() {
+    let s = spec("x", json!({"min": 1}), json!({"min": 1}));
     let p = pipeline(
         "progressive-success",
         json!({"numaplane.numaproj.io/marked-for-deletion": "true"}),
@@ -135,6 +154,29 @@ fn immediate_reasons_and_overrides_delete_without_draining() {
         p["metadata"]["annotations"]["numaplane.numaproj.io/requires-drain"] = requires;
         assert_eq!(run(&p, None), Step::Delete(DrainResult::DrainNotRequired));
     }
+    // allow-data-loss on the rollout lets an ISB service recreate take its pipelines undrained,
+    // and nothing else.
+    let rollout = spec("good", json!({"min": 1}), json!({"min": 1}));
+    let h = hist();
+    for (reason, deleted) in [("delete-recreate", true), ("progressive-success", false)] {
+        let p = pipeline(reason, json!({}), s.clone(), running());
+        let out = step(&RecycleInput {
+            pipeline: &p,
+            allow_data_loss: true,
+            rollout_spec: &rollout,
+            force_promote: false,
+            historical_pod_count: &h,
+            promoted: None,
+            vertices: None,
+            config: cfg(),
+            now: at(0),
+        });
+        assert_eq!(
+            out == Step::Delete(DrainResult::DrainNotRequired),
+            deleted,
+            "{reason}: {out:?}"
+        );
+    }
 }
 
 #[test]
@@ -148,10 +190,11 @@ fn expiry_deletes_or_keeps() {
         ..cfg()
     };
     assert_eq!(run_with(&p, None, keep, false), Step::KeepExpired);
-    // No start time: expired, as the reference.
+    // No start time: stamped now, never taken as expired (the reference deleted it undrained).
     let mut p = pipeline("progressive-success", json!({}), s.clone(), running());
     p["metadata"]["annotations"]["numaplane.numaproj.io/recyclable-start-time"] = Value::Null;
-    assert_eq!(run(&p, None), Step::Delete(DrainResult::DrainIncomplete));
+    assert_eq!(run(&p, None), Step::StampStartTime);
+    assert_eq!(run_with(&p, None, keep, false), Step::StampStartTime);
     // A start time that can't be read never deletes: the pipeline waits, saying why.
     let bad = json!({"numaplane.numaproj.io/recyclable-start-time": "yesterday"});
     let p = pipeline("progressive-success", bad, s, running());
@@ -384,6 +427,7 @@ fn a_rollout_that_lets_no_data_in_keeps_the_pipeline_at_zero() {
     let h = hist();
     let step = step(&RecycleInput {
         pipeline: &p,
+        allow_data_loss: false,
         rollout_spec: &rollout,
         force_promote: false,
         historical_pod_count: &h,
@@ -402,6 +446,7 @@ fn a_paused_rollout_lets_a_drained_paused_pipeline_go_at_once() {
     let run = |p: &Value| {
         step(&RecycleInput {
             pipeline: p,
+            allow_data_loss: false,
             rollout_spec: &rollout,
             force_promote: false,
             historical_pod_count: &h,
@@ -600,6 +645,7 @@ fn force_drain_pauses_only_once_healthy_with_the_promoted_spec() {
     let with = |vertices: Option<&[Value]>| {
         step(&RecycleInput {
             pipeline: &p,
+            allow_data_loss: false,
             rollout_spec: &rollout,
             force_promote: false,
             historical_pod_count: &h,
@@ -655,13 +701,17 @@ fn phase_strategy() -> impl Strategy<Value = (&'static str, bool)> {
 
 proptest! {
     /// No recyclable pipeline that requires draining is deleted before it reports drained,
-    /// unless expiry, force-promote or marked-for-deletion says so.
+    /// unless expiry (from a recorded start time), force-promote, marked-for-deletion or, for an
+    /// ISB service recreate, allow-data-loss says so, whatever the reason label says.
     #[test]
     fn never_deleted_undrained_without_a_reason(
         reason in prop_oneof![
             Just("progressive-success"), Just("progressive-replaced"),
-            Just("progressive-replaced-failed"), Just("discontinue-progressive")
+            Just("progressive-replaced-failed"), Just("discontinue-progressive"),
+            Just("delete-recreate"), Just("purge"), Just(""), Just("unknown-reason")
         ],
+        allow_data_loss in any::<bool>(),
+        no_start_time in any::<bool>(),
         (phase, drained) in phase_strategy(),
         wants_paused in any::<bool>(),
         marked in any::<bool>(),
@@ -684,21 +734,29 @@ proptest! {
         if completed { ann["numaplane.numaproj.io/force-drain-specs-completed"] = "p-9,".into(); }
         let mut s = spec("x", json!({"min": 0, "max": 0}), json!({"min": 2, "max": 2}));
         if wants_paused { s = paused(s); }
-        let p = pipeline(reason, ann, s,
+        let mut p = pipeline(reason, ann, s,
             json!({"phase": phase, "drainedOnPause": drained, "observedGeneration": 2 - observed_lag}));
+        if no_start_time {
+            p["metadata"]["annotations"]
+                .as_object_mut()
+                .expect("annotations")
+                .remove("numaplane.numaproj.io/recyclable-start-time");
+        }
         let good = spec("good", json!({"min": 1}), json!({"min": 1}));
         let mut rollout = good.clone();
         if rollout_paused { rollout = paused(rollout); }
         let h = hist();
         let promoted = has_promoted.then_some(Promoted { name: "p-9", spec: &good, matches_rollout: matches });
         let out = step(&RecycleInput {
-            pipeline: &p, rollout_spec: &rollout, force_promote: force,
+            pipeline: &p, allow_data_loss, rollout_spec: &rollout, force_promote: force,
             historical_pod_count: &h, promoted, vertices: Some(&[]), config: cfg(), now: at(0),
         });
-        let expired = age_min >= 60;
+        let expired = !no_start_time && age_min >= 60;
         let reported_drained = wants_paused && phase == "Paused" && drained;
         match out {
-            Step::Delete(DrainResult::DrainNotRequired) => prop_assert!(marked || force),
+            Step::Delete(DrainResult::DrainNotRequired) => prop_assert!(
+                marked || force || (allow_data_loss && reason == "delete-recreate")
+            ),
             Step::Delete(DrainResult::DrainIncomplete) => prop_assert!(expired),
             Step::Delete(DrainResult::StandardDrain) | Step::ForceDrainDone { drained: true, .. } => {
                 prop_assert!(reported_drained)

@@ -16,7 +16,10 @@ use std::collections::BTreeMap;
 /// - **spec**: progressive ⇒ any recreate/dataLoss/progressive field changed ⇒ Progressive;
 ///   pause-and-drain ⇒ recreate field ⇒ PPND + recreate, else dataLoss field ⇒ PPND;
 ///   no-strategy ⇒ recreate field ⇒ DirectApply + recreate; otherwise any spec difference ⇒
-///   DirectApply; no config ⇒ the lists are empty;
+///   DirectApply; no config (no USDE ConfigMap ever loaded) ⇒ fail closed: every spec
+///   difference is a data-loss change carried by the most careful strategy, Progressive under
+///   progressive, else pause-and-drain, never a direct apply (the reference applied every change
+///   directly);
 /// - **riders**: added/deleted ⇒ DirectApply; modified ⇒ Progressive if the rider is
 ///   `progressive` and the user strategy is progressive, else DirectApply.
 ///
@@ -74,29 +77,30 @@ fn spec_part(input: &DecisionInput<'_>) -> Decision {
             })
             .collect()
     };
-    if let Some(cfg) = input.config {
-        let recreate = changed(&cfg.recreate, ChangeClass::Recreate);
-        match input.user_strategy {
-            UserStrategy::Progressive => {
-                let mut all = recreate;
-                all.extend(changed(&cfg.data_loss, ChangeClass::DataLoss));
-                all.extend(changed(&cfg.progressive, ChangeClass::Progressive));
-                if !all.is_empty() {
-                    return decision(UpgradeStrategy::Progressive, false, all);
-                }
+    let Some(cfg) = input.config else {
+        return unconfigured_spec_part(input);
+    };
+    let recreate = changed(&cfg.recreate, ChangeClass::Recreate);
+    match input.user_strategy {
+        UserStrategy::Progressive => {
+            let mut all = recreate;
+            all.extend(changed(&cfg.data_loss, ChangeClass::DataLoss));
+            all.extend(changed(&cfg.progressive, ChangeClass::Progressive));
+            if !all.is_empty() {
+                return decision(UpgradeStrategy::Progressive, false, all);
             }
-            UserStrategy::PauseAndDrain => {
-                let is_recreate = !recreate.is_empty();
-                let mut all = recreate;
-                all.extend(changed(&cfg.data_loss, ChangeClass::DataLoss));
-                if !all.is_empty() {
-                    return decision(UpgradeStrategy::PipelinePauseAndDrain, is_recreate, all);
-                }
+        }
+        UserStrategy::PauseAndDrain => {
+            let is_recreate = !recreate.is_empty();
+            let mut all = recreate;
+            all.extend(changed(&cfg.data_loss, ChangeClass::DataLoss));
+            if !all.is_empty() {
+                return decision(UpgradeStrategy::PipelinePauseAndDrain, is_recreate, all);
             }
-            UserStrategy::NoStrategy => {
-                if !recreate.is_empty() {
-                    return decision(UpgradeStrategy::DirectApply, true, recreate);
-                }
+        }
+        UserStrategy::NoStrategy => {
+            if !recreate.is_empty() {
+                return decision(UpgradeStrategy::DirectApply, true, recreate);
             }
         }
     }
@@ -111,6 +115,31 @@ fn spec_part(input: &DecisionInput<'_>) -> Decision {
         })
         .collect();
     decision(UpgradeStrategy::DirectApply, false, others)
+}
+
+/// What a field counts as when no USDE config was ever loaded: it may lose data.
+pub const UNCONFIGURED: &str = "no upgrade-strategy (USDE) ConfigMap loaded";
+
+/// The spec part without a USDE config: nothing says which fields are safe, so every changed
+/// path is taken as a data-loss change, named with why.
+fn unconfigured_spec_part(input: &DecisionInput<'_>) -> Decision {
+    if json_eq(input.desired_spec, input.live_spec) {
+        return Decision::no_op();
+    }
+    let strategy = match input.user_strategy {
+        UserStrategy::Progressive => UpgradeStrategy::Progressive,
+        UserStrategy::PauseAndDrain | UserStrategy::NoStrategy => {
+            UpgradeStrategy::PipelinePauseAndDrain
+        }
+    };
+    let reasons = diff_paths(input.desired_spec, input.live_spec)
+        .into_iter()
+        .map(|path| FieldChange {
+            path: format!("{path} ({UNCONFIGURED})"),
+            class: ChangeClass::DataLoss,
+        })
+        .collect();
+    decision(strategy, false, reasons)
 }
 
 fn metadata_part(input: &DecisionInput<'_>) -> Decision {

@@ -21,7 +21,7 @@
 mod decision;
 mod path;
 
-pub use decision::{decide, pipeline_needs_update_for_ppnd};
+pub use decision::{UNCONFIGURED, decide, pipeline_needs_update_for_ppnd};
 pub use path::{diff_paths, field_changed, json_eq, strip_nulls};
 
 use crate::config::{SpecField, UsdeKindConfig, UserStrategy};
@@ -127,8 +127,8 @@ pub fn rider_changes(diff: &RiderDiff) -> Vec<RiderChange> {
 #[derive(Debug, Clone, Copy)]
 pub struct DecisionInput<'a> {
     pub user_strategy: UserStrategy,
-    /// The field lists of the child's kind; `None` (no USDE ConfigMap) makes every change a
-    /// DirectApply.
+    /// The field lists of the child's kind; `None` (no USDE ConfigMap loaded) makes every spec
+    /// change a data-loss change (see [`decide`]).
     pub config: Option<&'a UsdeKindConfig>,
     pub desired_spec: &'a serde_json::Value,
     pub live_spec: &'a serde_json::Value,

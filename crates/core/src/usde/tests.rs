@@ -655,7 +655,7 @@ fn effective_for_kind_leaves_other_kinds_alone() {
 }
 
 #[test]
-fn without_config_every_change_is_direct_apply() {
+fn without_config_every_change_is_carried_carefully() {
     let p = pipeline();
     let new = edited(&p, |v| v["interStepBufferServiceName"] = json!("other"));
     let empty = BTreeMap::new();
@@ -671,7 +671,31 @@ fn without_config_every_change_is_direct_apply() {
             live_annotations: &empty,
             riders: &[],
         });
-        assert_eq!((d.strategy, d.recreate), (DirectApply, false));
+        let want = if u == UProgressive { Progressive } else { Ppnd };
+        assert_eq!((d.strategy, d.recreate), (want, false), "{u:?}");
+        assert!(
+            d.reasons.iter().all(|r| r.class == ChangeClass::DataLoss
+                && r.path.contains("interStepBufferServiceName")
+                && r.path.contains(crate::usde::UNCONFIGURED)),
+            "{:?}",
+            d.reasons
+        );
+        // An unchanged spec is still nothing to do.
+        let same = decide(&DecisionInput {
+            desired_spec: &p,
+            ..DecisionInput {
+                user_strategy: u,
+                config: None,
+                desired_spec: &new,
+                live_spec: &p,
+                desired_labels: &empty,
+                live_labels: &empty,
+                desired_annotations: &empty,
+                live_annotations: &empty,
+                riders: &[],
+            }
+        });
+        assert_eq!(same.strategy, NoOp);
     }
 }
 

@@ -14,6 +14,27 @@ const rows = new Map();
 const table = { filter: "", sort: "namespace", desc: false };
 let info = null;
 
+// This run's token, from the address the dashboard printed (`/?token=...`): every API call sends
+// it, as a header where the browser allows one and in the query for event streams.
+const token = new URLSearchParams(location.search).get("token") || "";
+const auth = { Authorization: `Bearer ${token}` };
+function withToken(url) {
+  return `${url}${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}`;
+}
+
+// The page cannot work without the token, or with the token of another run: say so, and stop.
+function refused(why) {
+  if (stream) { stream.close(); stream = null; }
+  live.textContent = "refused";
+  live.className = "live off";
+  main.replaceChildren();
+  const p = document.createElement("p");
+  p.className = "error";
+  p.id = "no-token";
+  p.textContent = `${why} Open the address that \`kubectl numaplane dashboard\` printed, with its ?token=.`;
+  main.append(p);
+}
+
 function esc(v) {
   return String(v ?? "").replace(/[&<>"']/g, (c) => ({
     "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;",
@@ -62,9 +83,15 @@ setInterval(tick, 1000);
 
 function follow(url, handlers) {
   if (stream) stream.close();
-  stream = new EventSource(url);
+  stream = new EventSource(withToken(url));
   stream.onopen = () => { live.textContent = "live"; live.className = "live on"; };
-  stream.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+  stream.onerror = async () => {
+    live.textContent = "reconnecting…";
+    live.className = "live off";
+    // An event stream does not tell why it failed: ask whether the token is the reason.
+    const resp = await fetch("/api/info", { headers: auth }).catch(() => null);
+    if (resp && resp.status === 401) refused("This dashboard refused the token (it changes every run).");
+  };
   for (const [name, fn] of Object.entries(handlers)) {
     stream.addEventListener(name, (e) => fn(JSON.parse(e.data)));
   }
@@ -323,7 +350,7 @@ document.getElementById("confirm").addEventListener("close", async () => {
   let status = 0, message = "";
   try {
     const resp = await fetch(`${todo.base}/actions/${todo.action}`, {
-      method: "POST", headers: { "X-Numaplane-Dashboard": "1" },
+      method: "POST", headers: { ...auth, "X-Numaplane-Dashboard": "1" },
     });
     status = resp.status;
     const body = await resp.json().catch(() => ({ message: resp.statusText }));
@@ -342,6 +369,10 @@ document.getElementById("confirm").addEventListener("close", async () => {
 // ---- routing --------------------------------------------------------------------------------
 
 function route() {
+  if (!token) {
+    refused("This address has no token.");
+    return;
+  }
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "rollout" && parts.length === 4) {
     showRollout(parts[1], parts[2], parts[3]);
