@@ -444,16 +444,36 @@ fn a_child_of_an_unknown_rollout_is_judged() {
 // (d) At most one promoted child per rollout at any recorded moment.
 #[test]
 fn two_promoted_children_at_once_are_caught() {
+    // A promotion: the trial labelled promoted, then the old one retired by the next write.
+    let at = |s, t| arrived(s, t);
     let log = vec![
         rollout(1, json!({})),
         pipeline(2, "pr-0", "promoted", json!({})),
         pipeline(3, "pr-1", "trial", json!({})),
+        at(pipeline(4, "pr-1", "promoted", json!({})), "2026-01-01T00:00:00Z"),
+        at(pipeline(5, "pr-0", "recyclable", json!({})), "2026-01-01T00:00:01Z"),
+    ];
+    assert_clean(&log, "a promotion handed over");
+    // ... but the old one must go: not retired at all, or only long after.
+    assert_one(
+        &log[..4],
+        "the old promoted child never retired",
+        "never retired",
+    );
+    let mut late = log.clone();
+    late[4] = at(pipeline(5, "pr-0", "recyclable", json!({})), "2026-01-01T00:05:00Z");
+    assert_one(&late, "the old promoted child retired late", "retired only");
+    // A child that was not a trial becoming promoted beside the promoted one is no promotion.
+    let log = vec![
+        rollout(1, json!({})),
+        pipeline(2, "pr-0", "promoted", json!({})),
+        pipeline(3, "pr-1", "recyclable", json!({})),
         pipeline(4, "pr-1", "promoted", json!({})),
         pipeline(5, "pr-0", "recyclable", json!({})),
     ];
     assert_one(
         &log,
-        "promoted before the old one was relabelled",
+        "a recyclable child promoted again",
         "2 promoted children at once",
     );
     // The old one relabelled first: never two.

@@ -43,6 +43,12 @@ use std::time::{Duration, Instant};
 /// How long after a change of its config file the operator may still act on the old contents.
 const CONFIG_LAG: SignedDuration = SignedDuration::from_secs(10);
 
+/// How long a promotion may leave two promoted children: the operator labels the trial promoted,
+/// then retires the old one (the reference's order; two promoted after a crash are purged, while
+/// none promoted would make a new child). At worst a crash between the two writes and a
+/// successor's wait for the lease lie between them.
+const HANDOFF_BOUND: SignedDuration = SignedDuration::from_secs(120);
+
 /// How much earlier than its arrival at the recorder a time the operator stamps on a write may
 /// be (the stamp is truncated to the second, and the watch takes a moment to deliver it).
 const STAMP_SLACK: SignedDuration = SignedDuration::from_secs(5);
@@ -329,7 +335,16 @@ struct Replay<'a> {
     ended: BTreeSet<&'a str>,
     /// Sets of children already reported as too many trials or promoted at once.
     reported: BTreeSet<String>,
+    /// Promotions in progress: two promoted children, the newer a trial just before.
+    handoffs: Vec<Handoff<'a>>,
     out: Verdict,
+}
+
+/// A promotion seen half done: `new` labelled promoted while `old` still is.
+struct Handoff<'a> {
+    old: &'a str,
+    since: Timestamp,
+    what: String,
 }
 
 impl<'a> Replay<'a> {
@@ -632,10 +647,69 @@ impl<'a> Replay<'a> {
                     .find(|c| Self::family(c).as_deref() == Some(family.as_str()))
                     .and_then(|c| label(&c.obj, labels::PARENT_ROLLOUT_NAME))
                     .unwrap_or("-");
-                self.out.violations.push(format!(
+                let what = format!(
                     "rv {}: {rollout} {name} has {} {group} at once ({family}): {names:?}",
                     s.rv,
                     names.len(),
+                );
+                match self.handoff_from(s, group, &names) {
+                    Some(old) => self.handoffs.push(Handoff {
+                        old,
+                        since: s.wall,
+                        what,
+                    }),
+                    None => self.out.violations.push(what),
+                }
+            }
+        }
+    }
+
+    /// The old promoted child, if two promoted children at `s` are a promotion half done: `s`
+    /// is the newer, labelled promoted now and a trial in its previous version.
+    fn handoff_from(&self, s: &Seen, group: &str, names: &[&str]) -> Option<&'a str> {
+        if group != "promoted children" || names.len() != 2 || !names.contains(&s.name.as_str()) {
+            return None;
+        }
+        let was_trial = self
+            .versions
+            .get(s.uid.as_str())
+            .and_then(|v| v.iter().rev().nth(1))
+            .and_then(|prev| state_of(&prev.obj))
+            .is_some_and(|st| matches!(st, upgrade_state::TRIAL | upgrade_state::IN_PROGRESS));
+        if !was_trial || state_of(&s.obj) != Some(upgrade_state::PROMOTED) {
+            return None;
+        }
+        let family = Self::family(s);
+        self.live
+            .values()
+            .copied()
+            .find(|c| {
+                c.uid != s.uid
+                    && c.kind == s.kind
+                    && Self::family(c) == family
+                    && state_of(&c.obj) == Some(upgrade_state::PROMOTED)
+                    && !deleting(&c.obj)
+            })
+            .map(|c| c.uid.as_str())
+    }
+
+    /// Settles a half-done promotion whose old child `s` no longer counts as promoted: in time,
+    /// or a violation.
+    fn end_handoff(&mut self, s: &'a Seen) {
+        let retired = s.gone || deleting(&s.obj) || state_of(&s.obj) != Some(upgrade_state::PROMOTED);
+        if !retired {
+            return;
+        }
+        let (done, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.handoffs)
+            .into_iter()
+            .partition(|h| h.old == s.uid);
+        self.handoffs = rest;
+        for h in done {
+            let took = s.wall.duration_since(h.since);
+            if took > HANDOFF_BOUND {
+                self.out.violations.push(format!(
+                    "{}; the old one was retired only {took:?} later, at rv {} (bound {HANDOFF_BOUND:?})",
+                    h.what, s.rv
                 ));
             }
         }
@@ -660,6 +734,7 @@ impl<'a> Replay<'a> {
         } else {
             self.live.insert(s.uid.as_str(), s);
         }
+        self.end_handoff(s);
         self.judge_counts(s);
     }
 }
@@ -726,12 +801,19 @@ pub fn judge(
         versions: BTreeMap::new(),
         ended: BTreeSet::new(),
         reported: BTreeSet::new(),
+        handoffs: Vec::new(),
         out: Verdict::default(),
     };
     for s in &log {
         replay.step(s);
     }
     let mut out = replay.out;
+    out.violations.extend(
+        replay
+            .handoffs
+            .into_iter()
+            .map(|h| format!("{}; the old one was never retired", h.what)),
+    );
     out.violations.extend(convergence(&log, now, bound));
     out
 }
