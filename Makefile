@@ -43,11 +43,13 @@ manifests:
 
 ## testenv-binaries: build kube-apiserver, kube-controller-manager, kube-scheduler and fetch etcd,
 ## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller
-## and Prometheus (all cached outside the repository; both scripts return at once when cached),
-## and Debian's chromium and chromium-driver for the dashboard's browser test (apt, when missing)
+## and Prometheus, the real node's kubelet, containerd, runc, CNI plugins and images (all cached
+## outside the repository; the scripts return at once when cached), and Debian's chromium and
+## chromium-driver for the dashboard's browser test (apt, when missing)
 testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
+	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realnode-binaries.sh
 	./hack/browser.sh
 
 ## demo: the real stack (control plane, KWOK, Numaflow, Argo Rollouts, Prometheus) and Numaplane walking the reference samples

@@ -1183,7 +1183,8 @@ async fn plan_reports_the_strategy() {
         out.stderr
     );
 
-    // What `kubectl apply -f` takes: the README's sample (a rollout and its AnalysisTemplate).
+    // What `kubectl apply -f` takes: the PipelineRollout sample of config/samples (a rollout and
+    // its AnalysisTemplate).
     let sample = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml"

@@ -846,9 +846,9 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
-/// The memory figure of the README: the dashboard's resident memory once it holds 1,000
-/// rollouts (each with a status of the size a progressive upgrade leaves) and a browser follows
-/// the table. Bounded: rows, not objects, are kept.
+/// The memory figure of docs/plugin.md ("The dashboard"): the dashboard's resident memory once
+/// it holds 1,000 rollouts (each with a status of the size a progressive upgrade leaves) and a
+/// browser follows the table. Bounded: rows, not objects, are kept.
 #[tokio::test]
 async fn memory_with_a_thousand_rollouts() {
     const N: usize = 1000;

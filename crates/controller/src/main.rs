@@ -25,7 +25,7 @@ const LEASE_GRACE: u64 = 7;
 const FENCE_MARGIN: Duration = Duration::from_secs(4);
 
 /// jemalloc returns the memory of the initial lists to the system; glibc malloc keeps most of
-/// that spike resident (measured in `make bench`, README "Benchmarks"). Its purge settings are
+/// that spike resident (measured in `make bench`, bench/README.md). Its purge settings are
 /// compiled in from `.cargo/config.toml`.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -253,8 +253,8 @@ fn huge(rng: &mut Rng) -> Value {
 /// Nesting past serde_json's 128 levels in arrays: the field is reported as unreadable.
 /// Objects stop at 100 levels: the API server's managedFields mirror nested objects (not
 /// arrays, which are atomic there) and `ObjectMeta` is read with the limit, so a rollout with
-/// objects nested ~120 deep still fails the operator's list of its kind (README, known
-/// limitations).
+/// objects nested ~120 deep still fails the operator's list of its kind (docs/compatibility.md,
+/// "Nesting depth").
 fn deep(rng: &mut Rng) -> Value {
     if rng.chance(50) {
         let depth = *rng.pick(&[20usize, 60, 150, 300]);

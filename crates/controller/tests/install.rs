@@ -1,5 +1,5 @@
-//! The README's install command, exactly as a first-time user runs it: one
-//! `kubectl apply --server-side -f config/install.yaml` against an API server with nothing
+//! The install command of README.md and docs/install.md, exactly as a first-time user runs it:
+//! one `kubectl apply --server-side -f config/install.yaml` against an API server with nothing
 //! installed succeeds, and afterwards every object of the file exists where the file puts it;
 //! namespace editors get the workload rollouts but not what installs the Numaflow controller.
 

@@ -30,7 +30,7 @@ async fn probes_metrics_and_live_log_level() {
     })
     .await;
     // The jemalloc configuration compiled in from .cargo/config.toml is in force: its background
-    // thread returns freed pages while the controller idles (README "Benchmarks").
+    // thread returns freed pages while the controller idles (bench/README.md).
     let threads = std::fs::read_dir(format!("/proc/{}/task", p.child.id())).expect("tasks");
     let names: Vec<String> = threads
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())

@@ -74,7 +74,7 @@ impl Binaries {
 }
 
 /// The kubectl built with the control plane (`KUBECTL_BIN` overrides it), for tests that drive
-/// the cluster exactly as the README tells a user to.
+/// the cluster exactly as README.md and docs/install.md tell a user to.
 pub fn kubectl() -> Result<PathBuf> {
     let path = match std::env::var_os("KUBECTL_BIN") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -84,6 +84,22 @@ pub fn kubectl() -> Result<PathBuf> {
         bail!(
             "kubectl: no executable at {} (set $KUBECTL_BIN to override); build it with \
              `make testenv-binaries` (or `hack/testenv-binaries.sh`)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// kube-scheduler, built with the control plane (`KUBE_SCHEDULER_BIN` overrides it).
+pub fn kube_scheduler() -> Result<PathBuf> {
+    let path = match std::env::var_os("KUBE_SCHEDULER_BIN") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => cache_dir().map_or_else(|| "kube-scheduler".into(), |c| c.join("kube-scheduler")),
+    };
+    if !is_executable(&path) {
+        bail!(
+            "kube-scheduler: no executable at {} (set $KUBE_SCHEDULER_BIN to override); build it \
+             with `make testenv-binaries` (or `hack/testenv-binaries.sh`)",
             path.display()
         );
     }
@@ -201,5 +217,104 @@ impl RealStackBinaries {
             .map(|(v, p)| (v.as_str(), p.as_path()))
             .unwrap_or(("", Path::new("numaflow")));
         (v, p, false)
+    }
+}
+
+/// What the real node ([`crate::realnode`]) runs: kubelet and kube-proxy (built with the control plane's
+/// Kubernetes version), Debian's containerd, runc and CNI plugins, and the OCI image archives
+/// `hack/realnode-binaries.sh` packs (the pod sandbox image and a static busybox for tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealNodeBinaries {
+    pub kubelet: PathBuf,
+    /// Services' ClusterIPs inside the node (iptables mode).
+    pub kube_proxy: PathBuf,
+    /// Cluster DNS for the node's pods.
+    pub coredns: PathBuf,
+    pub containerd: PathBuf,
+    pub ctr: PathBuf,
+    pub runc: PathBuf,
+    /// Holds `bridge`, `host-local` and `loopback`.
+    pub cni_bin_dir: PathBuf,
+    /// The pod sandbox image's archive and the name it is imported under.
+    pub pause_archive: PathBuf,
+    pub pause_image: String,
+    /// A static busybox (`/bin/sh` and friends) for tests' pods, and its name.
+    pub busybox_archive: PathBuf,
+    pub busybox_image: String,
+}
+
+impl RealNodeBinaries {
+    /// Finds every part (`KUBELET_BIN` and `KUBE_PROXY_BIN` override kubelet and kube-proxy). Fails listing every missing one, with
+    /// the command that provides them.
+    pub fn locate() -> Result<Self> {
+        let kubelet = match std::env::var_os("KUBELET_BIN") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => cache_dir().map_or_else(|| "kubelet".into(), |c| c.join("kubelet")),
+        };
+        let kube_proxy = match std::env::var_os("KUBE_PROXY_BIN") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => cache_dir().map_or_else(|| "kube-proxy".into(), |c| c.join("kube-proxy")),
+        };
+        let images = cache_dir().map_or_else(
+            || PathBuf::from("realnode"),
+            |c| c.with_file_name("realnode"),
+        );
+        let mut missing = Vec::new();
+        let mut exe = |p: &str| {
+            let p = PathBuf::from(p);
+            if !is_executable(&p) {
+                missing.push(p.display().to_string());
+            }
+            p
+        };
+        let (containerd, ctr, runc) = (
+            exe("/usr/bin/containerd"),
+            exe("/usr/bin/ctr"),
+            exe("/usr/sbin/runc"),
+        );
+        for plugin in ["bridge", "host-local", "loopback"] {
+            exe(&format!("/usr/lib/cni/{plugin}"));
+        }
+        exe("/usr/bin/containerd-shim-runc-v2");
+        exe("/usr/sbin/iptables-restore");
+        let coredns = images.join("coredns");
+        for p in [&kubelet, &kube_proxy, &coredns] {
+            if !is_executable(p) {
+                missing.push(p.display().to_string());
+            }
+        }
+        let mut image = |name: &str| -> (PathBuf, String) {
+            let archive = images.join(format!("{name}.oci.tar"));
+            let reference = std::fs::read_to_string(images.join(format!("{name}.ref")))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default();
+            if !archive.is_file() || reference.is_empty() {
+                missing.push(archive.display().to_string());
+            }
+            (archive, reference)
+        };
+        let (pause_archive, pause_image) = image("pause");
+        let (busybox_archive, busybox_image) = image("busybox");
+        if !missing.is_empty() {
+            bail!(
+                "real-node parts missing:\n  {}\nProvide them with `make testenv-binaries` \
+                 (`hack/realnode-binaries.sh`: Debian's containerd, runc and CNI plugins, kubelet \
+                 and the images).",
+                missing.join("\n  ")
+            );
+        }
+        Ok(Self {
+            kubelet,
+            kube_proxy,
+            coredns,
+            containerd,
+            ctr,
+            runc,
+            cni_bin_dir: PathBuf::from("/usr/lib/cni"),
+            pause_archive,
+            pause_image,
+            busybox_archive,
+            busybox_image,
+        })
     }
 }

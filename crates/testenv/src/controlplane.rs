@@ -59,6 +59,9 @@ const ETCD_TIMEOUT: Duration = Duration::from_secs(30);
 const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 const START_ATTEMPTS: usize = 3;
 const LOG_TAIL_LINES: usize = 40;
+/// Clean-up scripts the watchdog runs (for what killing process groups does not reach: a real
+/// node's containers).
+const CLEANUP_DIR: &str = "cleanup.d";
 
 /// How to start a [`TestEnv`].
 #[derive(Debug, Clone, Default)]
@@ -81,6 +84,10 @@ pub struct TestEnvOptions {
     pub analysis: bool,
     /// Start without any CustomResourceDefinition: an API server as empty as a new cluster's.
     pub no_crds: bool,
+    /// Also start a real node ([`crate::realnode`]): kubelet and containerd running real
+    /// containers, tainted and labelled so that only pods asking for it land there. Brings
+    /// kube-scheduler and the workload controllers along when `real_stack` does not.
+    pub real_node: bool,
 }
 
 struct Process {
@@ -108,6 +115,7 @@ pub struct TestEnv {
     watchdog: Option<Child>,
     real: Option<crate::realstack::RealStack>,
     analysis: Option<crate::realstack::analysis::AnalysisStack>,
+    real_node: Option<crate::realnode::RealNode>,
 }
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
@@ -128,10 +136,15 @@ impl TestEnv {
         } else {
             None
         };
+        let node_bins = if opts.real_node {
+            Some(crate::binaries::RealNodeBinaries::locate()?)
+        } else {
+            None
+        };
         let t0 = Instant::now();
         let mut attempt = 1;
         loop {
-            match Self::try_start(&bins, real_bins.as_ref(), &opts).await {
+            match Self::try_start(&bins, real_bins.as_ref(), node_bins.as_ref(), &opts).await {
                 Ok(env) => {
                     debug!(url = %env.apiserver_url, elapsed = ?t0.elapsed(), "control plane ready");
                     return Ok(env);
@@ -320,6 +333,20 @@ impl TestEnv {
         self.real.as_ref()
     }
 
+    /// The real node, when started with [`TestEnvOptions::real_node`].
+    pub fn real_node(&self) -> Option<&crate::realnode::RealNode> {
+        self.real_node.as_ref()
+    }
+
+    /// Imports an OCI image archive into the real node's containerd (see
+    /// [`crate::realnode::RealNode::import_image`]); fails without a real node.
+    pub fn import_image(&self, archive: &Path) -> Result<()> {
+        self.real_node
+            .as_ref()
+            .ok_or_else(|| anyhow!("no real node: start with TestEnvOptions::real_node"))?
+            .import_image(archive)
+    }
+
     /// The analysis path's services, when started with [`TestEnvOptions::analysis`] alone.
     pub fn analysis(&self) -> Option<&crate::realstack::analysis::AnalysisStack> {
         self.analysis.as_ref()
@@ -370,6 +397,7 @@ impl TestEnv {
     async fn try_start(
         bins: &Binaries,
         real_bins: Option<&crate::binaries::RealStackBinaries>,
+        node_bins: Option<&crate::binaries::RealNodeBinaries>,
         opts: &TestEnvOptions,
     ) -> Result<Self> {
         let (dir, scratch) = match &opts.dir {
@@ -394,6 +422,7 @@ impl TestEnv {
         let pids = dir.join("pids");
         File::create(&pids).with_context(|| format!("creating {}", pids.display()))?;
         let watchdog = spawn_watchdog(&pids, &scratch)?;
+        fs::create_dir_all(dir.join(CLEANUP_DIR))?;
 
         let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
         let apiserver_url = format!("https://127.0.0.1:{api_port}");
@@ -414,6 +443,7 @@ impl TestEnv {
             watchdog: Some(watchdog),
             real: None,
             analysis: None,
+            real_node: None,
         };
         debug!(dir = %env.dir.display(), "starting control plane");
         env.write_files(&pki, opts)?;
@@ -437,7 +467,7 @@ impl TestEnv {
         env.spawn(
             "kube-controller-manager",
             &bins.kube_controller_manager,
-            &env.controller_manager_args(opts.real_stack),
+            &env.controller_manager_args(opts.real_stack || opts.real_node),
         )?;
 
         if !opts.no_crds {
@@ -454,7 +484,57 @@ impl TestEnv {
             Some(rb) => env.start_analysis(rb).await?,
             None => {}
         }
+        if let Some(nb) = node_bins {
+            env.start_real_node(nb, &pki, !opts.real_stack).await?;
+        }
         Ok(env)
+    }
+
+    /// The real node, with kube-scheduler when the real stack has not started one.
+    async fn start_real_node(
+        &mut self,
+        nb: &crate::binaries::RealNodeBinaries,
+        pki: &Pki,
+        scheduler: bool,
+    ) -> Result<()> {
+        if scheduler {
+            let bin = crate::binaries::kube_scheduler()?;
+            let state = crate::realstack::state_dir(&self.dir);
+            fs::create_dir_all(&state)?;
+            let sched_cfg = state.join("scheduler.yaml");
+            write(
+                &sched_cfg,
+                &crate::realstack::scheduler_config(&self.kubeconfig_path()),
+            )?;
+            self.spawn(
+                "kube-scheduler",
+                &bin,
+                &[
+                    format!("--config={}", sched_cfg.display()),
+                    "--secure-port=0".into(),
+                ],
+            )?;
+        }
+        let node = crate::realnode::RealNode::start(
+            &self.client(),
+            crate::realnode::NodeInputs {
+                bins: nb,
+                dir: &if self.scratch == self.dir {
+                    self.dir.join("realnode")
+                } else {
+                    self.dir.join(crate::realnode::KEPT_DIR)
+                },
+                pids: &self.dir.join("pids"),
+                cleanup_dir: &self.dir.join(CLEANUP_DIR),
+                apiserver_port: self.cluster_url.port_u16().unwrap_or(443),
+                ca_pem: &pki.ca_cert_pem,
+                token: &self.admin_token,
+            },
+        )
+        .await
+        .map_err(|e| self.with_logs(e))?;
+        self.real_node = Some(node);
+        Ok(())
     }
 
     async fn start_real_stack(
@@ -663,6 +743,9 @@ impl TestEnv {
             "--enable-priority-and-fairness=false".into(),
             // A loopback advertise address cannot be an Endpoints address; nothing needs it.
             "--endpoint-reconciler-type=none".into(),
+            // A real node's kubelet (logs, exec) is reached at its address: its host name
+            // resolves nowhere.
+            "--kubelet-preferred-address-types=InternalIP".into(),
         ];
         if let Some(log) = &self.audit_log {
             let policy = self.dir.join("audit-policy.yaml");
@@ -886,7 +969,8 @@ impl TestEnv {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        // The real stack's pods first: they talk to the apiserver.
+        // The real node and the real stack's pods first: they talk to the apiserver.
+        self.real_node = None;
         self.real = None;
         self.analysis = None;
         // Reverse start order: the controller manager and apiserver go before etcd.
@@ -914,6 +998,7 @@ for p in $(cat "$1" 2>/dev/null); do
   n=0
   while kill -s 0 -- "-$p" 2>/dev/null && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n+1)); done
 done
+for c in "${1%/*}"/cleanup.d/*.sh; do [ -f "$c" ] && sh "$c"; done
 rm -rf "$2"
 "#;
     Command::new("sh")
@@ -1000,7 +1085,7 @@ fn random_token() -> Result<String> {
 }
 
 /// OS randomness, without a dependency for the few bytes the harness needs.
-fn random_bytes<const N: usize>() -> Result<[u8; N]> {
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     use std::io::Read as _;
     let mut buf = [0; N];
     File::open("/dev/urandom")

@@ -49,6 +49,16 @@ enum Cmd {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// Import an OCI image archive into the real node of an environment `up --real-node` started
+    /// (for pods with `imagePullPolicy: Never`).
+    ImportImage {
+        /// The directory given to `up`.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The archive (`hack/realnode-binaries.sh` packs them; the image's name in index.json's
+        /// `io.containerd.image.name` annotation).
+        archive: PathBuf,
+    },
     /// Stop what `up` started and remove its state (logs are kept).
     Down {
         /// The directory given to `up`.
@@ -69,6 +79,10 @@ struct ServeArgs {
     /// Argo Rollouts controller, Prometheus or stand-ins.
     #[arg(long)]
     control_plane_only: bool,
+    /// Also run a real node (kubelet and containerd, label `type=real`, taint
+    /// `numaplane.io/real-node=true:NoSchedule`); see docs/real-node.md.
+    #[arg(long)]
+    real_node: bool,
 }
 
 fn main() -> ExitCode {
@@ -76,6 +90,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Up { args, timeout_secs } => up(&args, Duration::from_secs(timeout_secs)),
         Cmd::Serve { args } => serve(args),
+        Cmd::ImportImage { dir, archive } => numaplane_testenv::realnode::import_image_at(
+            &dir.join(numaplane_testenv::realnode::KEPT_DIR),
+            &archive,
+        ),
         Cmd::Down { dir } => down(&dir),
     };
     match result {
@@ -109,6 +127,9 @@ fn up(args: &ServeArgs, timeout: Duration) -> Result<()> {
     }
     if args.control_plane_only {
         cmd.arg("--control-plane-only");
+    }
+    if args.real_node {
+        cmd.arg("--real-node");
     }
     // Own process group and no terminal streams: `serve` outlives this process and the shell.
     let mut child = cmd
@@ -168,6 +189,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         audit_log: args.audit_log,
         dir: Some(dir.clone()),
         real_stack: !args.control_plane_only,
+        real_node: args.real_node,
         ..TestEnvOptions::default()
     };
     let env = TestEnv::start_with(opts).await?;
@@ -211,8 +233,13 @@ fn down(dir: &Path) -> Result<()> {
     ] {
         let _ = fs::remove_file(dir.join(f));
     }
-    for d in ["pki", "etcd-data"] {
+    for d in ["pki", "etcd-data", "cleanup.d"] {
         let _ = fs::remove_dir_all(dir.join(d));
+    }
+    // A real node's bulk, if `serve` was killed before dropping it; its logs stay.
+    let node = dir.join(numaplane_testenv::realnode::KEPT_DIR);
+    for d in numaplane_testenv::realnode::HEAVY_DIRS {
+        let _ = fs::remove_dir_all(node.join(d));
     }
     Ok(())
 }
