@@ -1,20 +1,28 @@
 //! Chaos (issue "Reliability…", item 2): random upgrade flows over several rollouts at once, on
-//! the real stack, while faults are injected at random moments: SIGKILL of the operator, a
-//! restart of kube-apiserver, a restart of etcd, and, through a proxy between the operator and
-//! the API server, rejected requests (409/500/429), timeouts, answers lost after the write was
-//! applied and dropped watches ([`numaplane_testenv::faults`]).
+//! the real stack, while faults are injected at random moments: SIGKILL and SIGTERM of the
+//! operator (which runs with leader election, as installed: a successor waits for the Lease
+//! `numaplane-controller-lock` a killed one never released), a restart of kube-apiserver, a
+//! restart of etcd, and, through a proxy between the operator and the API server, rejected
+//! requests (409/500/429), timeouts, answers lost after the write was applied and dropped
+//! watches ([`numaplane_testenv::faults`]).
 //!
 //! Lanes run concurrently, each on its own rollout, each taking flows from a shared budget:
 //! - two PipelineRollouts and a MonoVertexRollout under `progressive`: successful upgrades,
 //!   failed upgrades then reverted, replacement of a failing trial, force promotion of a failing
-//!   trial, user pause and resume, rider edits (with the recycling and force drains they cause);
+//!   trial, user pause and resume, rider edits (with the recycling and force drains they cause),
+//!   and (pipelines) deletion of the rollout and its re-creation;
 //! - a PipelineRollout, its ISBServiceRollout and the NumaflowControllerRollout of a namespace
-//!   under `pause-and-drain`: pipeline, ISB service and Numaflow controller changes, user pause.
+//!   under `pause-and-drain`: pipeline, ISB service (in place, and a recreate field that
+//!   replaces the service and its pipelines) and Numaflow controller changes, user pause.
 //!
 //! Every flow ends in a state the test checks (which child is promoted, with which spec), within
-//! [`FLOW_BOUND`]. At the end, with faults off, every rollout must settle, the invariant checker
-//! ([`support::invariants`]) must find nothing in the whole history of both namespaces, and no
-//! operator incarnation may have panicked or exited on its own.
+//! [`FLOW_BOUND`]. The process faults are dealt from a shuffled deck, so every kind comes up
+//! within each few faults; injection goes on after the last flow until every fault kind reached
+//! its minimum for the run's size ([`minimum_faults`]), and the counts are asserted. Then, with
+//! faults off, every rollout must reach the state its lane last asked for within
+//! [`SETTLE_BOUND`], the invariant checker ([`support::invariants`]) must find nothing in the
+//! whole history of both namespaces, and no operator incarnation may have panicked, exited on its
+//! own, or exited uncleanly on SIGTERM.
 //!
 //! `CHAOS_FLOWS` (default 8: the slice `make test` runs), `CHAOS_SEED` (default 20261204),
 //! `CHAOS_RESULTS` (write the figures there as JSON; `make chaos` writes
@@ -49,7 +57,7 @@ use support::scenario::{
     BAD_CAT, CAT, ISB, MV_BAD, MV_IMAGE, MV_JAVA, Rollout, settled, three_vertices, two_vertices,
     upgrading_pipeline,
 };
-use support::{Process, fixtures, install_numaflow, install_rbac, repo};
+use support::{Process, fixtures, install_numaflow, install_rbac, lease_holder, repo};
 
 /// A good trial must show healthy within `end` (40 s) of its start: under the faults a fresh
 /// vertex pod can take over 20 s to be ready (a pipeline trial once missed a 20 s window right
@@ -74,6 +82,39 @@ progressive:
 const FLOW_BOUND: Duration = support::invariants::CONVERGENCE_BOUND;
 /// Pause between process faults (uniform).
 const FAULT_GAP: (u64, u64) = (6, 20);
+/// How long the rollouts may take to reach their last asked state once the faults are off (a
+/// trial's assessment window, and a successor's wait for the lease of a killed operator).
+const SETTLE_BOUND: Duration = Duration::from_secs(180);
+/// How long injection may go on after the last flow to reach the minimum of each fault kind.
+const TOP_UP_BOUND: Duration = Duration::from_secs(600);
+/// One deck of process faults: every kind, SIGKILL twice (the fault a crash-only design must
+/// survive most).
+const DECK: [&str; 5] = [
+    "operator-sigkill",
+    "operator-sigkill",
+    "operator-sigterm",
+    "apiserver-restart",
+    "etcd-restart",
+];
+/// Kinds of fault the proxy injects ([`numaplane_testenv::faults::Counts`]).
+const PROXY_FAULTS: [&str; 6] = [
+    "conflict",
+    "server-error",
+    "too-many-requests",
+    "timeout",
+    "lost-answer",
+    "watch-dropped",
+];
+
+/// The least count of each fault kind a run of `flows` flows must have injected: each kind at
+/// least once, and one more per 25 flows (the rarest kind, a 409, came 15 times in 200 flows).
+fn minimum_faults(flows: usize) -> BTreeMap<&'static str, u64> {
+    let each = (flows as u64 / 25).max(1);
+    DECK.into_iter()
+        .chain(PROXY_FAULTS)
+        .map(|kind| (kind, each))
+        .collect()
+}
 const POLL: Duration = Duration::from_millis(500);
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -422,6 +463,8 @@ struct Lane {
     /// pause-and-drain lane: ISB service on 2.10.11 (else 2.10.17), controller 1.7.5 (else 1.8.1).
     isb_old: bool,
     nc_old: bool,
+    /// pause-and-drain lane: the ISB service's volume 20Mi (else 10Mi), a recreate field.
+    isb_big: bool,
 }
 
 type Step = Result<Duration, String>;
@@ -457,6 +500,46 @@ impl Lane {
         Ok(took)
     }
 
+    /// Deletes the lane's PipelineRollout, waits until it and its pipelines are gone, then
+    /// creates it again and waits until it is settled.
+    async fn delete_and_recreate(&self, w: &World, ns: &str) -> Step {
+        let prs = api::<PipelineRollout>(w, ns);
+        retry(&format!("delete {}", self.name), || async {
+            match prs.delete(&self.name, &Default::default()).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                other => other.map(|_| ()),
+            }
+        })
+        .await;
+        let (_, gone) = until(&format!("{} and its pipelines gone", self.name), || async {
+            let left = api::<Pipeline>(w, ns)
+                .list(&ListParams::default().labels(&format!(
+                    "{}={}",
+                    labels::PARENT_ROLLOUT_NAME,
+                    self.name
+                )))
+                .await
+                .map_err(|e| format!("listing pipelines: {e}"))?
+                .items;
+            let rollout = prs
+                .get_opt(&self.name)
+                .await
+                .map_err(|e| format!("reading {}: {e}", self.name))?;
+            (left.is_empty() && rollout.is_none())
+                .then_some(())
+                .ok_or_else(|| {
+                    format!(
+                        "rollout there: {}; pipelines {:?}",
+                        rollout.is_some(),
+                        names(&left)
+                    )
+                })
+        })
+        .await?;
+        let back = self.pipeline_good(w, ns).await?;
+        Ok(gone.max(back))
+    }
+
     /// Asks for the lane's pipeline to pause and waits until its promoted child is Paused.
     async fn pipeline_paused(&self, w: &World, ns: &str) -> Step {
         let mut paused = good_pipeline(self.alt);
@@ -482,7 +565,11 @@ impl Lane {
     async fn pipeline_flow(&mut self, w: &World) -> Result<(&'static str, Duration), String> {
         let ns = w.prog.clone();
         let ns = ns.as_str();
-        match self.rng.below(6) {
+        match self.rng.below(7) {
+            6 => Ok((
+                "delete-recreate-rollout",
+                self.delete_and_recreate(w, ns).await?,
+            )),
             0 => {
                 let before = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
                 self.alt = !self.alt;
@@ -564,6 +651,11 @@ impl Lane {
     async fn monovertex_good(&self, w: &World, ns: &str) -> Step {
         let image = if self.alt { MV_JAVA } else { MV_IMAGE };
         apply::<MonoVertexRollout>(w, ns, &monovertex_rollout(&self.name, image, self.rider)).await;
+        self.monovertex_settled(w, ns).await
+    }
+
+    async fn monovertex_settled(&self, w: &World, ns: &str) -> Step {
+        let image = if self.alt { MV_JAVA } else { MV_IMAGE };
         let (_, took) = until(&format!("{} settled on {image}", self.name), || async {
             rollout_settled::<MonoVertexRollout>(w, ns, &self.name).await?;
             let mv = promoted::<MonoVertex>(w, ns, &self.name).await?;
@@ -640,7 +732,11 @@ impl Lane {
 
     fn isb_manifest(&self) -> Value {
         let version = if self.isb_old { "2.10.11" } else { "2.10.17" };
-        support::scenario::isb(version, "10Mi", None)
+        support::scenario::isb(version, self.isb_volume(), None)
+    }
+
+    fn isb_volume(&self) -> &'static str {
+        if self.isb_big { "20Mi" } else { "10Mi" }
     }
 
     /// The pause-and-drain lane settled: the pipeline on its spec and Running, on the current
@@ -660,6 +756,13 @@ impl Lane {
                 .and_then(Value::as_str);
             if have != Some(version) {
                 return Err(format!("{} on {have:?}", isbsvc.name_any()));
+            }
+            let volume = isbsvc
+                .spec
+                .pointer("/jetstream/persistence/volumeSize")
+                .and_then(Value::as_str);
+            if volume != Some(self.isb_volume()) {
+                return Err(format!("{} has volume {volume:?}", isbsvc.name_any()));
             }
             let p = promoted::<Pipeline>(w, ns, &self.name).await?;
             if vertices(&p) != want || phase_of(&p.status) != "Running" {
@@ -689,12 +792,29 @@ impl Lane {
     async fn ppnd_flow(&mut self, w: &World) -> Result<(&'static str, Duration), String> {
         let ns = w.ppnd.clone();
         let ns = ns.as_str();
-        match self.rng.below(4) {
+        match self.rng.below(5) {
             0 => {
                 self.alt = !self.alt;
                 apply::<PipelineRollout>(w, ns, &self.pipeline_manifest(good_pipeline(self.alt)))
                     .await;
                 Ok(("pause-and-drain-pipeline", self.ppnd_settled(w, ns).await?))
+            }
+            4 => {
+                // A recreate field: the ISB service and its pipeline are replaced under new
+                // names, the pipeline drained first.
+                let before = promoted::<InterStepBufferService>(w, ns, ISB)
+                    .await?
+                    .name_any();
+                self.isb_big = !self.isb_big;
+                apply::<ISBServiceRollout>(w, ns, &self.isb_manifest()).await;
+                let took = self.ppnd_settled(w, ns).await?;
+                let now = promoted::<InterStepBufferService>(w, ns, ISB)
+                    .await?
+                    .name_any();
+                if now == before {
+                    return Err(format!("{ISB}: a volume change kept {now}"));
+                }
+                Ok(("pause-and-drain-isbsvc-recreate", took))
             }
             1 => {
                 self.isb_old = !self.isb_old;
@@ -720,6 +840,17 @@ impl Lane {
     }
 }
 
+impl Lane {
+    /// The lane's rollouts reached the state it last asked for.
+    async fn last_asked(&self, w: &World, kind: LaneKind) -> Step {
+        match kind {
+            LaneKind::Pipeline => self.pipeline_settled(w, &w.prog).await,
+            LaneKind::MonoVertex => self.monovertex_settled(w, &w.prog).await,
+            LaneKind::PauseAndDrain => self.ppnd_settled(w, &w.ppnd).await,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum LaneKind {
     Pipeline,
@@ -727,13 +858,19 @@ enum LaneKind {
     PauseAndDrain,
 }
 
-async fn run_lane(w: Arc<World>, kind: LaneKind, mut lane: Lane) -> Result<(), String> {
+/// Runs flows on `lane` while the budget lasts; gives the lane back, with the first failure.
+async fn run_lane(w: Arc<World>, kind: LaneKind, mut lane: Lane) -> (Lane, Result<(), String>) {
+    let done = lane_flows(&w, kind, &mut lane).await;
+    (lane, done)
+}
+
+async fn lane_flows(w: &World, kind: LaneKind, lane: &mut Lane) -> Result<(), String> {
     while w.take_flow() {
         w.note(format!("{} ({kind:?}): flow starts", lane.name));
         let done = match kind {
-            LaneKind::Pipeline => lane.pipeline_flow(&w).await,
-            LaneKind::MonoVertex => lane.monovertex_flow(&w).await,
-            LaneKind::PauseAndDrain => lane.ppnd_flow(&w).await,
+            LaneKind::Pipeline => lane.pipeline_flow(w).await,
+            LaneKind::MonoVertex => lane.monovertex_flow(w).await,
+            LaneKind::PauseAndDrain => lane.ppnd_flow(w).await,
         };
         match done {
             Ok((flow, took)) => {
@@ -755,7 +892,8 @@ async fn run_lane(w: Arc<World>, kind: LaneKind, mut lane: Lane) -> Result<(), S
     Ok(())
 }
 
-/// The operator, restarted after each kill; every incarnation's log is kept.
+/// The operator, with leader election, restarted after each kill; every incarnation's log is
+/// kept.
 struct Operator {
     current: Option<Process>,
     incarnation: usize,
@@ -769,7 +907,13 @@ impl Operator {
     fn start(&mut self) {
         self.incarnation += 1;
         let name = format!("operator-{}", self.incarnation);
-        let p = Process::start_with(&self.kubeconfig, &self.config, &self.dir, &name, &[]);
+        let p = Process::start_with(
+            &self.kubeconfig,
+            &self.config,
+            &self.dir,
+            &name,
+            &["--leader-elect"],
+        );
         self.logs.push(p.log.clone());
         self.current = Some(p);
     }
@@ -803,6 +947,38 @@ impl Operator {
         Ok(())
     }
 
+    /// SIGTERM, as a rolling update stops a pod: in-flight reconciles finish, the lease is
+    /// released, and the process exits 0 (within 30 s, else it is killed and that is an error).
+    async fn terminate(&mut self) -> Result<(), String> {
+        self.alive()?;
+        let Some(mut p) = self.current.take() else {
+            return Ok(());
+        };
+        p.signal("-TERM");
+        let t0 = Instant::now();
+        loop {
+            match p.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => {
+                    return Err(format!(
+                        "operator incarnation {} exited with {status} on SIGTERM; last lines:\n{}",
+                        self.incarnation,
+                        numaplane_testenv::controlplane::tail(&p.log, 5)
+                    ));
+                }
+                _ if t0.elapsed() > Duration::from_secs(30) => {
+                    let _ = p.child.kill();
+                    let _ = p.child.wait();
+                    return Err(format!(
+                        "operator incarnation {} still running 30 s after SIGTERM",
+                        self.incarnation
+                    ));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
     fn panics(&self) -> Vec<String> {
         self.logs
             .iter()
@@ -816,22 +992,53 @@ impl Operator {
     }
 }
 
-/// Injects process faults until `stop`; returns the count of each.
+/// Injects process faults, dealt from shuffled [`DECK`]s, until `stop`; then, for at most
+/// [`TOP_UP_BOUND`], until every kind reached `minimum`: process faults go on while one of
+/// theirs is short, and each proxy kind short is owed to the proxy ([`FaultProxy::owe`]), which
+/// puts it on the operator's next request it applies to. Returns the count of each process fault.
 async fn inject(
     env: &'static TestEnv,
     w: Arc<World>,
     op: Arc<tokio::sync::Mutex<Operator>>,
+    proxy: Arc<FaultProxy>,
+    minimum: BTreeMap<&'static str, u64>,
     stop: Arc<AtomicBool>,
     seed: u64,
 ) -> Result<BTreeMap<&'static str, u64>, String> {
     let mut rng = Rng::new(seed, 0xfa17);
-    let mut counts = BTreeMap::new();
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut deck: Vec<&'static str> = Vec::new();
+    let mut stopped_at: Option<Instant> = None;
+    let short = |counts: &BTreeMap<&'static str, u64>, kind: &str| {
+        let have = counts
+            .get(kind)
+            .copied()
+            .unwrap_or_else(|| proxy.counts().get(kind).copied().unwrap_or(0));
+        minimum.get(kind).map_or(0, |min| min.saturating_sub(have))
+    };
     loop {
         let gap = Duration::from_secs(rng.between(FAULT_GAP.0, FAULT_GAP.1));
         let t = Instant::now();
+        let mut topping_up_process = true;
         while t.elapsed() < gap {
             if stop.load(Ordering::Relaxed) {
-                return Ok(counts);
+                if stopped_at.is_none() {
+                    stopped_at = Some(Instant::now());
+                    for kind in PROXY_FAULTS {
+                        for _ in 0..short(&counts, kind) {
+                            proxy.owe(kind);
+                        }
+                    }
+                    if proxy.owed() > 0 {
+                        w.note(format!("topping up: {} proxy faults owed", proxy.owed()));
+                    }
+                }
+                topping_up_process = DECK.iter().any(|k| short(&counts, k) > 0);
+                let proxy_short = PROXY_FAULTS.iter().any(|k| short(&counts, k) > 0);
+                let late = stopped_at.is_some_and(|t| t.elapsed() > TOP_UP_BOUND);
+                if !(topping_up_process || proxy_short) || late || FAILED.load(Ordering::Relaxed) {
+                    return Ok(counts);
+                }
             }
             if let Err(e) = op.lock().await.alive() {
                 FAILED.store(true, Ordering::Relaxed);
@@ -839,28 +1046,46 @@ async fn inject(
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        if !topping_up_process {
+            continue;
+        }
+        if deck.is_empty() {
+            deck = DECK.to_vec();
+            // Fisher-Yates with the injector's stream.
+            for i in (1..deck.len()).rev() {
+                deck.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let what = deck.pop().unwrap_or("operator-sigkill");
         let down = Duration::from_millis(rng.below(2000));
-        let what = match rng.below(5) {
-            0..=2 => {
+        let done = match what {
+            "operator-sigkill" => {
                 let mut op = op.lock().await;
-                op.kill()?;
+                let killed = op.kill();
                 tokio::time::sleep(down).await;
                 op.start();
-                "operator-sigkill"
+                killed
             }
-            3 => {
-                env.restart("kube-apiserver", down)
-                    .await
-                    .map_err(|e| format!("{e:#}"))?;
-                "apiserver-restart"
+            "operator-sigterm" => {
+                let mut op = op.lock().await;
+                let clean = op.terminate().await;
+                tokio::time::sleep(down).await;
+                op.start();
+                clean
             }
-            _ => {
-                env.restart("etcd", down)
-                    .await
-                    .map_err(|e| format!("{e:#}"))?;
-                "etcd-restart"
-            }
+            "apiserver-restart" => env
+                .restart("kube-apiserver", down)
+                .await
+                .map_err(|e| format!("{e:#}")),
+            _ => env
+                .restart("etcd", down)
+                .await
+                .map_err(|e| format!("{e:#}")),
         };
+        if let Err(e) = done {
+            FAILED.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
         w.note(format!("fault: {what} (down {down:?})"));
         *counts.entry(what).or_insert(0) += 1;
     }
@@ -906,9 +1131,11 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, CONFIG).expect("config");
 
-    let proxy = FaultProxy::start(env.operator_config(), Rates::default(), seed)
-        .await
-        .expect("fault proxy");
+    let proxy = Arc::new(
+        FaultProxy::start(env.operator_config(), Rates::default(), seed)
+            .await
+            .expect("fault proxy"),
+    );
     let kubeconfig = dir.path().join("proxy.kubeconfig");
     proxy
         .write_kubeconfig(&kubeconfig)
@@ -929,6 +1156,11 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         Recorder::start(&client, &prog).await,
         Recorder::start(&client, &ppnd).await,
     ];
+    for r in &recorders {
+        r.configure(CONFIG);
+        // The API server and etcd restarts make the watches relist.
+        r.history_may_have_gaps();
+    }
     let w = Arc::new(World {
         client: client.clone(),
         prog: prog.clone(),
@@ -945,6 +1177,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         rider: None,
         isb_old: false,
         nc_old: false,
+        isb_big: false,
     };
     let lanes = [
         (LaneKind::Pipeline, lane("pa", 1)),
@@ -974,19 +1207,34 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     let started = Instant::now();
     proxy.set_enabled(true);
     let stop = Arc::new(AtomicBool::new(false));
-    let injector = tokio::spawn(inject(env, w.clone(), op.clone(), stop.clone(), seed));
+    let minimum = minimum_faults(flows);
+    let injector = tokio::spawn(inject(
+        env,
+        w.clone(),
+        op.clone(),
+        proxy.clone(),
+        minimum.clone(),
+        stop.clone(),
+        seed,
+    ));
     let running: Vec<_> = lanes
         .into_iter()
-        .map(|(kind, l)| tokio::spawn(run_lane(w.clone(), kind, l)))
+        .map(|(kind, l)| (kind, tokio::spawn(run_lane(w.clone(), kind, l))))
         .collect();
     let mut failures = Vec::new();
-    for r in running {
+    let mut lanes = Vec::new();
+    for (kind, r) in running {
         match r.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failures.push(e),
+            Ok((lane, done)) => {
+                if let Err(e) = done {
+                    failures.push(e);
+                }
+                lanes.push((kind, lane));
+            }
             Err(e) => failures.push(format!("lane task: {e}")),
         }
     }
+    let flows_wall = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let process_faults = match injector.await {
         Ok(Ok(c)) => c,
@@ -1002,18 +1250,60 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     proxy.set_enabled(false);
     let wall = started.elapsed();
 
-    // Everything settles once the faults stop, and the whole history held the invariants.
+    // With the faults off, every rollout reaches what its lane last asked for.
+    let mut settle_seconds = 0.0_f64;
+    if failures.is_empty() {
+        let settle_start = Instant::now();
+        for (kind, lane) in &lanes {
+            let done = tokio::time::timeout(SETTLE_BOUND, lane.last_asked(&w, *kind)).await;
+            match done {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => failures.push(format!("settle with faults off: {e}")),
+                Err(_) => failures.push(format!(
+                    "settle with faults off: {} ({kind:?}) not settled within {SETTLE_BOUND:?}",
+                    lane.name
+                )),
+            }
+        }
+        settle_seconds = settle_start.elapsed().as_secs_f64();
+        w.note(format!("settled with faults off in {settle_seconds:.1}s"));
+    }
+
+    // The whole history held the invariants.
     let mut violations = Vec::new();
+    let mut unjudged = Vec::new();
     let mut traces = Vec::new();
     for (ns, r) in [(&prog, &recorders[0]), (&ppnd, &recorders[1])] {
-        let found = r.violations_now(&client, ns).await;
-        traces.extend(found.iter().map(|v| format!("{v}\n{}", r.trace(v, 60))));
-        violations.extend(found);
+        let verdict = r.verdict_now(&client, ns).await;
+        traces.extend(
+            verdict
+                .violations
+                .iter()
+                .map(|v| format!("{v}\n{}", r.trace(v, 60))),
+        );
+        violations.extend(verdict.violations);
+        unjudged.extend(verdict.unjudged);
     }
     let vanished: usize = recorders.iter().map(Recorder::vanished).sum();
     let panics = op.lock().await.panics();
-    if op.lock().await.kill().is_err() {
-        failures.push("the last operator incarnation exited on its own".into());
+    // The last incarnation leads (it ran with leader election), and stops as a rolling update
+    // would stop it, releasing the lease.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "numaplane-system");
+    let incarnation = format!("operator-{}_", op.lock().await.incarnation);
+    let holder = lease_holder(&leases).await;
+    if !holder
+        .as_deref()
+        .is_some_and(|h| h.starts_with(&incarnation))
+    {
+        failures.push(format!(
+            "the lease numaplane-controller-lock is held by {holder:?}, not the last incarnation ({incarnation}…)"
+        ));
+    }
+    if let Err(e) = op.lock().await.terminate().await {
+        failures.push(format!("the last operator incarnation: {e}"));
+    } else if let Some(h) = lease_holder(&leases).await {
+        failures.push(format!("the lease still held by {h} after SIGTERM"));
     }
 
     let mut faults: BTreeMap<String, u64> = process_faults
@@ -1023,6 +1313,15 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     for (k, v) in proxy.counts() {
         if k != "forwarded" {
             faults.insert(k.to_string(), v);
+        }
+    }
+    // Every kind of fault was injected, at least as often as the run's size asks.
+    for (kind, min) in &minimum {
+        let have = faults.get(*kind).copied().unwrap_or(0);
+        if have < *min {
+            failures.push(format!(
+                "fault kind {kind} injected {have} times, below the minimum {min} for {flows} flows"
+            ));
         }
     }
     let done = w.flows.lock().map(|f| f.clone()).unwrap_or_default();
@@ -1039,11 +1338,16 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         "faults": faults.values().sum::<u64>(),
         "faults_by_kind": faults,
         "requests_forwarded": proxy.counts().get("forwarded").copied().unwrap_or(0),
+        "minimum_faults_by_kind": minimum,
         "invariant_violations": violations.len(),
         "deletions_unseen_by_the_checker": vanished,
+        "deletions_the_checker_could_not_judge": unjudged.len(),
+        "settle_with_faults_off_seconds": (settle_seconds * 10.0).round() / 10.0,
+        "settle_bound_seconds": SETTLE_BOUND.as_secs(),
         "operator_panics": panics.len(),
         "slowest_convergence_seconds": (slowest * 10.0).round() / 10.0,
         "convergence_bound_seconds": FLOW_BOUND.as_secs(),
+        "flows_wall_seconds": flows_wall.as_secs(),
         "wall_seconds": wall.as_secs(),
     });
     eprintln!("chaos: {results:#}");
@@ -1063,11 +1367,12 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
             .unwrap_or_default();
         panic!(
             "chaos run failed (replay with CHAOS_SEED={seed} CHAOS_FLOWS={flows}; operator logs in {}):\n\
-             failures:\n{}\npanics:\n{}\nviolations, each with its history:\n{}\nflow and fault log:\n{log}",
+             failures:\n{}\npanics:\n{}\nviolations, each with its history:\n{}\ndeletions the checker could not judge (history lost in a relist):\n{}\nflow and fault log:\n{log}",
             dir.keep().display(),
             failures.join("\n"),
             panics.join("\n"),
             traces.join("\n"),
+            unjudged.join("\n"),
         );
     }
     assert_eq!(done.len(), flows, "every flow of the budget completed");

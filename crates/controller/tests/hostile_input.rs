@@ -680,6 +680,7 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
     let operator = Process::start(env, &ns, &config, &dir, "operator", &[]);
     install_numaflow(&client, "numaplane-system", &ns, "1.8.1").await;
     let history = support::invariants::Recorder::start(&client, &ns).await;
+    history.configure(CONFIG);
 
     let ssa = PatchParams::apply("test-user").force();
     let mut isb = sample("numaplane.numaproj.io_v1alpha1_isbservicerollout.yaml");

@@ -618,4 +618,5 @@ async fn a_child_whose_deletion_is_blocked_is_reported() {
         r.is_none().then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }

@@ -37,9 +37,12 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
     let client = env.client();
     install_rbac(&client).await;
     let ns = env.create_namespace("lease").await;
+    let history = support::invariants::Recorder::start(&client, &ns).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "defaultUpgradeStrategy: no-strategy\n").expect("config");
+    let config_text = "defaultUpgradeStrategy: no-strategy\n";
+    std::fs::write(&config, config_text).expect("config");
+    history.configure(config_text);
     let leases: Api<Lease> = Api::namespaced(client.clone(), "numaplane-system");
 
     let a = Process::start(env, &ns, &config, dir.path(), "a", &["--leader-elect"]);
@@ -131,4 +134,5 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
         None,
         "lease released on shutdown"
     );
+    history.assert_held(&client, &ns).await;
 }

@@ -104,8 +104,11 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
     let client = env.client();
     install_rbac(&client).await;
     let ns = env.create_namespace("failover").await;
+    let history = support::invariants::Recorder::start(&client, &ns).await;
     let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "defaultUpgradeStrategy: pause-and-drain\n").expect("config");
+    let config_text = "defaultUpgradeStrategy: pause-and-drain\n";
+    std::fs::write(&config, config_text).expect("config");
+    history.configure(config_text);
     let leases: Api<Lease> = Api::namespaced(client.clone(), "numaplane-system");
     // The shipped USDE config says which changes lose data, as installed.
     let usde: ConfigMap = serde_saphyr::from_str(
@@ -318,6 +321,7 @@ async fn a_stopped_leader_never_writes_beside_its_successor() {
         (-0.5..=5.0).contains(&late),
         "the lease was taken {late:.3} s after it expired"
     );
+    history.assert_held(&client, &ns).await;
     drop(b);
     drop(a);
 }

@@ -16,13 +16,12 @@ async fn probes_metrics_and_live_log_level() {
     let env = TestEnv::shared_real().await;
     let client = env.client();
     let ns = env.create_namespace("ops").await;
+    let history = support::invariants::Recorder::start(&client, &ns).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        "logLevel: INFO\ndefaultUpgradeStrategy: no-strategy\n",
-    )
-    .expect("config");
+    let config_text = "logLevel: INFO\ndefaultUpgradeStrategy: no-strategy\n";
+    std::fs::write(&config, config_text).expect("config");
+    history.configure(config_text);
 
     // Before the operator identity may list anything, its caches cannot sync: alive, not ready.
     let p = Process::start(env, &ns, &config, dir.path(), "ops", &[]);
@@ -288,6 +287,7 @@ async fn probes_metrics_and_live_log_level() {
         status.0.expect("wait").success(),
         "exit status after SIGTERM"
     );
+    history.assert_held(&client, &ns).await;
 }
 
 fn rand_nanos() -> u32 {

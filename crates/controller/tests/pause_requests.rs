@@ -556,6 +556,7 @@ async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str)
             .collect::<Vec<_>>(),
         vec![Some("pr-1".to_string())]
     );
+    h.assert_invariants().await;
 }
 
 #[tokio::test]

@@ -456,6 +456,7 @@ async fn a_duplicate_promoted_child_is_purged() {
         .create(&Default::default(), &copy)
         .await
         .expect("create the duplicate");
+    h.history.made_by_test("Pipeline", "pr-1").await;
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.until::<Pipeline, _, _>("older duplicate drained and deleted", "pr-0", |p| {
         p.is_none().then_some(())

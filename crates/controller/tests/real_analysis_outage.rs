@@ -56,4 +56,5 @@ async fn an_analysis_whose_prometheus_is_gone_fails_the_trial() {
             .map(String::as_str),
         Some("promoted")
     );
+    h.assert_invariants().await;
 }

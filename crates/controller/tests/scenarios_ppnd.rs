@@ -480,6 +480,7 @@ async fn concurrent(
         deployed_idle,
     )
     .await;
+    h.assert_invariants().await;
 }
 
 #[tokio::test]
@@ -646,6 +647,7 @@ async fn rollback(prefix: &str, config: &str) {
         .expect("pipeline");
     assert_eq!(vertex_count(&p), 2);
     assert_eq!(p.spec["interStepBufferServiceName"], json!(isbs[0]));
+    h.assert_invariants().await;
 }
 
 /// Deployed, generation observed, nothing in progress (whatever the child's health).

@@ -112,4 +112,5 @@ async fn a_rollout_our_types_refuse_is_reported_and_stops_nothing_else() {
         (raw(&api, "odd").await["status"]["phase"] == "Deployed").then_some(())
     })
     .await;
+    h.assert_invariants().await;
 }

@@ -11,6 +11,9 @@
 //!   answer is read (the client cannot tell whether it happened);
 //! - dropped watches: each watch is cut after a random few seconds to a minute.
 //!
+//! A run can also owe a kind of fault ([`FaultProxy::owe`]): the next request it applies to gets
+//! it, so a short run can still be made to meet every kind.
+//!
 //! The sequence of faults depends on the seed and on the order requests arrive, which the client
 //! decides; a run prints the seed, the counts and the history the checks need, not a replay of
 //! every request.
@@ -65,6 +68,8 @@ struct Shared {
     enabled: AtomicBool,
     rng: Mutex<u64>,
     counts: Mutex<Counts>,
+    /// Kinds owed ([`FaultProxy::owe`]), in order.
+    owed: Mutex<Vec<&'static str>>,
 }
 
 /// A running proxy; stops when dropped.
@@ -114,17 +119,45 @@ impl Shared {
         *c.entry(what).or_default() += 1;
     }
 
+    /// Takes the first owed kind this request can have, if any.
+    fn owed(&self, write: bool, conflict_possible: bool) -> Option<Fault> {
+        let mut owed = self
+            .owed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(match take_owed(&mut owed, write, conflict_possible)? {
+            "conflict" => Fault::Status(StatusCode::CONFLICT, "Conflict"),
+            "lost-answer" => Fault::LoseAnswer,
+            "server-error" => Fault::Status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+            "too-many-requests" => Fault::Status(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
+            _ => Fault::Timeout(Duration::from_millis(1000)),
+        })
+    }
+
+    /// Whether a dropped watch is owed (taking it).
+    fn owes_watch_drop(&self) -> bool {
+        let mut owed = self
+            .owed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let i = owed.iter().position(|k| *k == "watch-dropped");
+        i.map(|i| owed.remove(i)).is_some()
+    }
+
     fn pick(&self, method: &Method, apply_patch: bool, watch: bool) -> Fault {
         if !self.enabled.load(Ordering::Relaxed) || watch {
             return Fault::None;
         }
         let write = *method != Method::GET && *method != Method::HEAD;
+        let conflict_possible = *method == Method::PUT
+            || *method == Method::DELETE
+            || (*method == Method::PATCH && !apply_patch);
+        if let Some(f) = self.owed(write, conflict_possible) {
+            return f;
+        }
         let r = self.rates;
         let x = self.unit();
         if x < r.reject {
-            let conflict_possible = *method == Method::PUT
-                || *method == Method::DELETE
-                || (*method == Method::PATCH && !apply_patch);
             return match (self.unit() * 3.0) as u32 {
                 0 if conflict_possible => Fault::Status(StatusCode::CONFLICT, "Conflict"),
                 0 | 1 => Fault::Status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
@@ -144,6 +177,23 @@ impl Shared {
         let (lo, hi) = self.rates.watch_life;
         lo + (hi.saturating_sub(lo)).mul_f64(self.unit())
     }
+}
+
+/// Removes and returns the first kind in `owed` a request can have: a conflict only an update,
+/// a non-apply patch or a delete (`conflict_possible`), a lost answer only a write; a dropped
+/// watch never (watches are cut on their own path).
+fn take_owed(
+    owed: &mut Vec<&'static str>,
+    write: bool,
+    conflict_possible: bool,
+) -> Option<&'static str> {
+    let i = owed.iter().position(|k| match *k {
+        "conflict" => conflict_possible,
+        "lost-answer" => write,
+        "server-error" | "too-many-requests" | "timeout" => true,
+        _ => false,
+    })?;
+    Some(owed.remove(i))
 }
 
 /// A Kubernetes `Status` answer, as the API server writes one.
@@ -248,7 +298,11 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response {
         return Response::from_parts(head, cut());
     }
     if watch && s.enabled.load(Ordering::Relaxed) {
-        let life = s.watch_life();
+        let life = if s.owes_watch_drop() {
+            Duration::from_secs(1)
+        } else {
+            s.watch_life()
+        };
         let shared = s.clone();
         let stream = body.into_data_stream();
         let timer = Box::pin(tokio::time::sleep(life));
@@ -281,6 +335,7 @@ impl FaultProxy {
             enabled: AtomicBool::new(false),
             rng: Mutex::new(seed),
             counts: Mutex::default(),
+            owed: Mutex::default(),
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
@@ -304,6 +359,26 @@ impl FaultProxy {
     /// Turns fault injection on or off (forwarding goes on either way).
     pub fn set_enabled(&self, on: bool) {
         self.shared.enabled.store(on, Ordering::Relaxed);
+    }
+
+    /// Owes one fault of `kind` (one of [`Counts`]' kinds): while enabled, the next request it
+    /// applies to gets it (a conflict: an update, a non-apply patch or a delete; a lost answer:
+    /// a write; a dropped watch: the next watch, cut after a second; the rest: any request).
+    pub fn owe(&self, kind: &'static str) {
+        self.shared
+            .owed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(kind);
+    }
+
+    /// Kinds owed and not yet injected.
+    pub fn owed(&self) -> usize {
+        self.shared
+            .owed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// What was injected so far.
@@ -338,5 +413,24 @@ current-context: fault-proxy
             self.addr
         );
         std::fs::write(path, kubeconfig).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_owed;
+
+    #[test]
+    fn an_owed_fault_goes_to_the_first_request_it_applies_to() {
+        let mut owed = vec!["conflict", "lost-answer", "watch-dropped", "timeout"];
+        // A GET: neither a conflict nor a lost answer; the timeout.
+        assert_eq!(take_owed(&mut owed, false, false), Some("timeout"));
+        // A server-side apply: a write, no conflict.
+        assert_eq!(take_owed(&mut owed, true, false), Some("lost-answer"));
+        assert_eq!(take_owed(&mut owed, false, false), None);
+        // An update.
+        assert_eq!(take_owed(&mut owed, true, true), Some("conflict"));
+        assert_eq!(owed, vec!["watch-dropped"]);
+        assert_eq!(take_owed(&mut owed, true, true), None);
     }
 }

@@ -1,33 +1,25 @@
-//! The invariants of an upgrade, checked over the watch history of a namespace (issue
-//! "Reliability…", item 1). Every version of every rollout and child the API server shows is
-//! recorded; the check replays them in resourceVersion order (one etcd: one order over all
-//! kinds) and reports each moment an invariant did not hold:
-//!
-//! - at most one trial child per rollout;
-//! - a promoted child is not deleted while it is still the promoted one, unless its rollout is
-//!   going too (a successor is promoted first, and the old one relabelled);
-//! - a pipeline that may hold data (`requires-drain`) is deleted only after it was Paused with
-//!   `drainedOnPause: true`, or when the configuration allowed it (marked for deletion, force
-//!   promotion, expiry, no drain needed) and an Event on it says which;
-//! - while a PipelineRollout's pause-and-drain is in progress, its pipeline's spec changes
-//!   (beyond its lifecycle and vertex scales) only while the pipeline is Paused, or Failed, or
-//!   the rollout allows data loss;
-//! - every rollout converges (its current generation observed, phase Deployed or Failed with
-//!   the failure stated) within [`CONVERGENCE_BOUND`] of being changed.
+//! The upgrade invariants, checked over the watch history of a namespace: every version of
+//! every rollout and child the API server shows is recorded here, and [`judge`] replays them and
+//! reports each moment an invariant did not hold (the invariants are listed there). The checker
+//! trusts nothing the operator says: it judges from the recorded objects only, matched by uid;
+//! the operator's Events are quoted next to a violation and excuse nothing.
 //!
 //! A watch can miss history: after an API server restart, a watch resumed from an old
 //! resourceVersion is told it is too old and lists again, and an object deleted in between
 //! is simply absent from the new list. Such an object *vanished*: it is dropped from the live
-//! set right after the last version seen (it cannot count as a second trial after that), and
-//! its deletion, whose last state is unknown, is not judged; [`Recorder::vanished`] counts them
-//! so a suite can say how much history it could not see.
+//! set right after the last version seen; [`Recorder::vanished`] counts them so a suite can say
+//! how much history it could not see.
+
+pub mod judge;
 
 use futures::StreamExt;
+use judge::{Rules, Seen, Verdict, deleting, label, state_of};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
-use numaplane_api::keys::{annotations, labels, upgrade_state};
+use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
 use serde::de::DeserializeOwned;
@@ -42,28 +34,13 @@ use tokio::task::JoinHandle;
 /// flows (force drains of unhealthy specs, pause grace periods) take a few minutes.
 pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(360);
 
-/// One version of an object as a watch delivered it.
-#[derive(Clone, Debug)]
-struct Seen {
-    rv: u64,
-    /// When it arrived.
-    at: Instant,
-    kind: &'static str,
-    name: String,
-    gone: bool,
-    /// Deleted while the watch was not looking (see the module's comment).
-    vanished: bool,
-    obj: Value,
-}
-
 type Log = Arc<Mutex<Vec<Seen>>>;
 
 /// Records a namespace's history from creation until dropped.
 pub struct Recorder {
     log: Log,
     tasks: Vec<JoinHandle<()>>,
-    /// Children the test itself deletes (kind, name): the user's doing, not the operator's.
-    by_test: Mutex<BTreeSet<(&'static str, String)>>,
+    rules: Arc<Mutex<Rules>>,
 }
 
 impl Drop for Recorder {
@@ -71,16 +48,6 @@ impl Drop for Recorder {
         for t in &self.tasks {
             t.abort();
         }
-    }
-}
-
-/// The rollout kind that owns children of `kind`.
-fn parent_kind(kind: &str) -> Option<&'static str> {
-    match kind {
-        "Pipeline" => Some("PipelineRollout"),
-        "MonoVertex" => Some("MonoVertexRollout"),
-        "InterStepBufferService" => Some("ISBServiceRollout"),
-        _ => None,
     }
 }
 
@@ -102,8 +69,8 @@ where
     let (listed_tx, listed) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut listed_tx = Some(listed_tx);
-        // The last version of every object the watch shows as live, and the names a relist
-        // in progress has shown.
+        // The last version of every object the watch shows as live, and the objects a relist
+        // in progress has shown, by uid (a name may come back as another object).
         let mut known: BTreeMap<String, (u64, Value)> = BTreeMap::new();
         let mut relisted: Option<BTreeSet<String>> = None;
         let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
@@ -111,8 +78,8 @@ where
             let (obj, gone) = match ev {
                 Ok(watcher::Event::Apply(o)) => (o, false),
                 Ok(watcher::Event::InitApply(o)) => {
-                    if let Some(names) = relisted.as_mut() {
-                        names.insert(o.meta().name.clone().unwrap_or_default());
+                    if let Some(uids) = relisted.as_mut() {
+                        uids.insert(o.meta().uid.clone().unwrap_or_default());
                     }
                     (o, false)
                 }
@@ -125,25 +92,17 @@ where
                     if let Some(tx) = listed_tx.take() {
                         let _ = tx.send(());
                     }
-                    let names = relisted.take().unwrap_or_default();
+                    let uids = relisted.take().unwrap_or_default();
                     let missing: Vec<String> = known
                         .keys()
-                        .filter(|n| !names.contains(*n))
+                        .filter(|u| !uids.contains(*u))
                         .cloned()
                         .collect();
-                    for name in missing {
-                        if let Some((rv, obj)) = known.remove(&name)
+                    for uid in missing {
+                        if let Some((rv, obj)) = known.remove(&uid)
                             && let Ok(mut l) = log.lock()
                         {
-                            l.push(Seen {
-                                rv,
-                                at: Instant::now(),
-                                kind,
-                                name,
-                                gone: true,
-                                vanished: true,
-                                obj,
-                            });
+                            l.push(Seen::new(rv, kind, obj).vanished());
                         }
                     }
                     continue;
@@ -156,26 +115,19 @@ where
                 .as_deref()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
-            let name = obj.meta().name.clone().unwrap_or_default();
+            let uid = obj.meta().uid.clone().unwrap_or_default();
             let mut obj = serde_json::to_value(&obj).unwrap_or_default();
             if let Some(m) = obj["metadata"].as_object_mut() {
                 m.remove("managedFields");
             }
             if gone {
-                known.remove(&name);
+                known.remove(&uid);
             } else {
-                known.insert(name.clone(), (rv, obj.clone()));
+                known.insert(uid, (rv, obj.clone()));
             }
             if let Ok(mut l) = log.lock() {
-                l.push(Seen {
-                    rv,
-                    at: Instant::now(),
-                    kind,
-                    name,
-                    gone,
-                    vanished: false,
-                    obj,
-                });
+                let seen = Seen::new(rv, kind, obj);
+                l.push(if gone { seen.deleted_at(rv) } else { seen });
             }
         }
     });
@@ -183,8 +135,21 @@ where
     task
 }
 
+/// Records the maximum of `controller_config`, in force from now on (nothing if the operator
+/// would refuse the file).
+fn configure(rules: &Mutex<Rules>, controller_config: &str) {
+    if let Ok(c) = numaplane_core::config::parse_controller_config(controller_config)
+        && let Ok(mut r) = rules.lock()
+    {
+        r.max_recyclable
+            .push((Timestamp::now(), c.max_recyclable_duration));
+    }
+}
+
 impl Recorder {
-    /// Starts recording `ns`; returns once every watch has its initial list.
+    /// Starts recording `ns`; returns once every watch has its initial list. Until
+    /// [`Recorder::configure`] (or [`Recorder::follow_config_file`]) is called, no undrained
+    /// deletion is excused by expiry.
     pub async fn start(client: &Client, ns: &str) -> Recorder {
         let log = Log::default();
         let tasks = vec![
@@ -198,33 +163,96 @@ impl Recorder {
         Recorder {
             log,
             tasks,
-            by_test: Mutex::default(),
+            rules: Arc::default(),
+        }
+    }
+
+    /// Takes `pipeline.maxRecyclableDurationMinutes` from the operator's config file contents
+    /// (its default when they leave it out), in force from now on. Contents the operator would
+    /// refuse change nothing, as for the operator.
+    pub fn configure(&self, controller_config: &str) {
+        configure(&self.rules, controller_config);
+    }
+
+    /// [`Recorder::configure`] with the config file at `path` now and whenever it changes
+    /// (tests rewrite it to reload the operator's configuration live).
+    pub fn follow_config_file(&mut self, path: &std::path::Path) {
+        let (rules, path) = (self.rules.clone(), path.to_path_buf());
+        let mut last = String::new();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && text != last
+                {
+                    configure(&rules, &text);
+                    last = text;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
+    }
+
+    /// Says the test itself breaks the watches (API server and etcd restarts): a vanished
+    /// pipeline whose deletion cannot be judged is counted ([`Verdict::unjudged`]), not a
+    /// violation.
+    pub fn history_may_have_gaps(&self) {
+        if let Ok(mut r) = self.rules.lock() {
+            r.history_may_have_gaps = true;
         }
     }
 
     /// Says that the test deletes child `name` of `kind` itself: its deletion is not held
-    /// against the operator.
+    /// against the operator. The object is the one recorded live under that name now (by uid);
+    /// the name alone only when none is recorded yet.
     pub fn deleted_by_test(&self, kind: &'static str, name: &str) {
-        if let Ok(mut s) = self.by_test.lock() {
-            s.insert((kind, name.to_string()));
+        let uid = self.log.lock().ok().and_then(|l| {
+            l.iter()
+                .rev()
+                .find(|s| s.kind == kind && s.name == name)
+                .filter(|s| !s.gone)
+                .map(|s| s.uid.clone())
+        });
+        if let Ok(mut r) = self.rules.lock() {
+            match uid {
+                Some(uid) => r.by_test.insert(uid),
+                None => r.by_test_names.insert((kind, name.to_string())),
+            };
         }
     }
 
-    /// Every violation in the history so far, given the namespace's Events.
-    fn violations(&self, events: &[Event]) -> Vec<String> {
-        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        // A vanished object's drop sorts right after its last version (same rv).
-        log.sort_by_key(|s| (s.rv, s.vanished));
-        log.dedup_by(|a, b| {
-            a.rv == b.rv && a.kind == b.kind && a.name == b.name && a.vanished == b.vanished
-        });
-        let by_test = self.by_test.lock().map(|s| s.clone()).unwrap_or_default();
-        let mut v = check(&log, events, &by_test);
-        v.extend(convergence(&log, Instant::now(), CONVERGENCE_BOUND));
-        v
+    /// Says that the test has just created child `name` of `kind` itself (a duplicate the
+    /// operator must clear up): the children at once its creation makes are not held against
+    /// the operator. Waits until the recorder has seen it.
+    pub async fn made_by_test(&self, kind: &'static str, name: &str) {
+        let t0 = Instant::now();
+        let uid = loop {
+            let uid = self.log.lock().ok().and_then(|l| {
+                l.iter()
+                    .rev()
+                    .find(|s| s.kind == kind && s.name == name && !s.gone)
+                    .map(|s| s.uid.clone())
+            });
+            match uid {
+                Some(uid) => break uid,
+                None if t0.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                None => panic!("the recorder never saw {kind} {name}"),
+            }
+        };
+        if let Ok(mut r) = self.rules.lock() {
+            r.made_by_test.insert(uid);
+        }
     }
 
-    /// How many objects were deleted while a watch was relisting (their deletion not judged).
+    /// The judgement of the history so far; `events` are only quoted.
+    fn verdict(&self, events: &[Event]) -> Verdict {
+        let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+        let rules = self.rules.lock().map(|r| r.clone()).unwrap_or_default();
+        judge::judge(&log, events, &rules, Instant::now(), CONVERGENCE_BOUND)
+    }
+
+    /// How many objects were deleted while a watch was relisting.
     pub fn vanished(&self) -> usize {
         self.log
             .lock()
@@ -233,27 +261,45 @@ impl Recorder {
     }
 
     /// The recorded history of the rollout or child a violation names ("rv N: Kind name …"),
-    /// with its children: one line per version (rv, kind, name, upgrade state, phase), the
-    /// last `max` of them.
+    /// with its children: one line per version (rv, kind, name, uid, upgrade state, phase), at
+    /// most `max` of them around rv N (the last ones when the violation names no rv).
     pub fn trace(&self, violation: &str, max: usize) -> String {
         let words: Vec<&str> = violation.split_whitespace().collect();
         let Some(name) = words.get(3).or(words.get(1)) else {
             return String::new();
         };
         let name = name.trim_end_matches(':');
-        let mut log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
-        log.sort_by_key(|s| (s.rv, s.vanished));
-        let lines: Vec<String> = log
-            .iter()
+        let at: Option<u64> = violation
+            .strip_prefix("rv ")
+            .and_then(|r| r.split(':').next())
+            .and_then(|r| r.parse().ok());
+        let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+        let versions: Vec<&Seen> = judge::ordered(&log)
+            .into_iter()
             .filter(|s| s.name == name || label(&s.obj, labels::PARENT_ROLLOUT_NAME) == Some(name))
+            .collect();
+        let end = match at {
+            Some(rv) => {
+                let i = versions.partition_point(|s| s.rv <= rv);
+                (i + max / 2).min(versions.len())
+            }
+            None => versions.len(),
+        };
+        let lines: Vec<String> = versions[end.saturating_sub(max)..end]
+            .iter()
             .map(|s| {
                 format!(
-                    "    rv {} {} {} state={} phase={}{}{}",
+                    "    rv {} {} {} uid={} state={} phase={} drained={} desired={}{}{}",
                     s.rv,
                     s.kind,
                     s.name,
+                    s.uid.get(..8).unwrap_or(&s.uid),
                     state_of(&s.obj).unwrap_or("-"),
                     s.obj["status"]["phase"].as_str().unwrap_or("-"),
+                    s.obj["status"]["drainedOnPause"],
+                    s.obj["spec"]["lifecycle"]["desiredPhase"]
+                        .as_str()
+                        .unwrap_or("-"),
                     if deleting(&s.obj) { " deleting" } else { "" },
                     if s.vanished {
                         " VANISHED (deleted during a relist)"
@@ -265,19 +311,24 @@ impl Recorder {
                 )
             })
             .collect();
-        lines[lines.len().saturating_sub(max)..].join("\n")
+        lines.join("\n")
     }
 
-    /// Every violation so far, given the namespace's Events as they are now. Waits a moment
-    /// first so the watches catch up with the last writes.
-    pub async fn violations_now(&self, client: &Client, ns: &str) -> Vec<String> {
+    /// The judgement so far, with the namespace's Events as they are now (quoted only). Waits
+    /// a moment first so the watches catch up with the last writes.
+    pub async fn verdict_now(&self, client: &Client, ns: &str) -> Verdict {
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let events = Api::<Event>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
             .unwrap_or_default();
-        self.violations(&events)
+        self.verdict(&events)
+    }
+
+    /// Every violation so far (see [`Recorder::verdict_now`]).
+    pub async fn violations_now(&self, client: &Client, ns: &str) -> Vec<String> {
+        self.verdict_now(client, ns).await.violations
     }
 
     /// Panics with every violation, and the history around each, if any.
@@ -293,385 +344,4 @@ impl Recorder {
                 .join("\n")
         );
     }
-}
-
-fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj["metadata"]["labels"][key].as_str()
-}
-
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj["metadata"]["annotations"][key].as_str()
-}
-
-fn deleting(obj: &Value) -> bool {
-    !obj["metadata"]["deletionTimestamp"].is_null()
-}
-
-fn state_of(obj: &Value) -> Option<&str> {
-    label(obj, labels::UPGRADE_STATE)
-}
-
-/// Paused as asked, and drained.
-fn paused_drained(obj: &Value) -> bool {
-    obj["spec"]["lifecycle"]["desiredPhase"] == "Paused"
-        && obj["status"]["phase"] == "Paused"
-        && obj["status"]["drainedOnPause"] == true
-}
-
-fn is_rollout(kind: &str) -> bool {
-    kind.ends_with("Rollout")
-}
-
-/// The rollout has caught up with its spec: its generation observed, Deployed or Failed.
-fn converged(obj: &Value) -> bool {
-    let st = &obj["status"];
-    st["observedGeneration"] == obj["metadata"]["generation"]
-        && matches!(st["phase"].as_str(), Some("Deployed" | "Failed"))
-}
-
-/// Rollouts that took longer than `bound` to converge after a change, or have not converged
-/// `bound` after one.
-fn convergence(log: &[Seen], now: Instant, bound: Duration) -> Vec<String> {
-    let mut out = Vec::new();
-    // (kind, name) -> since when it has been unconverged.
-    let mut since: BTreeMap<(&str, &str), Instant> = BTreeMap::new();
-    for s in log.iter().filter(|s| is_rollout(s.kind)) {
-        let key = (s.kind, s.name.as_str());
-        if s.gone || converged(&s.obj) {
-            if let Some(t) = since.remove(&key)
-                && s.at.duration_since(t) > bound
-                && !s.gone
-            {
-                out.push(format!(
-                    "rv {}: {} {} took {:?} to converge (bound {bound:?})",
-                    s.rv,
-                    s.kind,
-                    s.name,
-                    s.at.duration_since(t)
-                ));
-            }
-        } else {
-            since.entry(key).or_insert(s.at);
-        }
-    }
-    for ((kind, name), t) in since {
-        if now.duration_since(t) > bound {
-            out.push(format!(
-                "{kind} {name} not converged {:?} after a change (bound {bound:?})",
-                now.duration_since(t)
-            ));
-        }
-    }
-    out
-}
-
-/// A pipeline spec without what pausing and draining themselves change.
-fn substance(spec: &Value) -> Value {
-    let mut spec = spec.clone();
-    if let Some(m) = spec.as_object_mut() {
-        m.remove("lifecycle");
-    }
-    for v in spec["vertices"].as_array_mut().into_iter().flatten() {
-        if let Some(m) = v.as_object_mut() {
-            m.remove("scale");
-        }
-    }
-    spec
-}
-
-/// The top-level fields that differ between two specs, each as `field: before -> after`.
-fn changed(before: &Value, after: &Value) -> String {
-    let empty = serde_json::Map::new();
-    let (b, a) = (
-        before.as_object().unwrap_or(&empty),
-        after.as_object().unwrap_or(&empty),
-    );
-    let keys: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
-    keys.into_iter()
-        .filter(|k| b.get(*k) != a.get(*k))
-        .map(|k| {
-            let show = |v: Option<&Value>| v.map_or("(none)".to_string(), Value::to_string);
-            format!("{k}: {} -> {}", show(b.get(k)), show(a.get(k)))
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Event reasons that say a pipeline was deleted without draining, and why it was allowed.
-const UNDRAINED_REASONS: [&str; 2] = ["DrainNotRequired", "DrainIncomplete"];
-
-fn check(
-    log: &[Seen],
-    events: &[Event],
-    by_test: &BTreeSet<(&'static str, String)>,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    // Live objects by (kind, name); pipelines seen paused and drained.
-    let mut live: BTreeMap<(&str, &str), &Value> = BTreeMap::new();
-    let mut drained: BTreeSet<&str> = BTreeSet::new();
-    let mut reported_trials: BTreeSet<(String, String)> = BTreeSet::new();
-    let undrained_event = |name: &str| {
-        events.iter().any(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Pipeline")
-                && e.reason
-                    .as_deref()
-                    .is_some_and(|r| UNDRAINED_REASONS.contains(&r))
-        })
-    };
-    for s in log {
-        let key = (s.kind, s.name.as_str());
-        let before = live.get(&key).copied();
-        // A vanished object's last state is unknown: its deletion is not judged.
-        let newly_going =
-            (s.gone || deleting(&s.obj)) && !before.is_some_and(deleting) && !s.vanished;
-        if s.kind == "Pipeline" && paused_drained(&s.obj) {
-            drained.insert(&s.name);
-        }
-        if let Some(rollout_kind) = parent_kind(s.kind)
-            && newly_going
-            && !by_test.contains(&(s.kind, s.name.clone()))
-        {
-            let parent = label(&s.obj, labels::PARENT_ROLLOUT_NAME).unwrap_or_default();
-            let parent_going = live
-                .get(&(rollout_kind, parent))
-                .is_none_or(|r| deleting(r));
-            let at = format!("rv {}: {} {}", s.rv, s.kind, s.name);
-            if state_of(&s.obj) == Some(upgrade_state::PROMOTED) && !parent_going {
-                out.push(format!(
-                    "{at} deleted while still promoted ({rollout_kind} {parent} not being deleted)"
-                ));
-            }
-            if s.kind == "Pipeline"
-                && annotation(&s.obj, annotations::REQUIRES_DRAIN) == Some("true")
-                && !parent_going
-                && !drained.contains(s.name.as_str())
-                && !undrained_event(&s.name)
-            {
-                out.push(format!(
-                    "{at} may hold data (requires-drain) and was deleted without a drained pause \
-                     or an Event saying why ({}); last labels {}",
-                    UNDRAINED_REASONS.join(" or "),
-                    s.obj["metadata"]["labels"]
-                ));
-            }
-        }
-        if s.kind == "Pipeline"
-            && !s.gone
-            && let Some(prev) = before
-            && substance(&prev["spec"]) != substance(&s.obj["spec"])
-        {
-            let parent = label(&s.obj, labels::PARENT_ROLLOUT_NAME).unwrap_or_default();
-            let rollout = live.get(&("PipelineRollout", parent));
-            let in_ppnd = rollout
-                .is_some_and(|r| r["status"]["upgradeInProgress"] == "PipelinePauseAndDrain");
-            let allowed = rollout
-                .is_some_and(|r| annotation(r, annotations::ALLOW_DATA_LOSS) == Some("true"));
-            let phase = prev["status"]["phase"].as_str().unwrap_or_default();
-            if in_ppnd && !allowed && !matches!(phase, "Paused" | "Failed") {
-                out.push(format!(
-                    "rv {}: Pipeline {} changed under pause-and-drain while {phase:?}, data loss not \
-                     allowed: {}; rollout status {}",
-                    s.rv,
-                    s.name,
-                    changed(&substance(&prev["spec"]), &substance(&s.obj["spec"])),
-                    rollout.map_or(Value::Null, |r| r["status"].clone())
-                ));
-            }
-        }
-        if s.gone {
-            live.remove(&key);
-        } else {
-            live.insert(key, &s.obj);
-        }
-        // At most one trial per rollout, at every moment.
-        if parent_kind(s.kind).is_some() {
-            let mut trials: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for ((kind, name), obj) in &live {
-                if *kind == s.kind
-                    && !deleting(obj)
-                    && matches!(
-                        state_of(obj),
-                        Some(upgrade_state::TRIAL | upgrade_state::IN_PROGRESS)
-                    )
-                {
-                    let parent = label(obj, labels::PARENT_ROLLOUT_NAME).unwrap_or_default();
-                    trials.entry(parent).or_default().push(name);
-                }
-            }
-            for (parent, names) in trials.into_iter().filter(|(_, n)| n.len() > 1) {
-                let pair = (s.kind.to_string(), names.join(","));
-                if reported_trials.insert(pair) {
-                    out.push(format!(
-                        "rv {}: {} {parent} has {} trials at once: {names:?}",
-                        s.rv,
-                        parent_kind(s.kind).unwrap_or_default(),
-                        names.len()
-                    ));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The checker's own cases: each invariant caught when broken, nothing reported when kept.
-pub fn self_test() {
-    use serde_json::json;
-    let child = |rv: u64, name: &str, state: &str, extra: Value| {
-        let mut obj = json!({"metadata": {"name": name, "labels": {
-            labels::PARENT_ROLLOUT_NAME: "pr", labels::UPGRADE_STATE: state}}});
-        if let Some(m) = extra.as_object() {
-            for (k, v) in m {
-                obj[k] = v.clone();
-            }
-        }
-        Seen {
-            rv,
-            at: Instant::now(),
-            kind: "Pipeline",
-            name: name.into(),
-            gone: false,
-            vanished: false,
-            obj,
-        }
-    };
-    let rollout = Seen {
-        rv: 1,
-        at: Instant::now(),
-        kind: "PipelineRollout",
-        name: "pr".into(),
-        gone: false,
-        vanished: false,
-        obj: json!({"metadata": {"name": "pr"}}),
-    };
-    let gone = |mut s: Seen| {
-        s.gone = true;
-        s
-    };
-    let requires = json!({"metadata": {"name": "pr-0", "annotations": {annotations::REQUIRES_DRAIN: "true"},
-        "labels": {labels::PARENT_ROLLOUT_NAME: "pr", labels::UPGRADE_STATE: "recyclable"}}});
-
-    let none = BTreeSet::new();
-    // Two trials at once.
-    let log = vec![
-        rollout.clone(),
-        child(2, "pr-1", "trial", json!({})),
-        child(3, "pr-2", "trial", json!({})),
-    ];
-    assert_eq!(
-        check(&log, &[], &none).len(),
-        1,
-        "two trials: {:?}",
-        check(&log, &[], &none)
-    );
-    // A promoted child deleted while promoted; then the same with the rollout going.
-    let log = vec![
-        rollout.clone(),
-        child(2, "pr-0", "promoted", json!({})),
-        gone(child(3, "pr-0", "promoted", json!({}))),
-    ];
-    assert_eq!(check(&log, &[], &none).len(), 1, "promoted deleted");
-    // Vanished in a relist: gone after its last version, its deletion not judged.
-    let vanished = |mut s: Seen| {
-        s.gone = true;
-        s.vanished = true;
-        s
-    };
-    let log = vec![
-        rollout.clone(),
-        child(2, "pr-0", "promoted", json!({})),
-        child(3, "pr-1", "trial", json!({})),
-        vanished(child(3, "pr-1", "trial", json!({}))),
-        vanished(child(2, "pr-0", "promoted", json!({}))),
-        child(5, "pr-2", "trial", json!({})),
-    ];
-    let mut sorted = log.clone();
-    sorted.sort_by_key(|s| (s.rv, s.vanished));
-    assert!(
-        check(&sorted, &[], &none).is_empty(),
-        "{:?}",
-        check(&sorted, &[], &none)
-    );
-    let by_test = BTreeSet::from([("Pipeline", "pr-0".to_string())]);
-    assert!(check(&log, &[], &by_test).is_empty(), "deleted by the test");
-    let mut going = rollout.clone();
-    going.rv = 3;
-    going.obj["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    let log = vec![
-        rollout.clone(),
-        child(2, "pr-0", "promoted", json!({})),
-        going,
-        gone(child(4, "pr-0", "promoted", json!({}))),
-    ];
-    assert!(
-        check(&log, &[], &none).is_empty(),
-        "{:?}",
-        check(&log, &[], &none)
-    );
-    // A pipeline that may hold data, deleted undrained; drained first; or with an Event.
-    let undrained = Seen {
-        rv: 2,
-        at: Instant::now(),
-        kind: "Pipeline",
-        name: "pr-0".into(),
-        gone: false,
-        vanished: false,
-        obj: requires.clone(),
-    };
-    let log = vec![rollout.clone(), undrained.clone(), gone(undrained.clone())];
-    assert_eq!(check(&log, &[], &none).len(), 1, "undrained delete");
-    let mut drained = undrained.clone();
-    drained.rv = 3;
-    drained.obj["spec"] = json!({"lifecycle": {"desiredPhase": "Paused"}});
-    drained.obj["status"] = json!({"phase": "Paused", "drainedOnPause": true});
-    let mut last = gone(undrained.clone());
-    last.rv = 4;
-    let log = vec![rollout.clone(), undrained.clone(), drained, last.clone()];
-    assert!(
-        check(&log, &[], &none).is_empty(),
-        "{:?}",
-        check(&log, &[], &none)
-    );
-    let event: Event = serde_json::from_value(json!({
-        "metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00.000000Z",
-        "reason": "DrainIncomplete", "regarding": {"kind": "Pipeline", "name": "pr-0"}
-    }))
-    .expect("event");
-    let log = vec![rollout.clone(), undrained, last];
-    assert!(check(&log, &[event], &none).is_empty());
-
-    // Pause-and-drain: a change while Running is caught, one while Paused is not.
-    let mut ppnd = rollout.clone();
-    ppnd.rv = 2;
-    ppnd.obj["status"] = json!({"upgradeInProgress": "PipelinePauseAndDrain"});
-    let running = child(
-        3,
-        "pr-0",
-        "promoted",
-        json!({"spec": {"vertices": [{"name": "in"}]},
-        "status": {"phase": "Running"}}),
-    );
-    let mut changed = running.clone();
-    changed.rv = 4;
-    changed.obj["spec"]["vertices"][0]["udf"] = json!({});
-    let log = vec![ppnd.clone(), running.clone(), changed.clone()];
-    assert_eq!(check(&log, &[], &none).len(), 1, "changed while running");
-    let mut scaled = running.clone();
-    scaled.rv = 4;
-    scaled.obj["spec"]["vertices"][0]["scale"] = json!({"min": 0});
-    scaled.obj["spec"]["lifecycle"] = json!({"desiredPhase": "Paused"});
-    let log = vec![ppnd.clone(), running.clone(), scaled];
-    assert!(
-        check(&log, &[], &none).is_empty(),
-        "pausing is not a change"
-    );
-    let mut paused = running.clone();
-    paused.obj["status"]["phase"] = json!("Paused");
-    let log = vec![ppnd, paused, changed];
-    assert!(
-        check(&log, &[], &none).is_empty(),
-        "{:?}",
-        check(&log, &[], &none)
-    );
 }

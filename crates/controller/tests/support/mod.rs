@@ -211,7 +211,8 @@ impl Harness {
                 Err(e) => panic!("create USDE ConfigMap: {e}"),
             }
         }
-        let history = invariants::Recorder::start(&client, &ns).await;
+        let mut history = invariants::Recorder::start(&client, &ns).await;
+        history.follow_config_file(&config_file);
         let mut h = Harness {
             env,
             client,
