@@ -450,8 +450,14 @@ fn two_promoted_children_at_once_are_caught() {
         rollout(1, json!({})),
         pipeline(2, "pr-0", "promoted", json!({})),
         pipeline(3, "pr-1", "trial", json!({})),
-        at(pipeline(4, "pr-1", "promoted", json!({})), "2026-01-01T00:00:00Z"),
-        at(pipeline(5, "pr-0", "recyclable", json!({})), "2026-01-01T00:00:01Z"),
+        at(
+            pipeline(4, "pr-1", "promoted", json!({})),
+            "2026-01-01T00:00:00Z",
+        ),
+        at(
+            pipeline(5, "pr-0", "recyclable", json!({})),
+            "2026-01-01T00:00:01Z",
+        ),
     ];
     assert_clean(&log, "a promotion handed over");
     // ... but the old one must go: not retired at all, or only long after.
@@ -461,7 +467,10 @@ fn two_promoted_children_at_once_are_caught() {
         "never retired",
     );
     let mut late = log.clone();
-    late[4] = at(pipeline(5, "pr-0", "recyclable", json!({})), "2026-01-01T00:05:00Z");
+    late[4] = at(
+        pipeline(5, "pr-0", "recyclable", json!({})),
+        "2026-01-01T00:05:00Z",
+    );
     assert_one(&late, "the old promoted child retired late", "retired only");
     // A child that was not a trial becoming promoted beside the promoted one is no promotion.
     let log = vec![

@@ -480,7 +480,7 @@ impl<'a> Replay<'a> {
             .map(Vec::as_slice)
             .unwrap_or_default();
         let carries = |v: &&Seen| annotation(&v.obj, annotations::RECYCLABLE_START_TIME).is_some();
-        match versions.iter().position(|v| carries(&v)) {
+        match versions.iter().position(carries) {
             Some(i) if i > 0 => {
                 let written = versions[i]
                     .wall
@@ -696,7 +696,8 @@ impl<'a> Replay<'a> {
     /// Settles a half-done promotion whose old child `s` no longer counts as promoted: in time,
     /// or a violation.
     fn end_handoff(&mut self, s: &'a Seen) {
-        let retired = s.gone || deleting(&s.obj) || state_of(&s.obj) != Some(upgrade_state::PROMOTED);
+        let retired =
+            s.gone || deleting(&s.obj) || state_of(&s.obj) != Some(upgrade_state::PROMOTED);
         if !retired {
             return;
         }
