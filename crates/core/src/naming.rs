@@ -24,6 +24,27 @@ pub fn allocate_index(name_count: Option<i32>) -> (i32, i32) {
     (index, next)
 }
 
+/// The first name from `status.nameCount` on that no live child has (`taken`), and the
+/// `nameCount` to store; `None` when all indices are taken. A count that fell behind (a lost
+/// status write, a rollout deleted and created again while its children remain) must never
+/// hand out the name of a live child.
+pub fn allocate_free(
+    rollout: &str,
+    name_count: Option<i32>,
+    taken: impl Fn(&str) -> bool,
+) -> Option<(String, i32)> {
+    let mut count = name_count;
+    for _ in 0..=MAX_INDEX {
+        let (index, next) = allocate_index(count);
+        count = Some(next);
+        let name = child_name(rollout, index);
+        if !taken(&name) {
+            return Some((name, next));
+        }
+    }
+    None
+}
+
 /// The rollout a child belongs to: its name without the final `-<digits>`.
 pub fn rollout_name_of_child(child: &str) -> Option<&str> {
     let (prefix, digits) = child.rsplit_once('-')?;
@@ -80,6 +101,17 @@ mod tests {
     fn counter_advances_and_wraps_after_999() {
         assert_eq!(allocate_index(Some(5)), (5, 6));
         assert_eq!(allocate_index(Some(998)), (998, 999));
+        // A live child's name is skipped, and the count moves past it.
+        let taken = |n: &str| n == "p-0" || n == "p-1";
+        assert_eq!(
+            super::allocate_free("p", None, taken),
+            Some(("p-2".into(), 3))
+        );
+        assert_eq!(
+            super::allocate_free("p", Some(5), taken),
+            Some(("p-5".into(), 6))
+        );
+        assert_eq!(super::allocate_free("p", None, |_| true), None);
         assert_eq!(allocate_index(Some(999)), (999, 0));
     }
 

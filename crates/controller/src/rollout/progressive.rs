@@ -855,6 +855,9 @@ impl<R: Rollout> Progress<'_, R> {
         });
         let live_name = live.name_any();
         let older = older_promoted::<R>(ctx, &self.ns, &self.name, &live_name);
+        let taken: Vec<String> = cached_children::<R>(ctx, &self.ns, &self.name)
+            .map(|c| c.name_any())
+            .collect();
         let flipped = flipped::<R>(ctx, &self.ns, &self.name, record);
         let sched = schedule(ctx, parts)?;
         let analysis_enabled = parts
@@ -885,6 +888,7 @@ impl<R: Rollout> Progress<'_, R> {
                     pods: pods.as_ref(),
                 }),
                 older_promoted: &older,
+                taken: &taken,
                 flipped,
                 trial: trial_input.clone(),
                 record,

@@ -315,25 +315,18 @@ fn create_or_adopt(
         return Ok(PromotedStep::Adopt(existing.name.to_string()));
     }
     let taken: BTreeSet<&str> = live.iter().map(|c| c.name).collect();
-    let mut count = input.name_count;
-    // Bounded: at most 1000 indices exist.
-    for _ in 0..1000 {
-        let (index, next) = crate::naming::allocate_index(count);
-        count = Some(next);
-        let name = crate::naming::child_name(input.rollout, index);
-        if !taken.contains(name.as_str()) {
-            return Ok(PromotedStep::Create {
-                name,
-                name_count: next,
-                discontinue: live
-                    .iter()
-                    .filter(|c| c.is_trial() && !c.deleting)
-                    .map(|c| c.name.to_string())
-                    .collect(),
-            });
-        }
-    }
-    Err(PlanError::NoFreeName(input.rollout.to_string()))
+    let (name, name_count) =
+        crate::naming::allocate_free(input.rollout, input.name_count, |n| taken.contains(n))
+            .ok_or_else(|| PlanError::NoFreeName(input.rollout.to_string()))?;
+    Ok(PromotedStep::Create {
+        name,
+        name_count,
+        discontinue: live
+            .iter()
+            .filter(|c| c.is_trial() && !c.deleting)
+            .map(|c| c.name.to_string())
+            .collect(),
+    })
 }
 
 fn update(input: &PassInput<'_>, live: &ChildView<'_>, desired: &DesiredView<'_>) -> PromotedStep {

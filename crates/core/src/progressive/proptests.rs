@@ -154,6 +154,7 @@ impl Sim {
             .newest(State::Trial)
             .map(|i| &self.children[i])
             .filter(|t| !stale || t.observed);
+        let taken: Vec<String> = self.children.iter().map(|c| c.name.clone()).collect();
         step(&StepInput {
             kind: Kind::MonoVertex,
             now: Timestamp::from_second(self.now).unwrap(),
@@ -176,6 +177,7 @@ impl Sim {
                 pods: if with_pods { pods.as_ref() } else { None },
             }),
             older_promoted: &older,
+            taken: &taken,
             flipped,
             trial: trial.map(|t| TrialChild {
                 name: &t.name,

@@ -26,7 +26,7 @@ use super::skip::{SkipInput, skip_reason};
 use super::time::{Secs, timestamp_at};
 use crate::child::SpecView;
 use crate::config::AssessmentSchedule;
-use crate::naming::{allocate_index, child_name};
+use crate::naming::allocate_free;
 use k8s_openapi::jiff::Timestamp;
 use numaplane_api::keys::{
     progressive_result_state as label_value, upgrade_state_reason as upgrade_reason,
@@ -98,6 +98,8 @@ pub struct StepInput<'a> {
     pub promoted: Option<PromotedChild<'a>>,
     /// Names of any other live children labelled `promoted` (a promotion cut short).
     pub older_promoted: &'a [String],
+    /// Names of every live child of the rollout, in any state: a trial's name is never one.
+    pub taken: &'a [String],
     /// The recorded trial (`record.upgrading`) is live, labelled `promoted`, with
     /// `progressive-result-state` `succeeded` or `force-promoted`: a [`Action::Promote`] flipped
     /// it, whatever the record says (its record is written after the flip).
@@ -252,12 +254,15 @@ pub struct Plan {
 pub enum StepError {
     #[error(transparent)]
     Scale(#[from] ScaleError),
+    #[error("no free child name for {0}: every index from 0 to 999 is taken by a live child")]
+    NoFreeName(String),
 }
 
 impl StepError {
     pub fn reason(&self) -> &'static str {
         match self {
             StepError::Scale(e) => e.reason(),
+            StepError::NoFreeName(_) => "NoFreeName",
         }
     }
 }
@@ -564,8 +569,10 @@ fn no_trial(
     }
 
     // Start: allocate and record the trial's name (and its original scale) before creating it.
-    let (index, next) = allocate_index(rec.name_count);
-    let name = child_name(input.rollout_name, index);
+    let (name, next) = allocate_free(input.rollout_name, rec.name_count, |n| {
+        input.taken.iter().any(|t| t == n)
+    })
+    .ok_or_else(|| StepError::NoFreeName(input.rollout_name.to_string()))?;
     rec.name_count = Some(next);
     rec.upgrading = Some(fresh_upgrading(&name));
     rec.analysis = None;

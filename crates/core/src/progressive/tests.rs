@@ -531,6 +531,13 @@ impl World {
             health_watched: self.health_watched,
             analysis_run: self.run.clone(),
         });
+        let taken: Vec<String> = self
+            .promoted
+            .iter()
+            .map(|(n, _)| n.clone())
+            .chain(self.trial.iter().map(|(n, _)| n.clone()))
+            .chain(self.older.iter().cloned())
+            .collect();
         step(&StepInput {
             kind: self.kind,
             now: ts(self.now),
@@ -548,6 +555,7 @@ impl World {
                 pods: self.pods.as_ref(),
             }),
             older_promoted: &self.older,
+            taken: &taken,
             flipped: self.flipped,
             trial,
             record: &self.record,
@@ -1390,4 +1398,24 @@ fn a_trial_on_a_trial_controller_is_held_then_promoted_when_released() {
         }
     );
     assert!(!w.upgrading().awaiting_controller_trial);
+}
+
+/// A name count that fell behind (a status write lost, or a rollout deleted and created again
+/// while its first child lives) never names the trial after a live child: the trial would be
+/// "created" as AlreadyExists and the promoted child taken for it.
+#[test]
+fn a_trial_never_takes_a_live_childs_name() {
+    let mut w = World::mv();
+    w.record.name_count = None;
+    assert_eq!(w.run().action, Action::ObservePromotedPods);
+    w.pods = Some(pods(&[("mvr-0", 4)]));
+    let mut action = w.run().action;
+    if action == Action::Persist {
+        action = w.run().action;
+    }
+    let Action::CreateTrial { name, .. } = action else {
+        panic!("expected a trial to be created, got {action:?}");
+    };
+    assert_eq!(name, "mvr-1");
+    assert_eq!(w.record.name_count, Some(2));
 }
