@@ -603,6 +603,28 @@ fn at_most_one_trial_per_rollout() {
         pipeline(3, "pr-2", "trial", json!({})),
     ];
     assert_one(&log, "two trials", "2 trials at once");
+    // The older one's next version came from a relist (its promotion in between unseen): its
+    // state at rv 3 is unknown, so the moment is not judged, neither passed nor failed.
+    let mut relisted = pipeline(4, "pr-1", "promoted", json!({}));
+    relisted.after_gap = true;
+    let log = vec![
+        rollout(1, json!({})),
+        pipeline(2, "pr-1", "trial", json!({})),
+        pipeline(3, "pr-2", "trial", json!({})),
+        relisted.clone(),
+    ];
+    let v = run(&log, &[], &Rules::default());
+    assert!(v.violations.is_empty(), "{:#?}", v.violations);
+    assert_eq!(v.unjudged.len(), 1, "{:#?}", v.unjudged);
+    // A version seen by the watch itself is no excuse.
+    relisted.after_gap = false;
+    let log = vec![
+        rollout(1, json!({})),
+        pipeline(2, "pr-1", "trial", json!({})),
+        pipeline(3, "pr-2", "trial", json!({})),
+        relisted,
+    ];
+    assert_one(&log, "two trials, history complete", "2 trials at once");
 }
 
 #[test]

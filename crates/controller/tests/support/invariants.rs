@@ -75,12 +75,16 @@ where
         let mut relisted: Option<BTreeSet<String>> = None;
         let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
         while let Some(ev) = stream.next().await {
+            // A relist after the first list shows only each object's current version: what
+            // happened to it since its last recorded one is unknown.
+            let mut after_gap = false;
             let (obj, gone) = match ev {
                 Ok(watcher::Event::Apply(o)) => (o, false),
                 Ok(watcher::Event::InitApply(o)) => {
                     if let Some(uids) = relisted.as_mut() {
                         uids.insert(o.meta().uid.clone().unwrap_or_default());
                     }
+                    after_gap = listed_tx.is_none();
                     (o, false)
                 }
                 Ok(watcher::Event::Delete(o)) => (o, true),
@@ -126,7 +130,8 @@ where
                 known.insert(uid, (rv, obj.clone()));
             }
             if let Ok(mut l) = log.lock() {
-                let seen = Seen::new(rv, kind, obj);
+                let mut seen = Seen::new(rv, kind, obj);
+                seen.after_gap = after_gap;
                 l.push(if gone { seen.deleted_at(rv) } else { seen });
             }
         }

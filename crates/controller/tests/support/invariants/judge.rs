@@ -68,6 +68,8 @@ pub struct Seen {
     pub gone: bool,
     /// Deleted while the watch was not looking (see the module's comment).
     pub vanished: bool,
+    /// Delivered by a relist: versions between the previous recorded one and this were not seen.
+    pub after_gap: bool,
     pub obj: Value,
 }
 
@@ -112,6 +114,7 @@ impl Seen {
             uid: text("uid"),
             gone: false,
             vanished: false,
+            after_gap: false,
             obj,
         }
     }
@@ -337,6 +340,11 @@ struct Replay<'a> {
     reported: BTreeSet<String>,
     /// Promotions in progress: two promoted children, the newer a trial just before.
     handoffs: Vec<Handoff<'a>>,
+    /// The rvs of versions delivered by a relist, by uid: until its next one, an object's
+    /// recorded state may be stale.
+    gaps: BTreeMap<&'a str, Vec<u64>>,
+    /// The rvs of every recorded version, by uid (for looking ahead past the replay).
+    all: BTreeMap<&'a str, Vec<u64>>,
     out: Verdict,
 }
 
@@ -658,10 +666,35 @@ impl<'a> Replay<'a> {
                         since: s.wall,
                         what,
                     }),
+                    None if self.stale_member(s, &family) => self.out.unjudged.push(format!(
+                        "{what} (a child's state then is unknown: its next version came from a relist)"
+                    )),
                     None => self.out.violations.push(what),
                 }
             }
         }
+    }
+
+    /// Whether a live child of `family` other than `s` is next recorded by a relist after
+    /// `s`: its state between its last recorded version and that one was not seen.
+    fn stale_member(&self, s: &Seen, family: &str) -> bool {
+        self.live.values().copied().any(|c| {
+            c.uid != s.uid
+                && c.kind == s.kind
+                && Self::family(c).as_deref() == Some(family)
+                && self.gaps.get(c.uid.as_str()).is_some_and(|rvs| {
+                    rvs.iter()
+                        .find(|&&rv| rv > c.rv)
+                        .is_some_and(|&gap| self.next_rv(c) == Some(gap))
+                })
+        })
+    }
+
+    /// The rv of the version recorded after `c` (of the same object), if any.
+    fn next_rv(&self, c: &Seen) -> Option<u64> {
+        self.all
+            .get(c.uid.as_str())
+            .and_then(|rvs| rvs.iter().copied().find(|&rv| rv > c.rv))
     }
 
     /// The old promoted child, if two promoted children at `s` are a promotion half done: `s`
@@ -803,8 +836,16 @@ pub fn judge(
         ended: BTreeSet::new(),
         reported: BTreeSet::new(),
         handoffs: Vec::new(),
+        gaps: BTreeMap::new(),
+        all: BTreeMap::new(),
         out: Verdict::default(),
     };
+    for s in &log {
+        replay.all.entry(s.uid.as_str()).or_default().push(s.rv);
+        if s.after_gap {
+            replay.gaps.entry(s.uid.as_str()).or_default().push(s.rv);
+        }
+    }
     for s in &log {
         replay.step(s);
     }
