@@ -160,7 +160,7 @@ pub mod message {
     pub const MONO_VERTEX_UNPAUSED: &str = "MonoVertex unpaused";
 }
 
-/// Kubernetes Event reasons (api.md §16), spelled as the reference spells them.
+/// Kubernetes Event reasons (docs/compatibility.md), spelled as the reference spells them.
 pub mod event_reason {
     pub const RECONCILE_SUCCESS: &str = "ReconcileSuccess";
     pub const RECONCILIATION_SUCCESSFUL: &str = "ReconciliationSuccessful";

@@ -1,4 +1,4 @@
-//! Prometheus metrics: every metric name, type and label set of the reference (api.md §17, with
+//! Prometheus metrics: every metric name, type and label set of the reference (docs/compatibility.md, with
 //! the constant label `intuit_alert="true"`), plus reconcile durations and errors per controller
 //! and API requests by verb, resource and code. Label values are bounded: object names only in
 //! the per-object health gauges (one series per object), reasons from a fixed set.

@@ -1,5 +1,5 @@
-//! Pause requests of ISBServiceRollouts and NumaflowControllerRollouts (api.md §14,
-//! progressive.md §8.4, numaflow-controller-and-riders.md §1.5).
+//! Pause requests of ISBServiceRollouts and NumaflowControllerRollouts (docs/compatibility.md,
+//! docs/strategies.md, docs/install.md).
 //!
 //! A requesting rollout records its request durably: `status.upgradeInProgress:
 //! PipelinePauseAndDrain`. PipelineRollouts read it from the watch caches (their ISBServiceRollout

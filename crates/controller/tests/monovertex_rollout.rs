@@ -1,4 +1,4 @@
-//! MonoVertexRollout under `no-strategy` (scenarios.md A.2) and riders: templated spec, in-place
+//! MonoVertexRollout under `no-strategy` (CONTRIBUTING.md) and riders: templated spec, in-place
 //! update, user pause with slow and fast resume, rider add/change/remove, deletion; riders never
 //! take over or delete an object their child doesn't own.
 

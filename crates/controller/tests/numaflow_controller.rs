@@ -1,5 +1,5 @@
 //! NumaflowControllerRollout and NumaflowController on the real stack (the rendered Deployment
-//! runs the real Numaflow controller), with the fixture definitions (scenarios.md A.3 under
+//! runs the real Numaflow controller), with the fixture definitions (CONTRIBUTING.md under
 //! no-strategy, B.7): install,
 //! upgrade, unknown version, instance IDs, trusted definitions only, pruning, self-heal, what a
 //! definition may not do (kinds outside includedResources, Roles granting more than the operator

@@ -121,7 +121,7 @@ async fn probes_metrics_and_live_log_level() {
         let total: f64 = samples(&text, name).iter().map(|(_, v)| v).sum();
         assert!(total > 0.0, "{name} not counted:\n{text}");
     }
-    // Every family exposed is one of the reference's (api.md §17) or ours, with its type, in
+    // Every family exposed is one of the reference's (docs/compatibility.md) or ours, with its type, in
     // the Prometheus text format the reference serves; those this scenario exercises are there.
     let families: Vec<(String, String)> = text
         .lines()
@@ -297,7 +297,7 @@ fn rand_nanos() -> u32 {
         .unwrap_or(0)
 }
 
-/// Every metric family the controller may expose, with its type: the reference's (api.md §17;
+/// Every metric family the controller may expose, with its type: the reference's (docs/compatibility.md;
 /// counters named as it exposes them, `progressive_pipeline_drains` without `_total`) and ours.
 const METRIC_FAMILIES: &[(&str, &str)] = &[
     ("numaplane_pipeline_rollout_health", "gauge"),

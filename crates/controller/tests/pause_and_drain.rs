@@ -1,4 +1,4 @@
-//! Pause-and-drain for PipelineRollouts (scenarios.md A.5), on the real stack (the real Numaflow
+//! Pause-and-drain for PipelineRollouts (CONTRIBUTING.md), on the real stack (the real Numaflow
 //! controller pauses; the daemon stand-in answers whether the pipeline drained): a data-loss
 //! change pauses the pipeline, waits until it has drained, applies the change while paused and
 //! resumes; a change outside the data-loss lists is applied directly; a pipeline that cannot

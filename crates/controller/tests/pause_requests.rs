@@ -1,4 +1,4 @@
-//! Pause requests under pause-and-drain (scenarios.md A.1–A.3 with `pause-and-drain`): an ISB
+//! Pause requests under pause-and-drain (CONTRIBUTING.md with `pause-and-drain`): an ISB
 //! service version change pauses the pipelines using it first, updates the isbsvc, then resumes
 //! them; a change outside the USDE lists never pauses; a Failed pipeline is not waited on; a
 //! Numaflow controller version change pauses the namespace's pipelines first; a restart while

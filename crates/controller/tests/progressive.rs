@@ -1,4 +1,4 @@
-//! Progressive upgrades on the real stack (the real Numaflow controller, KWOK pods) (scenarios.md A.2 and
+//! Progressive upgrades on the real stack (the real Numaflow controller, KWOK pods) (CONTRIBUTING.md and
 //! A.8 under `progressive`): a trial child beside the promoted one with the pods split between
 //! them, promotion on success, rollback to the saved scale on failure, force promote by label.
 
@@ -1049,7 +1049,7 @@ async fn isb_service_upgrade_carries_its_pipelines_along() {
     h.assert_invariants().await;
 }
 
-/// Progressive ISB service failure (progressive.md §8.5): the trial ISB service is judged by the
+/// Progressive ISB service failure (docs/strategies.md): the trial ISB service is judged by the
 /// pipelines moved onto it; when they fail the ISB upgrade fails with them and both promoted
 /// children keep running; reverting the spec discontinues it and the trials go.
 #[tokio::test]

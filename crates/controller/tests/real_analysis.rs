@@ -205,7 +205,7 @@ async fn apply_template(h: &Harness, kind: &str, body: Value) {
     .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
 }
 
-/// scenarios.md A.9: a MonoVertex trial judged by two templates, merged as Argo Rollouts merges
+/// CONTRIBUTING.md: a MonoVertex trial judged by two templates, merged as Argo Rollouts merges
 /// them: the sample template, and a namespaced template whose nested references name a
 /// ClusterAnalysisTemplate (with a dry-run metric) and the sample template again (used once).
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Recycling replaced pipelines (scenarios.md A.14, A.15; pipeline-rollout.md §7) on the real
+//! Recycling replaced pipelines (CONTRIBUTING.md; docs/strategies.md) on the real
 //! stack (the real Numaflow controller pauses; the daemon stand-in says whether they drained): a replaced pipeline drains with its own spec and is
 //! deleted; failed ones are force-drained with the promoted spec, each in turn; one that never
 //! took in data is deleted without a drain; expiry deletes, or keeps with

@@ -1,4 +1,4 @@
-//! The functional scenarios of scenarios.md (A.1–A.6) under `pause-and-drain`, A.4 and A.6 also
+//! The functional scenarios (CONTRIBUTING.md) under `pause-and-drain`, two of them also
 //! under `no-strategy`, on the real stack (the real Numaflow controller, KWOK pods, the daemon
 //! stand-in): data-loss changes pause and drain pipelines before they are applied; everything
 //! else is applied directly without a pause; a Failed pipeline is never paused; recreate fields

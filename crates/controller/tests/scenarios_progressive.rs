@@ -1,4 +1,4 @@
-//! The functional scenarios of scenarios.md (A.1, A.3, A.4, A.6) under `progressive`, on the real
+//! The functional scenarios of CONTRIBUTING.md under `progressive`, on the real
 //! stack (the real Numaflow controller, KWOK pods, the daemon stand-in): progressive changes
 //! replace children under new names (the old ones drained and deleted), everything else is
 //! applied in place, and concurrent changes and rollbacks settle with one child of each kind and

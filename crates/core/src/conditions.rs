@@ -1,4 +1,4 @@
-//! Status conditions of the Numaplane kinds (api.md §2.2): sorted by type, `lastTransitionTime`
+//! Status conditions of the Numaplane kinds (docs/compatibility.md): sorted by type, `lastTransitionTime`
 //! moving only when status or reason change, `observedGeneration` = the rollout's generation.
 
 use crate::health::Health;

@@ -1,5 +1,5 @@
 //! How a rollout reads its promoted child's status into `ChildResourcesHealthy` and the
-//! `*PausingOrPaused` conditions (api.md §2.2, scenarios.md B.3/B.5/B.6). Rules are evaluated in
+//! `*PausingOrPaused` conditions (docs/compatibility.md, CONTRIBUTING.md). Rules are evaluated in
 //! order, first match wins; reasons and messages are the reference's, typo included.
 
 use crate::child::{ChildCondition, ChildView};

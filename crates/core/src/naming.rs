@@ -1,4 +1,4 @@
-//! Child names (api.md §7): `<rollout>-<index>`, the index drawn from `status.nameCount`.
+//! Child names (docs/compatibility.md): `<rollout>-<index>`, the index drawn from `status.nameCount`.
 //! Other controllers recover the rollout name by stripping the final `-<digits>`, so this
 //! format is load-bearing.
 

@@ -1,4 +1,4 @@
-//! Recycling of replaced pipelines (pipeline-rollout.md §7, api.md §13 "Recycling Pipelines"):
+//! Recycling of replaced pipelines (docs/strategies.md, docs/compatibility.md "Recycling Pipelines"):
 //! one pure step per pass deciding whether a `recyclable` pipeline is deleted, drained with its
 //! own spec, force-drained with the promoted spec, scaled to zero, or waited on. Everything the
 //! step needs is in the pipeline (labels, annotations, spec, status) and the rollout, so a
@@ -53,7 +53,7 @@ pub fn tries_original_first(reason: Option<&str>) -> bool {
     reason != Some(upgrade_state_reason::PROGRESSIVE_REPLACED_FAILED)
 }
 
-/// Whether a pipeline spec lets data in (§7.9): desired phase Running (the default) and some
+/// Whether a pipeline spec lets data in: desired phase Running (the default) and some
 /// source vertex without an explicit `scale.max: 0`. No source at all counts as scaled to zero.
 pub fn can_ingest(spec: &Value) -> bool {
     let view = SpecView(spec);
@@ -172,7 +172,7 @@ pub fn plus(t: Timestamp, d: Duration) -> Timestamp {
         .unwrap_or(Timestamp::MAX)
 }
 
-/// The per-vertex scales of a drain (§7.6): sources 0; others `ceil(historical × f%)` (at least
+/// The per-vertex scales of a drain: sources 0; others `ceil(historical × f%)` (at least
 /// 1), else the rollout's `scale.min`, else the pipeline's own `scale.min` (1 when unset).
 pub fn drain_scales(
     pipeline_spec: &Value,
@@ -229,7 +229,7 @@ pub fn zero_scales(spec: &Value) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// The promoted spec a pipeline is force-drained with (§7.5): sources at 0, this pipeline's own
+/// The promoted spec a pipeline is force-drained with: sources at 0, this pipeline's own
 /// ISB service, running.
 pub fn forced_spec(promoted_spec: &Value, own_isbsvc: Option<&str>) -> Value {
     let mut spec = promoted_spec.clone();
@@ -346,7 +346,7 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
         },
         other => other,
     };
-    // §7.3: the rollout itself wants no data flowing. Better than the reference (its issues
+    // the rollout itself wants no data flowing. Better than the reference (its issues
     // #943, #878): a pipeline that is already Paused and drained holds nothing, so it need not
     // wait, scaled to zero, until the rollout resumes.
     if !can_ingest(input.rollout_spec) {
@@ -369,7 +369,7 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
     let failed_long_enough = |s: Option<Timestamp>| {
         s.is_some_and(|s| input.now >= plus(s, input.config.force_drain_failure_wait))
     };
-    // §7.4: drain with its own spec first. Better than the reference: a discontinued trial that
+    // drain with its own spec first. Better than the reference: a discontinued trial that
     // is not running healthy (the user reverted before it ever worked) cannot drain by itself,
     // since what keeps it from running also holds its data, so it goes straight to force drain
     // like a failed trial instead of first waiting out its own pause grace period. A pause it
@@ -392,7 +392,7 @@ pub fn step(input: &RecycleInput<'_>) -> Step {
             Drain::Failed => {}
         }
     }
-    // §7.5: force drain with the current promoted spec.
+    // force drain with the current promoted spec.
     let completed = p.annotation(annotations::FORCE_DRAIN_SPECS_COMPLETED);
     // A force drain that drained but was not deleted (the deletion met a newer resourceVersion:
     // Numaflow wrote in between) is still Paused and drained: delete it now. The reference

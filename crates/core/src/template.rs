@@ -1,4 +1,4 @@
-//! Templating of child specs, child metadata and rider definitions (api.md §9).
+//! Templating of child specs, child metadata and rider definitions (docs/compatibility.md).
 //!
 //! Semantics follow the reference's `fasttemplate` use exactly, because users' manifests depend
 //! on them:

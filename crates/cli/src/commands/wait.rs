@@ -129,7 +129,7 @@ fn upgrading(kind: RolloutKind, rollout: &Value) -> Option<&Value> {
 }
 
 /// Reads `status.progressiveStatus.upgrading<Child>Status`, the condition
-/// ProgressiveUpgradeSucceeded and `status.upgradeInProgress` (progressive.md §4.5, §4.7).
+/// ProgressiveUpgradeSucceeded and `status.upgradeInProgress` (docs/strategies.md).
 fn promotion(kind: RolloutKind, rollout: &Value, conditions: &[ConditionNode]) -> Promotion {
     let Some(up) = upgrading(kind, rollout) else {
         return Promotion::Pending;

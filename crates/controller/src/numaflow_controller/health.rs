@@ -1,5 +1,5 @@
 //! Health of a NumaflowController (from the Numaflow controller Deployment) and how a
-//! NumaflowControllerRollout reports its NumaflowController (api.md §2.2). Pure.
+//! NumaflowControllerRollout reports its NumaflowController (docs/compatibility.md). Pure.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use numaplane_api::NumaflowController;

@@ -1,4 +1,4 @@
-//! NumaflowControllerRollout and NumaflowController (numaflow-controller-and-riders.md §1–2):
+//! NumaflowControllerRollout and NumaflowController (docs/install.md):
 //! installing and upgrading the Numaflow controller in a namespace from versioned definitions.
 //!
 //! - [`definitions`]: the `<namespace>/<version>` → manifest store, fed by ConfigMap watches.

@@ -99,7 +99,7 @@ fn decide(
     })
 }
 
-/// Starts a delete-and-recreate (api.md §11.2, progressive.md §8.3): the InterStepBufferService
+/// Starts a delete-and-recreate (docs/compatibility.md, docs/strategies.md): the InterStepBufferService
 /// is marked `recyclable` (`delete-recreate`); the PipelineRollouts on it retire their pipelines,
 /// it is deleted once none is left, and the next pass creates a new one under a new name.
 async fn recreate(

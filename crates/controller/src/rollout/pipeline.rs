@@ -41,7 +41,7 @@ fn allows_data_loss(rollout: &PipelineRollout) -> bool {
 }
 
 /// Keeps the pipeline paused while an ISBServiceRollout or NumaflowControllerRollout requests it
-/// (api.md §14): the live spec with `desiredPhase: Paused`, or, once Paused, the desired spec
+/// (docs/compatibility.md): the live spec with `desiredPhase: Paused`, or, once Paused, the desired spec
 /// still paused. Marked `PipelinePauseAndDrain` in `status.upgradeInProgress`, so the pipeline
 /// is resumed (`strategy.ppnd.fastResume`) by [`pause_and_drain`] once the request ends.
 async fn paused_on_request(
@@ -154,7 +154,7 @@ async fn clear_vertex_replicas(ctx: &Ctx, desired: &DesiredChild) -> Result<(), 
     Ok(())
 }
 
-/// Carries a change under the `pause-and-drain` strategy (api.md §14): a change of a data-loss
+/// Carries a change under the `pause-and-drain` strategy (docs/compatibility.md): a change of a data-loss
 /// field pauses the pipeline, waits until it has drained and paused, applies the change while
 /// paused, then resumes. The strategy in progress is kept in `status.upgradeInProgress`, so a
 /// restarted controller carries on where it stopped. Whether the pipeline is kept paused for
@@ -436,7 +436,7 @@ impl Rollout for PipelineRollout {
     }
 
     /// Pipelines on an ISB service that became recyclable follow it, with its reason (a
-    /// recreate deletes them at once; api.md §13).
+    /// recreate deletes them at once; docs/compatibility.md).
     fn retiring(
         &self,
         ctx: &Ctx,

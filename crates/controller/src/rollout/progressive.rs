@@ -187,7 +187,7 @@ fn older_promoted<R: Rollout>(ctx: &Ctx, ns: &str, rollout: &str, newest: &str) 
         .collect()
 }
 
-/// An ISB service trial is judged by the pipelines on it (§5.3): the upgrading status of each
+/// An ISB service trial is judged by the pipelines on it: the upgrading status of each
 /// PipelineRollout on this ISBServiceRollout, read live.
 async fn isbsvc_health_sample<K: ChildObject>(
     ctx: &Ctx,

@@ -27,7 +27,7 @@ fn now_rfc3339() -> String {
 }
 
 /// A pipeline spec without what a scale-down or a pause changes, for "is this the rollout's
-/// definition" comparisons (§6.7 ignores scale; a paused promoted spec is still the spec).
+/// definition" comparisons (ignores scale; a paused promoted spec is still the spec).
 fn comparable(spec: &Value) -> Value {
     let mut s = spec.clone();
     if let Some(vs) = s.get_mut("vertices").and_then(Value::as_array_mut) {

@@ -1,4 +1,4 @@
-//! Shared pieces of the scenario suites (scenarios.md A.1–A.6 under each strategy): readiness
+//! Shared pieces of the scenario suites (CONTRIBUTING.md under each strategy): readiness
 //! predicates over the four rollout kinds and the scenario manifests.
 
 use numaplane_api::common::{Phase, Status, UpgradeStrategy};

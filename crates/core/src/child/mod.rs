@@ -1,5 +1,5 @@
 //! Typed, lenient, read-only views over Numaflow children (Pipeline, MonoVertex,
-//! InterStepBufferService) and their specs, kept as the user's JSON (DESIGN.md §4).
+//! InterStepBufferService) and their specs, kept as the user's JSON (docs/architecture.md).
 //!
 //! Views never fail: a missing or wrongly shaped field reads as absent. Use the `validate_*`
 //! functions to report wrong shapes in user input.

@@ -1,4 +1,4 @@
-//! Numaflow controller definitions ConfigMaps (api.md §12.3): every data value is YAML
+//! Numaflow controller definitions ConfigMaps (docs/compatibility.md): every data value is YAML
 //! `controllerDefinitions: [{version, fullSpec}]`.
 
 use super::ConfigError;

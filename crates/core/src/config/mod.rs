@@ -1,4 +1,4 @@
-//! Configuration (api.md §12): the controller config file, and the ConfigMap-borne USDE,
+//! Configuration (docs/compatibility.md): the controller config file, and the ConfigMap-borne USDE,
 //! namespace-level and Numaflow-controller-definition configs. Parsing only; callers decide
 //! what to do with an invalid config (the reference installed it anyway and then failed every
 //! reconcile; keeping the last good one is the better choice).

@@ -1,4 +1,4 @@
-//! The USDE ConfigMap (`numaplane-controller-usde-config`, api.md §11.2): per child kind, the
+//! The USDE ConfigMap (`numaplane-controller-usde-config`, docs/compatibility.md): per child kind, the
 //! spec fields whose change needs a recreate, risks data loss, or warrants a progressive upgrade.
 //! Only parsing lives here; comparing fields is the strategy decision's job.
 

@@ -1,4 +1,4 @@
-//! One pass of a rollout, decided (DESIGN.md §3): from what the controller observed of a rollout
+//! One pass of a rollout, decided (docs/architecture.md): from what the controller observed of a rollout
 //! and its children, the plan of the pass. Which children to mark recyclable (pipelines
 //! following their ISB service, duplicates), which recyclable children to take a recycling step
 //! for, and what happens to the promoted child: wait, adopt, create, nothing, or an update

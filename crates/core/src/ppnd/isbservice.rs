@@ -1,5 +1,5 @@
-//! What an ISBServiceRollout pass does with its InterStepBufferService's update (api.md §11.2,
-//! §14; progressive.md §8.3–8.4). A change of a `recreate` field deletes and recreates it
+//! What an ISBServiceRollout pass does with its InterStepBufferService's update (docs/compatibility.md,
+//! docs/strategies.md). A change of a `recreate` field deletes and recreates it
 //! under any strategy. Under `pause-and-drain` a change of a data-loss or recreate field, and
 //! under any strategy a change of a recreate field, first asks the pipelines on it to pause,
 //! waits until each is Paused or won't pause (for a recreate: Paused and drained), updates (or

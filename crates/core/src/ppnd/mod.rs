@@ -1,4 +1,4 @@
-//! Pause-and-drain for one pipeline (pipeline-rollout.md §5, api.md §14): what to do next to
+//! Pause-and-drain for one pipeline (docs/strategies.md, docs/compatibility.md): what to do next to
 //! carry a risky change to a running pipeline without losing data. Pure: the controller observes
 //! the live pipeline, asks [`step`], and acts.
 //!
@@ -85,7 +85,7 @@ pub fn step(input: &PpndInput<'_>) -> PpndStep {
         .and_then(Value::as_str)
         .unwrap_or_default();
     // A Failed pipeline never pauses (Numaflow skips the pause path) and data loss may be
-    // allowed: neither is waited on, nor paused on the way (pipeline-rollout.md §5.3, `wontPause`).
+    // allowed: neither is waited on, nor paused on the way (docs/strategies.md, `wontPause`).
     if phase == "Failed" || input.allow_data_loss {
         PpndStep::ApplyDirect {
             resuming: desired_phase(input.live_spec) == "Paused"

@@ -1,4 +1,4 @@
-//! What a PipelineRollout pass does with its pipeline's update (api.md §14): kept paused while
+//! What a PipelineRollout pass does with its pipeline's update (docs/compatibility.md): kept paused while
 //! another rollout asks for it, applied directly when pause-and-drain has no part in it, else the
 //! next [`step`](super::step) of pause-and-drain.
 

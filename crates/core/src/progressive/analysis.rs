@@ -1,7 +1,7 @@
 //! Judging the Argo Rollouts AnalysisRun that follows a successful basic assessment
-//! (progressive.md §6).
+//! (docs/strategies.md).
 //!
-//! Deliberate change from the reference (its quirk §10.1): an AnalysisRun that ends `Error` or
+//! Deliberate change from the reference (docs/compatibility.md): an AnalysisRun that ends `Error` or
 //! `Inconclusive`, or is still running after `progressive.analysisRunTimeout`, **fails** the
 //! trial instead of promoting it. Promoting a child whose analysis could not reach a verdict
 //! defeats the analysis; Argo Rollouts itself aborts on Error and waits for a human on

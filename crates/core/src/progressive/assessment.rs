@@ -1,4 +1,4 @@
-//! The basic assessment over time (progressive.md §5.1, §5.3): from health samples and the
+//! The basic assessment over time (docs/strategies.md): from health samples and the
 //! schedule `delay,end,period,interval` to Success, Failure, or "wait until …".
 //!
 //! Timing, as the reference: assessment starts `delay` after the first pass

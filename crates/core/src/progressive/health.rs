@@ -1,4 +1,4 @@
-//! How healthy the trial child is right now (progressive.md §5.2, §5.3): one sample, which
+//! How healthy the trial child is right now (docs/strategies.md): one sample, which
 //! [`super::assessment`] turns into a verdict over time.
 
 use crate::child::ChildView;
@@ -91,7 +91,7 @@ pub fn needs_every_vertex(pipeline: &Value) -> bool {
 }
 
 /// Health of a trial InterStepBufferService, judged only from the PipelineRollouts that use its
-/// rollout (§5.3): pending until each has a trial pipeline on `trial_isbsvc`; unhealthy (final)
+/// rollout: pending until each has a trial pipeline on `trial_isbsvc`; unhealthy (final)
 /// when one failed; healthy when all succeeded or there are none. `held_passes`: the ISB
 /// service's own trial is held for a Numaflow controller trial, so a pipeline trial that passed
 /// and is held counts as succeeded; once released, the ISB service waits until its pipelines are

@@ -1,4 +1,4 @@
-//! The progressive upgrade engine (progressive.md, pipeline-rollout.md §6, api.md §13): a trial
+//! The progressive upgrade engine (docs/strategies.md, docs/compatibility.md): a trial
 //! child is deployed beside the promoted one, the promoted child's pods are split between them,
 //! the trial is judged, then promoted or rolled back.
 //!

@@ -1,5 +1,5 @@
-//! Splitting pods between the promoted and the trial child (progressive.md §7.3,
-//! pipeline-rollout.md §6.2–§6.5): what is saved before anything is scaled, the trial's scale,
+//! Splitting pods between the promoted and the trial child (docs/strategies.md,
+//! docs/strategies.md): what is saved before anything is scaled, the trial's scale,
 //! the promoted child's scale-down, and the restore after a failure.
 //!
 //! Every function takes the child spec as the user's JSON and returns new JSON; nothing else
@@ -174,7 +174,7 @@ pub fn stripped_hpa(hpa: &Value) -> Value {
 }
 
 /// The trial's own scale, saved in the upgrading status before it is rescaled (so the trial can
-/// be compared with the rollout later, §7.4).
+/// be compared with the rollout later).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum TrialScaleRecord {
     #[default]
@@ -472,7 +472,7 @@ pub fn has_saved_scale(kind: Kind, spec: &Value, values: &BTreeMap<String, Scale
     }
 }
 
-/// The promoted child's spec as compared with the rollout's (§7.4): the scale fields the engine
+/// The promoted child's spec as compared with the rollout's: the scale fields the engine
 /// changes (`min`, `max`, `disabled`) and MonoVertex `replicas` removed, an emptied `scale` too.
 pub fn comparable_promoted_spec(kind: Kind, spec: &Value) -> Value {
     let mut spec = spec.clone();
@@ -526,7 +526,7 @@ pub fn trial_differs(kind: Kind, trial: &Value, want: &Value, saved: &TrialScale
     )
 }
 
-/// The trial's spec as compared with the rollout's (§7.4): its `scale` replaced by the saved
+/// The trial's spec as compared with the rollout's: its `scale` replaced by the saved
 /// original definition (removed when that is `null`), MonoVertex `replicas` removed. Without a
 /// saved definition (legacy status) the trial's scale is compared as it is.
 pub fn comparable_trial_spec(kind: Kind, spec: &Value, saved: &TrialScaleRecord) -> Value {

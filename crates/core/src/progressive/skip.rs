@@ -1,4 +1,4 @@
-//! When a trial is promoted without assessment (progressive.md §4.5 step 2, §4.6). The rules
+//! When a trial is promoted without assessment (docs/strategies.md). The rules
 //! read the **rollout's** desired child spec (not the trial's live one), as the reference does.
 
 use super::Kind;

@@ -1,4 +1,4 @@
-//! One pass of a progressive upgrade (progressive.md §4, pipeline-rollout.md §6): from the
+//! One pass of a progressive upgrade (docs/strategies.md): from the
 //! recorded state and what is observed now, the single next action.
 //!
 //! Durability contract: [`Plan::record`] is persisted **before** the action is taken, and
@@ -92,7 +92,7 @@ pub struct StepInput<'a> {
     /// The rollout's definition, templated with the promoted child's name, differs from the
     /// promoted child (compare [`super::scale::comparable_promoted_spec`], required metadata and
     /// riders). The scale fields the engine changes are ignored, so a just-promoted child that
-    /// still has its trial scale is not "different" (quirk §10.11: no redundant trial).
+    /// still has its trial scale is not "different" (docs/compatibility.md: no redundant trial).
     pub differs_from_promoted: bool,
     /// The newest live child labelled `promoted`.
     pub promoted: Option<PromotedChild<'a>>,
@@ -171,7 +171,7 @@ pub enum Action {
     /// re-create `recreate_hpa` (its saved scale, see below); then persist [`Plan::after`].
     /// Condition ProgressiveUpgradeSucceeded=True (`Discontinued`), phase Deployed.
     ///
-    /// Unlike the reference (quirk §10.6), the promoted child gets its saved scale back here,
+    /// Unlike the reference (docs/compatibility.md), the promoted child gets its saved scale back here,
     /// not from a later direct apply: otherwise a spec edit arriving first would count the
     /// halved child's pods and save its halved scale as the "original".
     Discontinue {
@@ -369,7 +369,7 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
         return no_trial(rec, input, promoted);
     };
 
-    // Recover from a lost or stale upgrading status (§4.1 step 5).
+    // Recover from a lost or stale upgrading status.
     if rec.upgrading_for(trial.name).is_none() {
         rec.upgrading = Some(fresh_upgrading(trial.name));
         rec.analysis = None;
@@ -419,7 +419,7 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
         return Ok(p);
     }
 
-    // The rollout changed while the trial is judged (§4.4).
+    // The rollout changed while the trial is judged.
     if trial.differs_from_rollout {
         if input.differs_from_promoted {
             let reason = if u.assessment_result == Some(AssessmentResult::Failure) {
@@ -448,7 +448,7 @@ pub fn step(input: &StepInput<'_>) -> Result<Plan, StepError> {
     assess(rec, input, promoted, trial, now)
 }
 
-/// No trial child: finish, resume a recorded creation, or start an upgrade (§4.2).
+/// No trial child: finish, resume a recorded creation, or start an upgrade.
 fn no_trial(
     mut rec: Record,
     input: &StepInput<'_>,
@@ -715,7 +715,7 @@ fn promote_or_hold(
     )
 }
 
-/// Skip rules, the sticky failure, the basic assessment and the analysis (§4.5, §5, §6).
+/// Skip rules, the sticky failure, the basic assessment and the analysis.
 fn assess(
     mut rec: Record,
     input: &StepInput<'_>,

@@ -1,6 +1,6 @@
 //! An AnalysisRun's spec from the (Cluster)AnalysisTemplates a rollout names, merged the way Argo
 //! Rollouts merges them (`NewAnalysisRunFromTemplates` of Argo Rollouts 1.8, which the reference
-//! calls; progressive.md §6), so a template that works under an Argo Rollout works here:
+//! calls; docs/strategies.md), so a template that works under an Argo Rollout works here:
 //!
 //! - templates are the referenced ones, each followed by the ones its `spec.templates` names
 //!   (depth first); a template seen again (by name, per scope) is used once;

@@ -1,4 +1,4 @@
-//! Unit tests with the reference's values (progressive.md §7.3, §9; scenarios.md A.2, A.7–A.16).
+//! Unit tests with the reference's values (docs/strategies.md; CONTRIBUTING.md).
 
 use super::scale::*;
 use super::*;

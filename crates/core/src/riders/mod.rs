@@ -1,4 +1,4 @@
-//! Riders (api.md §10, numaflow-controller-and-riders.md §3): extra objects deployed beside each
+//! Riders (docs/compatibility.md, docs/install.md): extra objects deployed beside each
 //! child, rendered from `spec.riders[]`, gated by `permittedRiders`, and diffed by a content hash.
 
 mod hash;
@@ -114,7 +114,7 @@ impl RiderError {
 
 /// Metadata fields the API server owns. Dropped from definitions so a definition copied from a
 /// live object still applies, and so the hash only covers what the user controls (the
-/// reference hashed a live `resourceVersion` and then saw every rider as changed, §3.4).
+/// reference hashed a live `resourceVersion` and then saw every rider as changed).
 const SERVER_METADATA: &[&str] = &[
     "ownerReferences",
     "resourceVersion",

@@ -1,5 +1,5 @@
 //! Group/kind filter rules shared by `permittedRiders` and `includedResources`
-//! (numaflow-controller-and-riders.md §4.6): `group=<g>,kind=<k>;group=<g>,kind=<k>…`.
+//! (docs/install.md): `group=<g>,kind=<k>;group=<g>,kind=<k>…`.
 
 /// The rules could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,8 +8,8 @@ use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::annotations::NUMAFLOW_INSTANCE;
 use std::collections::BTreeMap;
 
-/// How to carry the desired child to the live one. Rules of api.md §11.2 and
-/// pipeline-rollout.md §4.2:
+/// How to carry the desired child to the live one. Rules of docs/compatibility.md and
+/// docs/strategies.md:
 /// - **metadata**: a different `numaflow.numaproj.io/instance` annotation (absent = `""`) ⇒ the
 ///   user strategy's data-loss strategy; else desired labels/annotations not a subset of the
 ///   live ones ⇒ DirectApply (extra live keys are ignored);
@@ -216,7 +216,7 @@ fn riders_part(input: &DecisionInput<'_>) -> Decision {
     decision(strategy, false, reasons)
 }
 
-/// Whether a pipeline must be updated at all under pause-and-drain (pipeline-rollout.md §5.3):
+/// Whether a pipeline must be updated at all under pause-and-drain (docs/strategies.md):
 /// the specs differ once `lifecycle.desiredPhase` (and a `lifecycle` left empty) is ignored on
 /// both sides, or the `numaflow.numaproj.io/instance` annotation differs. Other label and
 /// annotation differences do not count: pausing is never needed for them.

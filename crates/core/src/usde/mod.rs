@@ -1,10 +1,10 @@
-//! The upgrade strategy decision (USDE, api.md §11, pipeline-rollout.md §4.2): how to carry a
+//! The upgrade strategy decision (USDE, docs/compatibility.md, docs/strategies.md): how to carry a
 //! change of a rollout to its child — not at all, by a direct apply, by pause-and-drain, or by a
 //! progressive upgrade — from the user's strategy, the USDE field lists of the child's kind, the
 //! desired and live child, and the rider changes.
 //!
 //! - [`decide`]: the decision, with the fields that made it ([`FieldChange`]).
-//! - [`effective_for_kind`]: the per-kind degradations of api.md §11.3.
+//! - [`effective_for_kind`]: the per-kind degradations of docs/compatibility.md
 //! - [`pipeline_needs_update_for_ppnd`]: whether pause-and-drain has anything to apply.
 //! - [`field_changed`], [`json_eq`], [`diff_paths`]: the comparisons, also useful on their own.
 //! - [`inert_fields`]: configured paths that can never match a kind, for a warning at load time.
@@ -62,7 +62,7 @@ pub struct Decision {
     /// `NoOp`, `DirectApply`, `PipelinePauseAndDrain` or `Progressive`; never `Error`.
     pub strategy: UpgradeStrategy,
     /// A `recreate`-list field changed: delete and recreate the child (honoured by
-    /// ISBServiceRollout only, api.md §11.2).
+    /// ISBServiceRollout only, docs/compatibility.md).
     pub recreate: bool,
     /// The changes of the parts (metadata, spec, riders) whose strategy ranks with `strategy`:
     /// empty for `NoOp`.
@@ -161,7 +161,7 @@ impl ChildKind {
     }
 }
 
-/// Applies the degradations of api.md §11.3 that every caller would otherwise repeat:
+/// Applies the degradations of docs/compatibility.md that every caller would otherwise repeat:
 /// MonoVertex has no pause-and-drain (PPND ⇒ DirectApply) and NumaflowController no progressive
 /// upgrade (Progressive ⇒ DirectApply, silently, as in the reference). Reasons are kept.
 pub fn effective_for_kind(kind: ChildKind, decision: Decision) -> Decision {

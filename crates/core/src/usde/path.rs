@@ -1,6 +1,6 @@
 //! Comparing two child specs along one USDE field path, and listing where two specs differ.
 //!
-//! Semantics (api.md §11.2, pipeline-rollout.md §4.2), with the fixes noted on [`field_changed`]:
+//! Semantics (docs/compatibility.md, docs/strategies.md), with the fixes noted on [`field_changed`]:
 //! - a dotted path is followed through objects, and *through arrays*: each element is projected
 //!   on the rest of the path and array lengths count, so adding a vertex changes every path under
 //!   `spec.vertices`;

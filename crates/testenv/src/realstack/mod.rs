@@ -1,4 +1,4 @@
-//! The real test world beyond the control plane (DESIGN.md §10): kube-scheduler, KWOK with a
+//! The real test world beyond the control plane (docs/architecture.md): kube-scheduler, KWOK with a
 //! fake node (pods without containers), the controllers of kube-controller-manager that turn
 //! Deployments, StatefulSets and Jobs into pods, and the real Numaflow controller for every
 //! Numaflow controller Deployment ([`numaflow`]). Stand-ins only for what a container would

@@ -1,4 +1,4 @@
-//! A Numaflow controller simulator for tests (scenarios.md B.1-B.7).
+//! A Numaflow controller simulator for tests (CONTRIBUTING.md).
 //!
 //! It watches Pipelines, Vertices, MonoVertices and InterStepBufferServices
 //! (`numaflow.numaproj.io/v1alpha1`) plus the Deployments and StatefulSets Numaflow owns and the
