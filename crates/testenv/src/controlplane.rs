@@ -63,6 +63,9 @@ const LOG_TAIL_LINES: usize = 40;
 /// node's containers).
 const CLEANUP_DIR: &str = "cleanup.d";
 
+/// Set (to anything) to keep a temporary environment's logs after it stops.
+pub const KEEP_LOGS_ENV: &str = "NUMAPLANE_TESTENV_KEEP_LOGS";
+
 /// How to start a [`TestEnv`].
 #[derive(Debug, Clone, Default)]
 pub struct TestEnvOptions {
@@ -416,7 +419,14 @@ impl TestEnv {
                     .tempdir()
                     .context("creating the environment's temporary directory")?
                     .keep();
-                (dir.clone(), dir)
+                if std::env::var_os(KEEP_LOGS_ENV).is_some() {
+                    // A failure of a long run (chaos, fuzz) is explained by the control plane's
+                    // own logs; keep them and drop only etcd's data.
+                    eprintln!("numaplane-testenv: logs kept in {}", dir.display());
+                    (dir.clone(), dir.join("etcd-data"))
+                } else {
+                    (dir.clone(), dir)
+                }
             }
         };
         let pids = dir.join("pids");
