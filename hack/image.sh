@@ -10,6 +10,7 @@
 #   NUMAPLANE_IMAGE_BIN      use this binary instead of running the release build
 #   NUMAPLANE_IMAGE_OUT      output directory (default ${CARGO_TARGET_DIR:-target}/image)
 #   NUMAPLANE_IMAGE_NAME     repository (default: the one config/manager/manager.yaml names)
+#   NUMAPLANE_IMAGE_TAG      tag (default v<version>, the one config/manager/manager.yaml names)
 #   NUMAPLANE_IMAGE_CACHE    where the .debs are kept (default ~/.cache/numaplane/image)
 #   NUMAPLANE_IMAGE_SUITE    Debian suite of the base (default: the build host's, whose glibc
 #                            the binary was linked against)
@@ -53,6 +54,8 @@ MANIFEST_REF=$(sed -n 's/^ *image: *//p' config/manager/manager.yaml)
 NAME="${NUMAPLANE_IMAGE_NAME:-${MANIFEST_REF%:*}}"
 [ "${MANIFEST_REF##*:}" = "$TAG" ] \
   || die "config/manager/manager.yaml names $MANIFEST_REF, not tag $TAG: run make manifests"
+# Another tag for the same build (a test's stand-in for the next release of the operator).
+TAG="${NUMAPLANE_IMAGE_TAG:-$TAG}"
 # The revision is the commit; a tree with uncommitted changes to tracked files adds "-dirty"
 # (untracked files are ignored); outside a git checkout it is "unknown".
 if REVISION=$(git rev-parse HEAD 2>/dev/null); then

@@ -10,6 +10,11 @@ use rcgen::{
     KeyUsagePurpose, SanType,
 };
 
+/// The Services' range of the API server (`--service-cluster-ip-range`).
+pub const SERVICE_CIDR: &str = "10.0.0.0/16";
+/// The `kubernetes` Service's ClusterIP: the first address of [`SERVICE_CIDR`].
+pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+
 /// PEM-encoded key material for one control plane.
 pub struct Pki {
     /// CA certificate (PEM) that signed the serving certificate.
@@ -40,10 +45,21 @@ impl Pki {
         let issuer = Issuer::new(ca_params, &ca_key);
 
         let serving_key = KeyPair::generate().context("generating serving key")?;
-        let mut params = CertificateParams::new(vec!["localhost".to_string()])?;
+        // Also the names and ClusterIP (the first of `--service-cluster-ip-range`) by which a
+        // pod on the real node reaches it, as in any cluster.
+        let mut params = CertificateParams::new(vec![
+            "localhost".to_string(),
+            "kubernetes".to_string(),
+            "kubernetes.default".to_string(),
+            "kubernetes.default.svc".to_string(),
+            "kubernetes.default.svc.cluster.local".to_string(),
+        ])?;
         params
             .subject_alt_names
             .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress(IpAddr::V4(KUBERNETES_SERVICE_IP)));
         params.distinguished_name = dn("kube-apiserver");
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,

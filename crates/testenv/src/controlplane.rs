@@ -469,7 +469,7 @@ impl TestEnv {
         env.spawn(
             "kube-apiserver",
             &bins.kube_apiserver,
-            &env.apiserver_args(etcd_port, api_port),
+            &env.apiserver_args(etcd_port, api_port, opts.real_node),
         )?;
         env.wait_for_readyz().await?;
         debug!("kube-apiserver ready");
@@ -477,7 +477,7 @@ impl TestEnv {
         env.spawn(
             "kube-controller-manager",
             &bins.kube_controller_manager,
-            &env.controller_manager_args(opts.real_stack || opts.real_node),
+            &env.controller_manager_args(opts.real_stack || opts.real_node, opts.real_node),
         )?;
 
         if !opts.no_crds {
@@ -727,7 +727,7 @@ impl TestEnv {
         ]
     }
 
-    fn apiserver_args(&self, etcd_port: u16, port: u16) -> Vec<String> {
+    fn apiserver_args(&self, etcd_port: u16, port: u16, real_node: bool) -> Vec<String> {
         let pki = self.dir.join("pki");
         let p = |f: &str| pki.join(f).display().to_string();
         let mut args = vec![
@@ -739,7 +739,7 @@ impl TestEnv {
             format!("--tls-cert-file={}", p("apiserver.crt")),
             format!("--tls-private-key-file={}", p("apiserver.key")),
             // Room for a daemon Service per pipeline at benchmark sizes (a /24 ran out at 250).
-            "--service-cluster-ip-range=10.0.0.0/16".into(),
+            format!("--service-cluster-ip-range={}", crate::certs::SERVICE_CIDR),
             format!("--service-account-issuer={}", self.apiserver_url),
             format!("--service-account-key-file={}", p("sa.pub")),
             format!("--service-account-signing-key-file={}", p("sa.key")),
@@ -748,7 +748,6 @@ impl TestEnv {
                 self.dir.join("tokens.csv").display()
             ),
             "--authorization-mode=RBAC".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
             "--allow-privileged=true".into(),
             "--enable-priority-and-fairness=false".into(),
             // A loopback advertise address cannot be an Endpoints address; nothing needs it.
@@ -757,6 +756,16 @@ impl TestEnv {
             // resolves nowhere.
             "--kubelet-preferred-address-types=InternalIP".into(),
         ];
+        if real_node {
+            // Pods that run get their ServiceAccount's token, as in any cluster; a namespace can
+            // send its pods to the real node (`scheduler.alpha.kubernetes.io/node-selector` and
+            // `.../defaultTolerations` annotations) without any change to their manifests.
+            args.push("--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction".into());
+        } else {
+            // KWOK's pods run nothing: no token to mount, and no ServiceAccount controller is
+            // needed to create each namespace's `default` account first.
+            args.push("--disable-admission-plugins=ServiceAccount".into());
+        }
         if let Some(log) = &self.audit_log {
             let policy = self.dir.join("audit-policy.yaml");
             args.push(format!("--audit-policy-file={}", policy.display()));
@@ -770,20 +779,31 @@ impl TestEnv {
         args
     }
 
-    fn controller_manager_args(&self, real_stack: bool) -> Vec<String> {
-        let controllers = if real_stack {
+    fn controller_manager_args(&self, real_stack: bool, real_node: bool) -> Vec<String> {
+        let mut controllers = if real_stack {
             crate::realstack::CONTROLLERS.replace(char::is_whitespace, "")
         } else {
             "garbagecollector,namespace".into()
         };
-        vec![
+        let mut args = vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
-            format!("--controllers={controllers}"),
             "--use-service-account-credentials=false".into(),
             "--leader-elect=false".into(),
             // No HTTPS endpoint at all: nothing scrapes it, and no port can clash.
             "--secure-port=0".into(),
-        ]
+        ];
+        if real_node {
+            // What a running pod's token volume needs: its namespace's accounts and the
+            // `kube-root-ca.crt` ConfigMap with the API server's CA.
+            controllers
+                .push_str(",serviceaccount-controller,root-ca-certificate-publisher-controller");
+            args.push(format!(
+                "--root-ca-file={}",
+                self.dir.join("pki").join("ca.crt").display()
+            ));
+        }
+        args.push(format!("--controllers={controllers}"));
+        args
     }
 
     fn spawn(&mut self, name: &'static str, bin: &Path, args: &[String]) -> Result<()> {

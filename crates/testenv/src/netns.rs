@@ -28,8 +28,22 @@ use anyhow::{Context, Result, bail};
 /// A port inside the namespace relayed to an address of the host.
 #[derive(Debug, Clone)]
 pub struct Forward {
+    /// Where it listens inside: loopback for the process itself; every address when pods
+    /// behind the namespace's own bridge must reach it too.
+    pub bind: Ipv4Addr,
     pub port: u16,
     pub to: SocketAddr,
+}
+
+impl Forward {
+    /// `port` on the namespace's loopback, relayed to `to`.
+    pub fn local(port: u16, to: impl Into<SocketAddr>) -> Self {
+        Forward {
+            bind: Ipv4Addr::LOCALHOST,
+            port,
+            to: to.into(),
+        }
+    }
 }
 
 /// What to run and what it sees.
@@ -115,7 +129,7 @@ impl Pod {
         };
         let netns = pod.wait_for_netns()?;
         for f in &spec.forwards {
-            let listener = bind_inside(&netns, f.port)
+            let listener = bind_inside(&netns, f.bind, f.port)
                 .with_context(|| format!("{name}: binding port {} inside", f.port))?;
             relay(listener, f.to, pod.stop.clone());
         }
@@ -186,14 +200,14 @@ fn quote(p: &Path) -> String {
 
 /// Binds 127.0.0.1:`port` inside the namespace at `netns`, from a thread that enters it. Retries
 /// while the namespace's loopback is still down.
-fn bind_inside(netns: &Path, port: u16) -> Result<TcpListener> {
+fn bind_inside(netns: &Path, addr: Ipv4Addr, port: u16) -> Result<TcpListener> {
     let netns = netns.to_path_buf();
     std::thread::spawn(move || -> Result<TcpListener> {
         let fd = fs::File::open(&netns).with_context(|| format!("opening {}", netns.display()))?;
         nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET).context("setns")?;
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            match TcpListener::bind((addr, port)) {
                 Ok(l) => return Ok(l),
                 Err(e)
                     if e.kind() == io::ErrorKind::AddrNotAvailable && Instant::now() < deadline =>

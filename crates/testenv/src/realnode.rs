@@ -45,6 +45,8 @@ pub const TAINT_KEY: &str = "numaplane.io/real-node";
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// The EndpointSlice of the `kubernetes` Service that [`publish_apiserver`] writes.
+const APISERVER_SLICE: &str = "kubernetes-real-node";
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// What [`RealNode::start`] needs from the control plane.
@@ -148,7 +150,10 @@ impl RealNode {
             program: "/bin/sh".into(),
             args: vec![script.display().to_string()],
             env: vec![("PATH".into(), "/usr/sbin:/usr/bin:/sbin:/bin".into())],
+            // On every address of the namespace: kubelet dials it on loopback, pods (through
+            // the `kubernetes` Service) at the node's address.
             forwards: vec![Forward {
+                bind: Ipv4Addr::UNSPECIFIED,
                 port: inputs.apiserver_port,
                 to: (Ipv4Addr::LOCALHOST, inputs.apiserver_port).into(),
             }],
@@ -167,7 +172,23 @@ impl RealNode {
             ],
         )?;
         node.pod = Some(pod);
+        // The host reaches pods (the API server's proxy to a pod, a scrape) through the node;
+        // the route goes with the veth pair.
+        let (net, len) = pod_subnet;
+        run(
+            "ip",
+            &[
+                "route",
+                "add",
+                &format!("{net}/{len}"),
+                "via",
+                &node_ip.to_string(),
+                "dev",
+                &host_if,
+            ],
+        )?;
         node.wait_ready(client).await?;
+        publish_apiserver(client, node_ip, inputs.apiserver_port).await?;
         node.snapshotter = fs::read_to_string(dir.join("snapshotter"))
             .context("reading the snapshotter the node chose")?
             .trim()
@@ -247,6 +268,40 @@ impl Drop for RealNode {
             let _ = fs::remove_dir_all(self.dir.join(heavy));
         }
     }
+}
+
+/// Points the `kubernetes` Service at the API server's relay on the node, so that a pod there
+/// reaches the API server as in any cluster: `KUBERNETES_SERVICE_HOST`, the Service's ClusterIP,
+/// which kube-proxy sends to `node_ip:port`. The API server runs with
+/// `--endpoint-reconciler-type=none` (its loopback address cannot be an endpoint), so the
+/// slice is ours, named apart from any the API server would write.
+async fn publish_apiserver(client: &kube::Client, node_ip: Ipv4Addr, port: u16) -> Result<()> {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::{Patch, PatchParams};
+    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": APISERVER_SLICE,
+            "namespace": "default",
+            "labels": {
+                "kubernetes.io/service-name": "kubernetes",
+                "endpointslice.kubernetes.io/managed-by": "numaplane-testenv",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [node_ip.to_string()], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    }))?;
+    Api::<EndpointSlice>::namespaced(client.clone(), "default")
+        .patch(
+            APISERVER_SLICE,
+            &PatchParams::apply("numaplane-testenv").force(),
+            &Patch::Apply(&slice),
+        )
+        .await
+        .context("publishing the API server's endpoint for pods on the real node")?;
+    Ok(())
 }
 
 /// Imports an OCI image archive into the containerd of the node whose state directory is
@@ -453,6 +508,8 @@ done
 # Before kubelet asks for a sandbox: a missing sandbox image would be pulled.
 {ctr} --address {sock} -n k8s.io images import --snapshotter "$snap" {pause} >/dev/null
 echo "$snap" > {d}/snapshotter
+# The node routes between the host's veth and the pods' bridge (a new namespace does not).
+echo 1 > /proc/sys/net/ipv4/ip_forward
 # Replies of a pod answering a ClusterIP on the same bridge must pass kube-proxy's rules.
 echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
 {kube_proxy} --config={d}/kube-proxy.yaml > {d}/kube-proxy.log 2>&1 &

@@ -64,14 +64,11 @@ pub fn start_controller(inputs: &ControllerInputs<'_>) -> Result<crate::netns::P
             "prometheus-kube-prometheus-prometheus.prometheus.svc".to_string(),
         ],
         forwards: vec![
-            crate::netns::Forward {
-                port: inputs.apiserver_port,
-                to: ([127, 0, 0, 1], inputs.apiserver_port).into(),
-            },
-            crate::netns::Forward {
-                port: PROMETHEUS_PORT,
-                to: inputs.prometheus,
-            },
+            crate::netns::Forward::local(
+                inputs.apiserver_port,
+                ([127, 0, 0, 1], inputs.apiserver_port),
+            ),
+            crate::netns::Forward::local(PROMETHEUS_PORT, inputs.prometheus),
         ],
     };
     crate::netns::Pod::start(inputs.dir, inputs.pids, "rollouts-controller", &spec)

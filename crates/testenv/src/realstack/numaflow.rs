@@ -410,14 +410,8 @@ async fn start(
         mounts,
         hosts: Vec::new(),
         forwards: vec![
-            Forward {
-                port: cfg.apiserver_port,
-                to: ([127, 0, 0, 1], cfg.apiserver_port).into(),
-            },
-            Forward {
-                port: super::daemon::DAEMON_PORT,
-                to: cfg.daemon,
-            },
+            Forward::local(cfg.apiserver_port, ([127, 0, 0, 1], cfg.apiserver_port)),
+            Forward::local(super::daemon::DAEMON_PORT, cfg.daemon),
         ],
     };
     let dir2 = dir.clone();
