@@ -23,6 +23,9 @@ const LEASE_GRACE: u64 = 7;
 /// renewal): the gap between its last write and a successor's first, and the room left for
 /// clock differences and requests in flight. The renewal due at 8 s has 3 s to be seen.
 const FENCE_MARGIN: Duration = Duration::from_secs(4);
+/// First and longest wait between attempts to set up the lease.
+const LEASE_SETUP_RETRY: Duration = Duration::from_millis(500);
+const LEASE_SETUP_RETRY_MAX: Duration = Duration::from_secs(15);
 
 /// jemalloc returns the memory of the initial lists to the system; glibc malloc keeps most of
 /// that spike resident (measured in `make bench`, bench/README.md). Its purge settings are
@@ -148,14 +151,32 @@ async fn run(opts: Options) -> anyhow::Result<()> {
         }) => readiness.set_not_ready("caches not synced"),
     }
     let lease = if opts.leader_elect {
-        let manager = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
-            .with_namespace(namespace.clone())
-            .with_identity(identity.clone())
-            .with_duration(LEASE_DURATION)
-            .with_grace(LEASE_GRACE)
-            .build()
-            .await
-            .map_err(|e| anyhow::anyhow!("setting up the lease {namespace}/{LEASE_NAME}: {e}"))?;
+        // An API server that fails now (restarting, overloaded, RBAC not applied yet) is
+        // waited for, not died of: not ready meanwhile, with the reason in /readyz.
+        let mut delay = LEASE_SETUP_RETRY;
+        let manager = loop {
+            let built = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+                .with_namespace(namespace.clone())
+                .with_identity(identity.clone())
+                .with_duration(LEASE_DURATION)
+                .with_grace(LEASE_GRACE)
+                .build()
+                .await;
+            match built {
+                Ok(m) => break m,
+                Err(e) => {
+                    let why = format!("setting up the lease {namespace}/{LEASE_NAME}: {e}");
+                    warn!(%why, retry_in = ?delay, "lease not set up yet");
+                    readiness.set_not_ready(why);
+                    tokio::select! {
+                        _ = wait_for_signal() => return Ok(()),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(LEASE_SETUP_RETRY_MAX);
+                }
+            }
+        };
+        readiness.set_not_ready("caches not synced");
         // Each renewal of ours, seen by watch, moves the fence on.
         let (c, n, i, f) = (
             client.clone(),

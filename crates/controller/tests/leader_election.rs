@@ -136,3 +136,70 @@ async fn only_the_leader_writes_and_a_standby_takes_over() {
     );
     history.assert_held(&client, &ns).await;
 }
+
+/// An API server that refuses the lease (here: RBAC not applied yet; in production also a
+/// restart or an overload) is waited for: the process stays up, not ready with the reason, and
+/// leads as soon as the lease can be set up. It used to exit.
+#[tokio::test]
+async fn a_lease_the_api_server_refuses_is_waited_for() {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let env = TestEnv::start_with(Default::default())
+        .await
+        .expect("a control plane of its own (no RBAC for the operator yet)");
+    let client = env.client();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "defaultUpgradeStrategy: no-strategy\n").expect("config");
+    let mut p = Process::start(
+        &env,
+        "default",
+        &config,
+        dir.path(),
+        "refused",
+        &["--leader-elect"],
+    );
+    let why = eventually("not ready, saying why", || async {
+        let (code, body) = support::http_get(p.health, "/readyz").await?;
+        (code != 200 && body.contains("setting up the lease")).then_some(body)
+    })
+    .await;
+    assert!(
+        why.contains("forbidden"),
+        "the reason names the refusal: {why}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        p.child.try_wait().expect("process state").is_none(),
+        "the operator waits instead of exiting:\n{}",
+        p.log_text()
+    );
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "operator-now-allowed"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "Group", "name": "system:serviceaccounts:numaplane-system", "apiGroup": "rbac.authorization.k8s.io"}]
+    }))
+    .expect("binding");
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "numaplane-system"}
+    }))
+    .expect("namespace");
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&Default::default(), &ns)
+        .await;
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&Default::default(), &binding)
+        .await
+        .expect("grant the operator");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "numaplane-system");
+    eventually("it leads once allowed", || async {
+        lease_holder(&leases)
+            .await
+            .filter(|h| h.starts_with("refused_"))
+    })
+    .await;
+    eventually("ready once it leads", || async {
+        (p.probe("/readyz").await == Some(200)).then_some(())
+    })
+    .await;
+}

@@ -139,6 +139,9 @@ fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
     })
 }
 
+/// How soon a pass that found the cache behind the cluster looks again.
+const CACHE_BEHIND_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A child labelled trial (legacy `in-progress` too) and not being deleted.
 fn is_live_trial<C: ChildObject>(c: &C) -> bool {
     matches!(
@@ -659,6 +662,19 @@ pub(crate) async fn pass<R: Rollout>(
     let plan = p
         .plan(&record, &desired, riders_changed, trial.as_ref())
         .await?;
+    if let Some(behind) = p.cache_behind(&plan, &record).await? {
+        // Fail closed: a trial is only ever started from a view that shows every child.
+        info!(missing = ?behind, "the cache lacks children the cluster has: no trial is started until it shows them");
+        let retry = status::now().0 + CACHE_BEHIND_RETRY;
+        *wake = Some(wake.map_or(retry, |w| w.min(retry)));
+        return Ok(Carry::Prepared {
+            child: live.clone(),
+            pending: Some(waiting_for(&format!(
+                "the watch to show children {} before a trial is started",
+                behind.join(", ")
+            ))),
+        });
+    }
     schedule_verdict(&p, &plan);
     // Record first, then act; a promotion's label flip is its own record (the engine reads it
     // back), so it goes first and the status written at the end of the pass records it. The
@@ -795,9 +811,10 @@ impl<R: Rollout> Progress<'_, R> {
         }))
     }
 
-    /// The trial the record names before its initialization, when the cache does not show it:
-    /// the pass before this one created it, and the watch has not brought it yet (the status
-    /// that pass wrote wakes this one at once). Read live, so that it is not applied again.
+    /// The trial the record names, when the cache does not show it: a recent pass created it
+    /// and the watch has not brought it yet (the status that pass wrote wakes this one at once),
+    /// or the watch is relisting and its last list predates it. Read live, so that it is
+    /// neither applied again nor taken for gone (which would start another trial beside it).
     async fn created_trial(
         &self,
         record: &numaplane_core::progressive::Record,
@@ -805,7 +822,7 @@ impl<R: Rollout> Progress<'_, R> {
         let Some(u) = record.upgrading.as_ref() else {
             return Ok(None);
         };
-        if u.initialization_complete
+        if u.discontinued
             || R::children(&self.ctx.stores)
                 .named(&self.ns, &u.name)
                 .is_some()
@@ -820,6 +837,35 @@ impl<R: Rollout> Progress<'_, R> {
         Ok(live.filter(|c| {
             is_live_trial(c) && c.labels().get(labels::PARENT_ROLLOUT_NAME) == Some(&self.name)
         }))
+    }
+
+    /// Before a new trial is created: the rollout's children the API server lists that the
+    /// cache does not show, if any. A trial the cache lost sight of (a relist in progress whose
+    /// last list predates it) must not be taken for absent; one LIST per trial started.
+    async fn cache_behind(
+        &self,
+        plan: &numaplane_core::progressive::Plan,
+        record: &numaplane_core::progressive::Record,
+    ) -> Result<Option<Vec<String>>, Error> {
+        let Action::CreateTrial { name, .. } = &plan.action else {
+            return Ok(None);
+        };
+        if record.upgrading.as_ref().is_some_and(|u| &u.name == name) {
+            // Resuming the creation the record names: `created_trial` read it live.
+            return Ok(None);
+        }
+        let cached: std::collections::HashSet<String> =
+            cached_children::<R>(self.ctx, &self.ns, &self.name)
+                .map(|c| c.name_any())
+                .collect();
+        let missing: Vec<String> = children::list_live::<R::Child>(self.ctx, &self.ns, &self.name)
+            .await?
+            .iter()
+            .filter(|c| c.meta().deletion_timestamp.is_none())
+            .map(|c| c.name_any())
+            .filter(|n| !cached.contains(n))
+            .collect();
+        Ok((!missing.is_empty()).then_some(missing))
     }
 
     /// Plan: one step of the pure engine, observing the promoted child's pods when it asks.
