@@ -1538,3 +1538,48 @@ async fn vanished_promoted_child_is_recreated() {
     h.until("settled on mvr-2", "mvr", settled).await;
     h.assert_invariants().await;
 }
+
+/// A trial the operator's cache does not show (its watch stalled: a relist under way, a slow
+/// API server) is neither created again nor taken for gone: one trial at a time, whatever the
+/// watch says. With the MonoVertex watch held at the proxy once the upgrade began, every pass
+/// after the trial's initialization used to start another trial beside it.
+#[tokio::test]
+async fn a_trial_the_cache_does_not_show_is_not_started_again() {
+    let mut h = Harness::start_real("prog-stale", CONFIG).await;
+    h.through_proxy().await;
+    h.apply::<MonoVertexRollout>(mvr(GO, None)).await;
+    h.until("deployed", "mvr", settled).await;
+    let proxy = h.proxy.as_ref().expect("the proxy");
+    proxy.freeze("monovertices");
+    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,600,300,1")))
+        .await;
+    h.until::<MonoVertexRollout, _, _>("trial mvr-1 initialised", "mvr", |r| {
+        let up = upgrading(r?)?;
+        (up.child.name == "mvr-1" && up.child.initialization_complete).then_some(())
+    })
+    .await;
+    // Passes go on meanwhile (the trial's health is sampled live, statuses are written): none
+    // may start a second trial.
+    let mvs = h.api::<MonoVertex>();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let names: Vec<String> = mvs
+            .list(&ListParams::default())
+            .await
+            .expect("list MonoVertices")
+            .items
+            .iter()
+            .map(|m| m.name_any())
+            .collect();
+        assert!(
+            names.iter().all(|n| n == "mvr-0" || n == "mvr-1"),
+            "one trial at a time while the watch is held: {names:?}"
+        );
+    }
+    let proxy = h.proxy.as_ref().expect("the proxy");
+    proxy.thaw("monovertices");
+    h.apply::<MonoVertexRollout>(mvr(JAVA, Some("0,60,3,1")))
+        .await;
+    h.until("settled on the new image", "mvr", settled).await;
+    h.assert_invariants().await;
+}

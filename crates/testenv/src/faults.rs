@@ -70,6 +70,8 @@ struct Shared {
     counts: Mutex<Counts>,
     /// Kinds owed ([`FaultProxy::owe`]), in order.
     owed: Mutex<Vec<&'static str>>,
+    /// Resources whose watch events are held ([`FaultProxy::freeze`]).
+    frozen: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// A running proxy; stops when dropped.
@@ -173,6 +175,13 @@ impl Shared {
         Fault::None
     }
 
+    fn is_frozen(&self, resource: &str) -> bool {
+        self.frozen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(resource)
+    }
+
     fn watch_life(&self) -> Duration {
         let (lo, hi) = self.rates.watch_life;
         lo + (hi.saturating_sub(lo)).mul_f64(self.unit())
@@ -232,6 +241,14 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response {
         .headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch"));
+    // The collection a watch is on: the path's last segment (`.../pipelines`).
+    let resource = parts
+        .uri
+        .path()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let fault = s.pick(&parts.method, apply_patch, watch);
     match fault {
         Fault::Status(code, reason) => {
@@ -297,8 +314,11 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response {
         head.headers.remove(header::CONTENT_LENGTH);
         return Response::from_parts(head, cut());
     }
-    if watch && s.enabled.load(Ordering::Relaxed) {
-        let life = if s.owes_watch_drop() {
+    if watch {
+        // Faults off, a watch lives until the API server ends it (the timer never fires).
+        let life = if !s.enabled.load(Ordering::Relaxed) {
+            Duration::from_secs(365 * 24 * 3600)
+        } else if s.owes_watch_drop() {
             Duration::from_secs(1)
         } else {
             s.watch_life()
@@ -307,11 +327,17 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response {
         let stream = body.into_data_stream();
         let timer = Box::pin(tokio::time::sleep(life));
         let cut_after = futures::stream::unfold(Some((stream, timer)), move |st| {
-            let shared = shared.clone();
+            let (shared, resource) = (shared.clone(), resource.clone());
             async move {
                 let (mut stream, mut timer) = st?;
                 tokio::select! {
-                    item = stream.next() => item.map(|i| (i.map_err(std::io::Error::other), Some((stream, timer)))),
+                    item = stream.next() => {
+                        // A frozen resource's events wait here, in order, until it thaws.
+                        while shared.is_frozen(&resource) {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        item.map(|i| (i.map_err(std::io::Error::other), Some((stream, timer))))
+                    }
                     () = &mut timer => {
                         shared.count("watch-dropped");
                         Some((Err(std::io::Error::other("watch cut by the fault proxy")), None))
@@ -336,6 +362,7 @@ impl FaultProxy {
             rng: Mutex::new(seed),
             counts: Mutex::default(),
             owed: Mutex::default(),
+            frozen: Mutex::default(),
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
@@ -370,6 +397,26 @@ impl FaultProxy {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(kind);
+    }
+
+    /// Holds every event of the watches on `resource` (a plural: `pipelines`) until
+    /// [`FaultProxy::thaw`], faults on or off: a client's cache of it stays as it was, as while
+    /// a slow relist is under way. Requests other than watches pass.
+    pub fn freeze(&self, resource: &str) {
+        self.shared
+            .frozen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(resource.to_string());
+    }
+
+    /// Releases the events [`FaultProxy::freeze`] held, in order.
+    pub fn thaw(&self, resource: &str) {
+        self.shared
+            .frozen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(resource);
     }
 
     /// Kinds owed and not yet injected.

@@ -4,9 +4,10 @@
 //! Everything of the node lives in a network and mount namespace of its own ([`crate::netns`]):
 //! kubelet, containerd, its shims, the CNI bridge and the pods' namespaces. The namespace is
 //! joined to the host by a veth pair with private addresses (`10.250.<k>.1` on the host,
-//! `10.250.<k>.2` the node's), so the API server (on the host) reaches kubelet for logs and exec;
-//! kubelet reaches the API server through a relay on the namespace's loopback. Nothing is routed
-//! or masqueraded further.
+//! `10.250.<k>.2` the node's), so the API server (on the host) reaches kubelet for logs and exec,
+//! and the host routes the pods' subnet through the node (the API server's proxy to a pod).
+//! kubelet reaches the API server through a relay in the namespace, which pods reach too: the
+//! `kubernetes` Service points at it. Nothing is masqueraded.
 //!
 //! Kubelet registers the node as [`NODE_NAME`] with label `type=real` and the taint
 //! [`TAINT_KEY`]`=true:NoSchedule`: only pods that select and tolerate it land there (KWOK manages

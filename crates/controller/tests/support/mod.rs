@@ -37,6 +37,8 @@ pub struct Harness {
     own_namespace: bool,
     /// The namespace's history, for [`Harness::assert_invariants`].
     pub history: invariants::Recorder,
+    /// The fault proxy the operator talks through, once [`Harness::through_proxy`] set one.
+    pub proxy: Option<numaplane_testenv::faults::FaultProxy>,
     _dir: tempfile::TempDir,
 }
 
@@ -222,10 +224,26 @@ impl Harness {
             config_file,
             metrics: Default::default(),
             own_namespace,
+            proxy: None,
             _dir: dir,
         };
         h.start_operator().await;
         h
+    }
+
+    /// Restarts the operator talking to the API server through a fault proxy, its faults off
+    /// (a test freezes a watch or owes a fault itself).
+    pub async fn through_proxy(&mut self) {
+        let proxy = numaplane_testenv::faults::FaultProxy::start(
+            self.env.operator_config(),
+            numaplane_testenv::faults::Rates::default(),
+            1,
+        )
+        .await
+        .expect("fault proxy");
+        self.stop_operator().await;
+        self.proxy = Some(proxy);
+        self.start_operator().await;
     }
 
     async fn install_numaflow_controller(&mut self, version: &str) {
@@ -239,7 +257,15 @@ impl Harness {
 
     async fn start_operator(&mut self) {
         // Requests counted as the binary counts them (`numaplane_kube_requests_total`).
-        let client = kube::client::ClientBuilder::try_from(self.env.operator_config())
+        let config = match &self.proxy {
+            Some(p) => kube::Config::new(
+                format!("http://{}", p.addr())
+                    .parse()
+                    .expect("the proxy's address"),
+            ),
+            None => self.env.operator_config(),
+        };
+        let client = kube::client::ClientBuilder::try_from(config)
             .expect("operator client")
             .with_layer(&numaplane::api_metrics::RequestMetricsLayer::new(
                 self.metrics.clone(),
