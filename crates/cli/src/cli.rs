@@ -86,6 +86,25 @@ pub enum Command {
     /// your kubeconfig, so your RBAC decides what it shows and may do.
     #[command(after_help = DASHBOARD_HELP)]
     Dashboard(DashboardArgs),
+    /// Print the plugin's version and the image of every Numaplane operator Deployment you can
+    /// see (label app.kubernetes.io/part-of=numaplane), with its ready replicas.
+    #[command(after_help = EXIT_CODES)]
+    Version(VersionArgs),
+    /// Print a shell completion script for kubectl-numaplane (bash, zsh, fish, elvish,
+    /// powershell). Example: `kubectl numaplane completion bash > /etc/bash_completion.d/kubectl-numaplane`.
+    Completion(CompletionArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct VersionArgs {
+    /// Only the plugin's version; no cluster needed.
+    #[arg(long)]
+    pub client: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionArgs {
+    pub shell: clap_complete::Shell,
 }
 
 pub const DASHBOARD_HELP: &str = "\

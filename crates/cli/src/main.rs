@@ -1,4 +1,4 @@
-//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|history|wait|plan|dashboard`.
+//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|history|wait|plan|dashboard|version|completion`.
 
 mod cli;
 mod cluster;
@@ -35,6 +35,31 @@ fn main() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
+    // What needs no cluster.
+    match &cli.command {
+        Command::Completion(args) => {
+            use clap::CommandFactory;
+            // Into memory first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "kubectl-numaplane",
+                &mut script,
+            );
+            use std::io::Write as _;
+            return match std::io::stdout().write_all(&script) {
+                Ok(()) => Ok(commands::EXIT_OK),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(commands::EXIT_OK),
+                Err(e) => Err(anyhow::Error::new(e).context("writing the completion script")),
+            };
+        }
+        Command::Version(args) if args.client => {
+            println!("{}", commands::version::client());
+            return Ok(commands::EXIT_OK);
+        }
+        _ => {}
+    }
     let cluster = cluster::Cluster::connect(&cli.global).await?;
     match &cli.command {
         Command::Get(args) => commands::get::run(&cluster, args).await,
@@ -49,6 +74,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Dashboard(args) => {
             dashboard::run(&cluster, args, cli.global.namespace.as_deref()).await
         }
+        Command::Version(_) => commands::version::run(&cluster).await,
+        Command::Completion(_) => Ok(commands::EXIT_OK),
     }
 }
 

@@ -1374,3 +1374,89 @@ async fn plan_reports_a_progressive_controller_upgrade_only_when_opted_in() {
     let p = plan(plain).await;
     assert_ne!(p["strategy"], "progressive", "{p}");
 }
+
+/// `version`: the plugin's own version without a cluster; with one, the image and readiness of
+/// the operator Deployment as `config/manager/manager.yaml` ships it.
+#[tokio::test]
+async fn version_names_the_client_and_the_operator_image() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-version").await;
+    let client_line = format!(
+        "Client Version: kubectl-numaplane {}",
+        env!("CARGO_PKG_VERSION")
+    );
+
+    let out = run(env, &ns, &["version", "--client"]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, client_line.as_str()),
+        "{}",
+        out.stderr
+    );
+
+    let mut manifest: Value = serde_saphyr::from_str(&repo_file("config/manager/manager.yaml"))
+        .expect("parse manager.yaml");
+    manifest["metadata"]["namespace"] = json!(ns);
+    let image = manifest["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .expect("an image")
+        .to_string();
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(manifest).expect("Deployment"),
+        )
+        .await
+        .expect("create the operator Deployment");
+    let out = run(env, &ns, &["version"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with(&client_line), "{}", out.stdout);
+    let want = format!("Operator: {ns}/numaplane-controller-manager {image} (0/1 ready)");
+    assert!(
+        out.stdout.lines().any(|l| l == want),
+        "want {want:?} in:\n{}",
+        out.stdout
+    );
+}
+
+/// `completion`: a script for each shell, naming every subcommand; bash's parses.
+#[tokio::test]
+async fn completion_scripts_cover_every_subcommand() {
+    let env = TestEnv::shared().await;
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(env, "default", &["completion", shell]).await;
+        assert_eq!(out.code, 0, "{shell}: {}", out.stderr);
+        for sub in [
+            "get",
+            "pause",
+            "resume",
+            "allow-data-loss",
+            "wait",
+            "promote",
+            "abort",
+            "history",
+            "plan",
+            "dashboard",
+            "version",
+            "completion",
+        ] {
+            assert!(out.stdout.contains(sub), "{shell} completion lacks {sub}");
+        }
+        if shell == "bash" {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let script = dir.path().join("completion.bash");
+            std::fs::write(&script, &out.stdout).expect("write");
+            let check = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&script)
+                .output()
+                .expect("bash -n");
+            assert!(
+                check.status.success(),
+                "bash rejects the script: {}",
+                String::from_utf8_lossy(&check.stderr)
+            );
+        }
+    }
+}

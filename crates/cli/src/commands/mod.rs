@@ -5,6 +5,7 @@ pub mod history;
 pub mod pause;
 pub mod plan;
 pub mod promote;
+pub mod version;
 pub mod wait;
 
 /// Exit code: success.
