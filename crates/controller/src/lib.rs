@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod finalizer;
 pub mod lease_fence;
+pub mod lease_release;
 pub mod logging;
 pub mod metrics;
 pub mod numaflow_controller;

@@ -5,6 +5,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use numaplane::api_metrics::RequestMetricsLayer;
 use numaplane::cli::Options;
 use numaplane::lease_fence::{self, Fence, FenceLayer};
+use numaplane::lease_release;
 use numaplane::metrics::Metrics;
 use numaplane::{Operator, OperatorOptions, admin};
 use std::process::ExitCode;
@@ -191,6 +192,7 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     } else {
         None
     };
+    let (lease_client, lease_namespace) = (client.clone(), namespace.clone());
     let operator = Operator::start(
         client,
         OperatorOptions {
@@ -223,12 +225,19 @@ async fn run(opts: Options) -> anyhow::Result<()> {
     readiness.set_not_ready("shutting down");
     operator.shutdown().await;
     if let Some((rx, task)) = lease {
-        // Dropping the last receiver makes the lease task release the lease.
+        // The lease manager stops renewing; the release is ours (see lease_release.rs).
+        task.abort();
         drop(rx);
-        match tokio::time::timeout(Duration::from_secs(5), task).await {
-            Ok(Ok(Ok(_))) => info!("lease released"),
-            Ok(Ok(Err(e))) => warn!(error = %e, "releasing the lease failed"),
-            _ => warn!("releasing the lease timed out"),
+        let released = tokio::time::timeout(
+            Duration::from_secs(5),
+            lease_release::release(&lease_client, &lease_namespace, LEASE_NAME, &identity),
+        )
+        .await;
+        match released {
+            Ok(Ok(true)) => info!("lease released"),
+            Ok(Ok(false)) => info!("lease not held any more: nothing to release"),
+            Ok(Err(e)) => warn!(error = %e, "releasing the lease failed"),
+            Err(_) => warn!("releasing the lease timed out"),
         }
     }
     shutdown.cancel();
