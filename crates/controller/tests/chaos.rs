@@ -160,6 +160,8 @@ struct World {
     flows: Mutex<Vec<(String, &'static str, f64)>>,
     /// (seconds since start, what) for every process fault and each flow step.
     log: Mutex<Vec<(f64, String)>>,
+    /// When the API server or etcd was restarted: (down from, serving again).
+    restarts: Mutex<Vec<(Instant, Instant)>>,
     t0: Instant,
 }
 
@@ -1073,14 +1075,19 @@ async fn inject(
                 op.start();
                 clean
             }
-            "apiserver-restart" => env
-                .restart("kube-apiserver", down)
-                .await
-                .map_err(|e| format!("{e:#}")),
-            _ => env
-                .restart("etcd", down)
-                .await
-                .map_err(|e| format!("{e:#}")),
+            restart => {
+                let from = Instant::now();
+                let part = if restart == "apiserver-restart" {
+                    "kube-apiserver"
+                } else {
+                    "etcd"
+                };
+                let done = env.restart(part, down).await.map_err(|e| format!("{e:#}"));
+                if let Ok(mut r) = w.restarts.lock() {
+                    r.push((from, Instant::now()));
+                }
+                done
+            }
         };
         if let Err(e) = done {
             FAILED.store(true, Ordering::Relaxed);
@@ -1168,6 +1175,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         budget: AtomicUsize::new(flows),
         flows: Mutex::default(),
         log: Mutex::default(),
+        restarts: Mutex::default(),
         t0: Instant::now(),
     });
     let lane = |name: &str, stream: u64| Lane {
@@ -1273,7 +1281,11 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     let mut violations = Vec::new();
     let mut unjudged = Vec::new();
     let mut traces = Vec::new();
+    let restarts = w.restarts.lock().map(|r| r.clone()).unwrap_or_default();
     for (ns, r) in [(&prog, &recorders[0]), (&ppnd, &recorders[1])] {
+        for &(from, to) in &restarts {
+            r.control_plane_restarted(from, to);
+        }
         let verdict = r.verdict_now(&client, ns).await;
         traces.extend(
             verdict
@@ -1341,7 +1353,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         "minimum_faults_by_kind": minimum,
         "invariant_violations": violations.len(),
         "deletions_unseen_by_the_checker": vanished,
-        "deletions_the_checker_could_not_judge": unjudged.len(),
+        "judgements_the_checker_could_not_make": unjudged.len(),
         "settle_with_faults_off_seconds": (settle_seconds * 10.0).round() / 10.0,
         "settle_bound_seconds": SETTLE_BOUND.as_secs(),
         "operator_panics": panics.len(),
@@ -1367,7 +1379,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
             .unwrap_or_default();
         panic!(
             "chaos run failed (replay with CHAOS_SEED={seed} CHAOS_FLOWS={flows}; operator logs in {}):\n\
-             failures:\n{}\npanics:\n{}\nviolations, each with its history:\n{}\ndeletions the checker could not judge (history lost in a relist):\n{}\nflow and fault log:\n{log}",
+             failures:\n{}\npanics:\n{}\nviolations, each with its history:\n{}\njudgements the checker could not make (history lost in a relist or around a control-plane restart):\n{}\nflow and fault log:\n{log}",
             dir.keep().display(),
             failures.join("\n"),
             panics.join("\n"),

@@ -730,3 +730,39 @@ fn a_rollout_that_does_not_converge_is_caught() {
     assert_eq!(v.violations.len(), 1, "{v:#?}");
     assert!(v.violations[0].contains("not converged"));
 }
+
+// An undrained deletion whose last recorded version and deletion were recorded either side of a
+// control-plane restart is not judged: the watch was seen to miss versions there (one the
+// operator acted on). Away from a restart, the same history is a violation.
+#[test]
+fn a_deletion_across_a_control_plane_restart_is_not_judged() {
+    let recycled = merged(
+        running(),
+        &json!({"metadata": {"labels": {labels::UPGRADE_STATE: "recyclable"}}}),
+    );
+    let mut before = pipeline(2, "pr-0", "recyclable", recycled.clone());
+    let mut deleted = pipeline(2, "pr-0", "recyclable", recycled).deleted_at(3);
+    let t0 = Instant::now();
+    before.at = t0;
+    deleted.at = t0 + Duration::from_secs(4);
+    let log = vec![rollout(1, json!({})), before, deleted];
+    assert_eq!(violations(&log).len(), 1, "no restart: judged");
+    let rules = Rules {
+        restarts: vec![(t0 + Duration::from_secs(1), t0 + Duration::from_secs(2))],
+        ..Rules::default()
+    };
+    let v = run(&log, &[], &rules);
+    assert!(v.violations.is_empty(), "{:#?}", v.violations);
+    assert_eq!(
+        v.unjudged.len(),
+        1,
+        "reported as not judged: {:#?}",
+        v.unjudged
+    );
+    // A restart long before both versions changes nothing.
+    let rules = Rules {
+        restarts: vec![(t0 - Duration::from_secs(60), t0 - Duration::from_secs(59))],
+        ..Rules::default()
+    };
+    assert_eq!(run(&log, &[], &rules).violations.len(), 1, "an old restart");
+}

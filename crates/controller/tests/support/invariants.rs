@@ -206,6 +206,14 @@ impl Recorder {
         }
     }
 
+    /// Says that the test restarted the API server or etcd from `from` until `to` (see
+    /// [`judge::Rules::restarts`]).
+    pub fn control_plane_restarted(&self, from: Instant, to: Instant) {
+        if let Ok(mut r) = self.rules.lock() {
+            r.restarts.push((from, to));
+        }
+    }
+
     /// Says that the test deletes child `name` of `kind` itself: its deletion is not held
     /// against the operator. The object is the one recorded live under that name now (by uid);
     /// the name alone only when none is recorded yet.

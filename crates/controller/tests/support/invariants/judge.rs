@@ -151,6 +151,24 @@ pub struct Rules {
     /// The history has gaps the test made itself (API server restarts): a vanished pipeline that
     /// cannot be judged is reported in [`Verdict::unjudged`] instead of as a violation.
     pub history_may_have_gaps: bool,
+    /// When the test restarted the API server or etcd (start, back up). The watches' history
+    /// around a restart was seen to miss versions the operator saw (a status the operator acted
+    /// on, never delivered to the recorder): a judgement that rests on the versions either side
+    /// of one is reported in [`Verdict::unjudged`], not passed and not failed.
+    pub restarts: Vec<(Instant, Instant)>,
+}
+
+/// How long after a control-plane restart the recorded history is not trusted to be complete.
+const RESTART_SETTLE: Duration = Duration::from_secs(10);
+
+impl Rules {
+    /// Whether the versions `prev` and `next` of one object were recorded on either side of
+    /// (or during) a control-plane restart, so that versions between them may be missing.
+    fn spans_restart(&self, prev: &Seen, next: &Seen) -> bool {
+        self.restarts
+            .iter()
+            .any(|&(from, to)| prev.at <= to + RESTART_SETTLE && next.at >= from)
+    }
 }
 
 /// The outcome of a judgement.
@@ -540,7 +558,11 @@ impl<'a> Replay<'a> {
             our_annotations(&last.obj),
             claims(self.events, "Pipeline", &s.name),
         );
-        if s.vanished && self.rules.history_may_have_gaps {
+        if self.rules.spans_restart(last, s) {
+            self.out
+                .unjudged
+                .push(format!("{what} (recorded either side of a control-plane restart)"));
+        } else if s.vanished && self.rules.history_may_have_gaps {
             self.out.unjudged.push(what);
         } else {
             self.out.violations.push(what);
@@ -606,13 +628,24 @@ impl<'a> Replay<'a> {
         let allowed = annotation(&rollout.obj, annotations::ALLOW_DATA_LOSS) == Some("true");
         let phase = prev.obj["status"]["phase"].as_str().unwrap_or_default();
         if in_ppnd && !allowed && !matches!(phase, "Paused" | "Failed") {
-            self.out.violations.push(format!(
+            let unseen = self.rules.spans_restart(prev, s);
+            let out = if unseen {
+                &mut self.out.unjudged
+            } else {
+                &mut self.out.violations
+            };
+            out.push(format!(
                 "rv {}: Pipeline {} changed under pause-and-drain while {phase:?}, data loss not \
-                 allowed: {}; rollout status {}",
+                 allowed: {}; rollout status {}{}",
                 s.rv,
                 s.name,
                 changed(&substance(&prev.obj["spec"]), &substance(&s.obj["spec"])),
-                rollout.obj["status"]
+                rollout.obj["status"],
+                if unseen {
+                    " (recorded either side of a control-plane restart)"
+                } else {
+                    ""
+                }
             ));
         }
     }
