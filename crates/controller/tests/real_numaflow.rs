@@ -226,3 +226,42 @@ async fn pause_and_drain_across_a_real_controller_upgrade_from_1_7_5_to_1_8_1() 
     );
     h.assert_invariants().await;
 }
+
+/// The stack frees a deleted claim once no pod uses it, as a cluster does (the API server puts
+/// `kubernetes.io/pvc-protection` on every claim; kube-controller-manager removes it): an ISB
+/// service recreated under its name gets its StatefulSet's claims again. Without that
+/// controller a recreated ISB service waited for its pods forever.
+#[tokio::test]
+async fn a_deleted_claim_goes_once_no_pod_uses_it() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let env = numaplane_testenv::TestEnv::shared_real().await;
+    let ns = env.create_namespace("pvc").await;
+    let pvcs: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(env.client(), &ns);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "js-vol"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    let made = pvcs
+        .create(&Default::default(), &claim)
+        .await
+        .expect("create the claim");
+    assert!(
+        made.finalizers()
+            .iter()
+            .any(|f| f == "kubernetes.io/pvc-protection"),
+        "the API server protects claims: {:?}",
+        made.finalizers()
+    );
+    pvcs.delete("js-vol", &Default::default())
+        .await
+        .expect("delete the claim");
+    support::eventually("the deleted claim gone", || async {
+        pvcs.get_opt("js-vol")
+            .await
+            .ok()
+            .and_then(|c| c.is_none().then_some(()))
+    })
+    .await;
+}

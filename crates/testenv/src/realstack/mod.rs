@@ -49,9 +49,13 @@ pub const NODE_NAME: &str = "kwok-node-0";
 
 /// kube-controller-manager's controllers under the real stack: garbage collection and namespace
 /// deletion as always, plus what turns workloads into pods and keeps the node's taints right
-/// (without `nodelifecycle` the new node's not-ready taint never goes).
+/// (without `nodelifecycle` the new node's not-ready taint never goes), and PVC protection:
+/// the API server puts its finalizer on every claim, and without the controller a deleted
+/// claim never goes, so an ISB service recreated under the same name never gets its pods
+/// (its StatefulSet waits for a claim "being deleted").
 pub const CONTROLLERS: &str = "garbagecollector,namespace,deployment,replicaset,statefulset,job,\
-                               endpointslice,disruption,nodelifecycle";
+                               endpointslice,disruption,nodelifecycle,\
+                               persistentvolumeclaim-protection-controller";
 
 /// KWOK's stages (ours): nodes ready, pods ready, deleted, completed, or failing as directed by
 /// their image.

@@ -559,9 +559,9 @@ impl<'a> Replay<'a> {
             claims(self.events, "Pipeline", &s.name),
         );
         if self.rules.spans_restart(last, s) {
-            self.out
-                .unjudged
-                .push(format!("{what} (recorded either side of a control-plane restart)"));
+            self.out.unjudged.push(format!(
+                "{what} (recorded either side of a control-plane restart)"
+            ));
         } else if s.vanished && self.rules.history_may_have_gaps {
             self.out.unjudged.push(what);
         } else {
