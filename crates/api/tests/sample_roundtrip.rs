@@ -97,3 +97,40 @@ fn every_field_round_trips() {
     let kinds = check_files(&repo("testdata/every-field"));
     assert_eq!(kinds.len(), 5, "all five kinds are covered: {kinds:?}");
 }
+
+/// `kubectl apply -k config/samples` installs one Numaflow controller per namespace: the
+/// kustomization lists a NumaflowControllerRollout or a NumaflowController for a namespace,
+/// never both (two controllers would fight over the same objects).
+#[test]
+fn the_samples_kustomization_installs_one_numaflow_controller_per_namespace() {
+    let dir = repo("config/samples");
+    let k: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(dir.join("kustomization.yaml")).expect("kustomization.yaml"),
+    )
+    .expect("parse kustomization.yaml");
+    let mut controllers: Vec<(String, String)> = Vec::new();
+    for res in k["resources"].as_array().expect("resources") {
+        let file = dir.join(res.as_str().expect("a file name"));
+        let text = std::fs::read_to_string(&file).expect("a listed sample");
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("parse a sample");
+        for d in docs {
+            if matches!(
+                d["kind"].as_str(),
+                Some("NumaflowController" | "NumaflowControllerRollout")
+            ) {
+                let ns = d["metadata"]["namespace"].as_str().unwrap_or("default");
+                controllers.push((ns.to_string(), file.display().to_string()));
+            }
+        }
+    }
+    let namespaces: BTreeSet<&str> = controllers.iter().map(|(ns, _)| ns.as_str()).collect();
+    assert!(
+        !controllers.is_empty(),
+        "the samples install a Numaflow controller"
+    );
+    assert_eq!(
+        namespaces.len(),
+        controllers.len(),
+        "more than one Numaflow controller in a namespace: {controllers:?}"
+    );
+}
