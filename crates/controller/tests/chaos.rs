@@ -59,20 +59,21 @@ use support::scenario::{
 };
 use support::{Process, fixtures, install_numaflow, install_rbac, lease_holder, repo};
 
-/// A good trial must show healthy within `end` (40 s) of its start: under the faults a fresh
+/// A good trial must show healthy within `end` (90 s) of its start: under the faults a fresh
 /// vertex pod can take over 20 s to be ready (a pipeline trial once missed a 20 s window right
-/// after an etcd restart, its vertices read live), and a trial failed for the stack's slowness
-/// is no verdict on Numaplane. A bad trial then takes the full 40 s to fail (unhealthy waits
-/// for `end`), well inside [`FLOW_BOUND`].
+/// after an etcd restart, its vertices read live), the Numaflow controller once created a
+/// trial's vertices only 39 s after the trial (its ISB service still coming back), and a trial
+/// failed for the stack's slowness is no verdict on Numaplane. A bad trial then takes the full
+/// 90 s to fail (unhealthy waits for `end`), well inside [`FLOW_BOUND`].
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "progressive"
 permittedRiders: "group=,kind=ConfigMap"
 progressive:
   defaultAssessmentSchedule:
     - kind: Pipeline
-      schedule: "0,40,2,1"
+      schedule: "0,90,2,1"
     - kind: MonoVertex
-      schedule: "0,40,2,1"
+      schedule: "0,90,2,1"
     - kind: InterstepBufferService
       schedule: "0,0,0,1"
 "#;
