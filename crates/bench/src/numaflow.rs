@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 pub async fn install(client: &Client, ns: &str, timeout: Duration) -> Result<()> {
     let mut defs: ConfigMap =
-        crate::rbac::read("testdata/numaflow-controller-definitions/controller_def_1.8.1.yaml")?;
+        crate::rbac::read("config/numaflow-controller-definitions/controller_def_1.8.1.yaml")?;
     defs.metadata.namespace = Some(numaplane_testenv::controlplane::OPERATOR_NAMESPACE.into());
     crate::rbac::apply(
         Api::namespaced(

@@ -526,8 +526,8 @@ async fn bootstrap(client: &Client, config_file: &Path) -> anyhow::Result<()> {
         "config/rbac/leader_election_role.yaml",
         "config/rbac/leader_election_role_binding.yaml",
         "config/manager/usde-config.yaml",
-        "testdata/numaflow-controller-definitions/controller_def_1.5.2.yaml",
-        "testdata/numaflow-controller-definitions/controller_def_1.6.0.yaml",
+        "config/numaflow-controller-definitions/controller_def_1.5.2.yaml",
+        "config/numaflow-controller-definitions/controller_def_1.6.0.yaml",
     ] {
         for mut d in docs(rel)? {
             if d["metadata"]["namespace"].is_null() && d["kind"] != "ClusterRole" {

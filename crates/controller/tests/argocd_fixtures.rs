@@ -308,7 +308,7 @@ async fn argocd_fixtures_from_real_objects() {
 
     // The Numaflow controller, installed from the fixture definitions.
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/numaflow-controller-definitions/controller_def_1.8.1.yaml");
+        .join("../../config/numaflow-controller-definitions/controller_def_1.8.1.yaml");
     let cm: ConfigMap =
         serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("definitions"))
             .expect("parse definitions");

@@ -1003,7 +1003,7 @@ async fn numaflow_install_deployments_become_available() {
     let f = Fixture::new("sim-install").await;
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../testdata/numaflow-controller-definitions/controller_def_1.8.1.yaml"
+        "/../../config/numaflow-controller-definitions/controller_def_1.8.1.yaml"
     );
     let cm: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(path).expect("definitions")).expect("yaml");

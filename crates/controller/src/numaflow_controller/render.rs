@@ -622,7 +622,7 @@ status:
     fn renders_the_shipped_fixture() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../testdata/numaflow-controller-definitions/controller_def_1.8.1.yaml"
+            "/../../config/numaflow-controller-definitions/controller_def_1.8.1.yaml"
         );
         let cm: k8s_openapi::api::core::v1::ConfigMap =
             serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

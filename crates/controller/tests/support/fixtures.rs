@@ -23,7 +23,7 @@ pub fn isb_rollout(name: &str, jetstream: Value) -> Value {
 /// A fixture definitions ConfigMap, as JSON, without a namespace (applied to the test's).
 pub fn definitions(version: &str) -> Value {
     let path = format!(
-        "{}/../../testdata/numaflow-controller-definitions/controller_def_{version}.yaml",
+        "{}/../../config/numaflow-controller-definitions/controller_def_{version}.yaml",
         env!("CARGO_MANIFEST_DIR")
     );
     let cm: ConfigMap =
