@@ -37,6 +37,38 @@ pub struct GlobalArgs {
     /// Namespace (default: the context's namespace, then "default").
     #[arg(short = 'n', long, global = true, value_name = "NS")]
     pub namespace: Option<String>,
+    /// The kubeconfig cluster to use (default: the context's).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use (default: the context's).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The API server's address, instead of the cluster's.
+    #[arg(short = 's', long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for the API server, instead of the user's credentials.
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Act as this user (impersonation; your credentials must allow it).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Act with this group too (repeatable; with --as).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
+    /// How long to wait for one request (0: no limit), e.g. 30s or 1m.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    pub request_timeout: Option<Duration>,
+    /// Do not verify the API server's certificate (insecure).
+    #[arg(long, global = true)]
+    pub insecure_skip_tls_verify: bool,
+}
+
+/// [`parse_duration`], or `0` (with or without a unit) for "no limit" (`Duration::ZERO`).
+pub fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
 }
 
 #[derive(Subcommand, Debug)]

@@ -22,7 +22,8 @@ impl Cluster {
     pub async fn connect(args: &GlobalArgs) -> Result<Self> {
         let options = KubeConfigOptions {
             context: args.context.clone(),
-            ..KubeConfigOptions::default()
+            cluster: args.cluster.clone(),
+            user: args.user.clone(),
         };
         let config = if let Some(path) = &args.kubeconfig {
             let kubeconfig = Kubeconfig::read_from(path)
@@ -30,7 +31,7 @@ impl Cluster {
             Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .with_context(|| format!("loading kubeconfig {}", path.display()))?
-        } else if args.context.is_some() {
+        } else if args.context.is_some() || args.cluster.is_some() || args.user.is_some() {
             Config::from_kubeconfig(&options)
                 .await
                 .context("loading kubeconfig")?
@@ -39,6 +40,7 @@ impl Cluster {
                 .await
                 .context("no cluster configured (kubeconfig or in-cluster)")?
         };
+        let config = with_overrides(config, args)?;
         let namespace = args
             .namespace
             .clone()
@@ -101,6 +103,43 @@ impl Cluster {
             }
         }
     }
+}
+
+/// kubectl's connection and authentication flags, over what the kubeconfig says.
+fn with_overrides(mut config: Config, args: &GlobalArgs) -> Result<Config> {
+    if let Some(server) = &args.server {
+        config.cluster_url = server
+            .parse()
+            .with_context(|| format!("--server {server:?} is not a URL"))?;
+    }
+    if let Some(token) = &args.token {
+        let auth = &mut config.auth_info;
+        auth.token = Some(token.clone().into());
+        auth.token_file = None;
+        auth.username = None;
+        auth.password = None;
+        auth.exec = None;
+        auth.auth_provider = None;
+    }
+    if let Some(user) = &args.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+    }
+    if !args.as_group.is_empty() {
+        if args.as_user.is_none() {
+            bail!("--as-group needs --as");
+        }
+        config.auth_info.impersonate_groups = Some(args.as_group.clone());
+    }
+    if let Some(t) = args.request_timeout {
+        let limit = (!t.is_zero()).then_some(t);
+        config.connect_timeout = limit;
+        config.read_timeout = limit;
+        config.write_timeout = limit;
+    }
+    if args.insecure_skip_tls_verify {
+        config.accept_invalid_certs = true;
+    }
+    Ok(config)
 }
 
 /// Lists objects, treating a missing resource type (CRD not installed) as empty.

@@ -1460,3 +1460,66 @@ async fn completion_scripts_cover_every_subcommand() {
         }
     }
 }
+
+/// kubectl's connection and authentication flags reach the API server: impersonation with
+/// groups, a bearer token, another server address, a request timeout.
+#[tokio::test]
+async fn kubectl_auth_and_connection_flags() {
+    let env = TestEnv::shared().await;
+    let ns = env.create_namespace("cli-auth").await;
+
+    let out = run(env, &ns, &["get", "--as", "someone"]).await;
+    assert_eq!(
+        out.code, 1,
+        "impersonating a user without rights: {}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("someone") && out.stderr.contains("forbidden"),
+        "the refusal names the impersonated user: {}",
+        out.stderr
+    );
+    let out = run(
+        env,
+        &ns,
+        &["get", "--as", "someone", "--as-group", "system:masters"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "with a group that may: {}", out.stderr);
+    let out = run(env, &ns, &["get", "--as-group", "system:masters"]).await;
+    assert_eq!(out.code, 1, "--as-group alone is refused: {}", out.stderr);
+    assert!(
+        out.stderr.contains("--as-group needs --as"),
+        "{}",
+        out.stderr
+    );
+
+    let out = run(env, &ns, &["get", "--token", "not-a-token"]).await;
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("Unauthorized") || out.stderr.contains("401"),
+        "a wrong token: {}",
+        out.stderr
+    );
+
+    let refused = format!("https://127.0.0.1:{}", {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    });
+    let out = run(
+        env,
+        &ns,
+        &["get", "--server", &refused, "--request-timeout", "5s"],
+    )
+    .await;
+    assert_eq!(out.code, 1, "nothing listens at --server: {}", out.stdout);
+
+    let out = run(env, &ns, &["get", "--request-timeout", "0"]).await;
+    assert_eq!(out.code, 0, "no limit: {}", out.stderr);
+    let out = run(env, &ns, &["get", "--request-timeout", "soon"]).await;
+    assert_eq!(
+        out.code, 2,
+        "a bad duration is a command-line error: {}",
+        out.stderr
+    );
+}
