@@ -1479,6 +1479,10 @@ async fn kubectl_auth_and_connection_flags() {
         "the refusal names the impersonated user: {}",
         out.stderr
     );
+    // A watch it may not make ends with the refusal instead of hanging.
+    let out = run(env, &ns, &["get", "-w", "--as", "someone"]).await;
+    assert_eq!(out.code, 1, "get -w refused: {}", out.stdout);
+    assert!(out.stderr.contains("watch error"), "{}", out.stderr);
     let out = run(
         env,
         &ns,

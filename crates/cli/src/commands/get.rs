@@ -45,8 +45,34 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
     let mut last: Option<Tree> = None;
     while let Some(event) = events.next().await {
         match event {
-            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) | Err(_) => continue,
+            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => continue,
             Ok(_) => {}
+            Err(e) => {
+                // Said, not swallowed: a watch that may not be made never shows anything.
+                eprintln!("watch error: {e}");
+                if refused(&e) {
+                    return Ok(super::EXIT_ERROR);
+                }
+                continue;
+            }
+        }
+        // A burst of changes (a rollout step writes several objects) is drawn once.
+        let settle = tokio::time::sleep(DEBOUNCE);
+        tokio::pin!(settle);
+        loop {
+            tokio::select! {
+                () = &mut settle => break,
+                more = events.next() => match more {
+                    Some(Err(e)) => {
+                        eprintln!("watch error: {e}");
+                        if refused(&e) {
+                            return Ok(super::EXIT_ERROR);
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    None => break,
+                },
+            }
         }
         let tree = snapshot(cluster, args, &kinds).await?;
         if last.as_ref() == Some(&tree) {
@@ -56,6 +82,22 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
         last = Some(tree);
     }
     Ok(super::EXIT_OK)
+}
+
+/// How long `get -w` waits for more changes before it draws.
+const DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A watch the API server refuses for good (not allowed, or no such resource): retrying
+/// cannot help.
+fn refused(e: &watcher::Error) -> bool {
+    let code = match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
+        watcher::Error::WatchError(s) => s.code,
+        _ => 0,
+    };
+    matches!(code, 401 | 403)
 }
 
 fn kinds_of(args: &GetArgs) -> Vec<RolloutKind> {
