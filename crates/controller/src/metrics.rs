@@ -244,6 +244,16 @@ impl Metrics {
             "Seconds a NumaflowControllerRollout has requested pipelines to pause",
             Family::<Labels, GaugeF>::default()
         );
+        // Which build serves these metrics (1, labelled with the version), as Go binaries'
+        // `*_build_info` do: a dashboard or alert can tell versions apart during an upgrade.
+        let build_info = reg!(
+            "numaplane_build_info",
+            "The Numaplane build serving these metrics (always 1)",
+            Family::<Labels, Gauge>::default()
+        );
+        build_info
+            .get_or_create(&vec![("version", env!("CARGO_PKG_VERSION").to_string())])
+            .set(1);
         let reconciliation_duration = reg!(
             "numaplane_reconciliation_duration_seconds",
             "Duration of reconciles that created, updated or deleted a child",
@@ -951,5 +961,16 @@ mod tests {
         for (name, labels) in cases {
             assert_eq!(value(&text, name, labels), Some(1.0), "{name} in\n{text}");
         }
+    }
+
+    #[test]
+    fn the_build_is_named() {
+        let text = Metrics::new().encode();
+        let version = format!(r#"version="{}""#, env!("CARGO_PKG_VERSION"));
+        assert_eq!(
+            value(&text, "numaplane_build_info", &[&version]),
+            Some(1.0),
+            "{text}"
+        );
     }
 }

@@ -147,6 +147,7 @@ async fn probes_metrics_and_live_log_level() {
         "numaplane_reconcile_duration_seconds",
         "numaplane_kube_requests_total",
         "numaplane_leader",
+        "numaplane_build_info",
         "controller_runtime_reconcile_total",
         "controller_runtime_reconcile_time_seconds",
         "rest_client_requests_total",
@@ -349,4 +350,5 @@ const METRIC_FAMILIES: &[(&str, &str)] = &[
     ("numaplane_kube_requests_total", "counter"),
     ("numaplane_leader", "gauge"),
     ("numaplane_fenced_writes_total", "counter"),
+    ("numaplane_build_info", "gauge"),
 ];
