@@ -572,3 +572,52 @@ async fn recreate_field_under_no_strategy_drains_then_replaces() {
     )
     .await;
 }
+
+/// A name count that fell behind a live child (the status write after its creation lost under
+/// faults) is corrected as soon as the child is seen: the recreate names the new ISB service
+/// default-1. Before, it deleted default-0 first and then created the new one under the same
+/// name, which no longer looked taken.
+#[tokio::test]
+async fn a_recreate_never_reuses_the_name_of_the_child_it_replaces() {
+    use kube::api::{Patch, PatchParams};
+    let mut h = Harness::start_real("recreate-count", PPND).await;
+    h.apply::<ISBServiceRollout>(isb_with_volume("10Mi")).await;
+    h.until("isb deployed", "default", isbr_settled).await;
+    h.stop_operator().await;
+    // As a lost status write leaves it: the count never moved past default-0.
+    h.api::<ISBServiceRollout>()
+        .patch_status(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"nameCount": 0}})),
+        )
+        .await
+        .expect("set the count back");
+    h.restart_operator().await;
+    h.apply::<ISBServiceRollout>(isb_with_volume("20Mi")).await;
+    h.until("isb settled on the new volume", "default", |r| {
+        let r = isbr_settled(r)?;
+        (r.status.as_ref()?.name_count == Some(2)).then_some(r)
+    })
+    .await;
+    let isbs = h
+        .api::<InterStepBufferService>()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    let names: Vec<String> = isbs
+        .items
+        .iter()
+        .filter_map(|i| i.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["default-1".to_string()],
+        "the replacement has a new name"
+    );
+    let volume = isbs.items[0]
+        .spec
+        .pointer("/jetstream/persistence/volumeSize");
+    assert_eq!(volume, Some(&json!("20Mi")));
+    h.assert_invariants().await;
+}

@@ -45,6 +45,26 @@ pub fn allocate_free(
     None
 }
 
+/// `status.nameCount` moved past the live children it would name: a count that fell behind
+/// (the status write after a creation lost) is corrected as soon as the child is seen, so the
+/// name is not handed out again once that child is deleted (a recreate deletes the old child
+/// before it creates the new one). Unchanged when no live child has the name it points at.
+pub fn count_past_live(
+    rollout: &str,
+    name_count: Option<i32>,
+    live: impl Fn(&str) -> bool,
+) -> Option<i32> {
+    let mut count = name_count;
+    for _ in 0..=MAX_INDEX {
+        let (index, next) = allocate_index(count);
+        if !live(&child_name(rollout, index)) {
+            return count;
+        }
+        count = Some(next);
+    }
+    count
+}
+
 /// The rollout a child belongs to: its name without the final `-<digits>`.
 pub fn rollout_name_of_child(child: &str) -> Option<&str> {
     let (prefix, digits) = child.rsplit_once('-')?;
@@ -113,6 +133,23 @@ mod tests {
         );
         assert_eq!(super::allocate_free("p", None, |_| true), None);
         assert_eq!(allocate_index(Some(999)), (999, 0));
+    }
+
+    #[test]
+    fn a_count_behind_a_live_child_moves_past_it() {
+        let live = |n: &str| n == "isb-8" || n == "isb-9";
+        assert_eq!(super::count_past_live("isb", Some(8), live), Some(10));
+        assert_eq!(super::count_past_live("isb", Some(10), live), Some(10));
+        assert_eq!(
+            super::count_past_live("isb", None, |n| n == "isb-0"),
+            Some(1)
+        );
+        assert_eq!(super::count_past_live("isb", None, |_| false), None);
+        // Wrapping: 999 live, the count moves to 0.
+        assert_eq!(
+            super::count_past_live("p", Some(999), |n| n == "p-999"),
+            Some(0)
+        );
     }
 
     #[test]

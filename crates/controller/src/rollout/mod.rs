@@ -169,6 +169,10 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     let acted = async {
         plan::validate(obj)?;
         let seen = observe::observe(obj, ctx, &report.st, report.now.clone(), first).await?;
+        // A count corrected past a live child is kept (see `naming::count_past_live`).
+        if seen.name_count != *crate::status::RolloutStatus::name_count(&report.st) {
+            *crate::status::RolloutStatus::name_count_mut(&mut report.st) = seen.name_count;
+        }
         let plan = plan::plan(obj, seen)?;
         act::act(obj, ctx, &mut report.st, plan).await
     }

@@ -114,7 +114,9 @@ pub(super) async fn observe<R: Rollout>(
         now,
         generation_changed: st.common().observed_generation != generation,
         in_progress: st.common().upgrade_in_progress,
-        name_count: *st.name_count(),
+        name_count: numaplane_core::naming::count_past_live(&name, *st.name_count(), |n| {
+            cached.iter().any(|c| c.meta().name.as_deref() == Some(n))
+        }),
         retire: obj.retiring(ctx, &cached),
         cached,
         duplicates_live: None,
