@@ -346,3 +346,88 @@ async fn rules_and_dashboard_on_a_live_operator() {
     )
     .await;
 }
+
+/// Every alert links its runbook: a section of docs/troubleshooting.md named after it, at the
+/// repository's address (Cargo.toml's `repository`).
+#[test]
+fn every_alert_links_its_runbook() {
+    let base = format!(
+        "{}/blob/main/docs/troubleshooting.md#",
+        env!("CARGO_PKG_REPOSITORY")
+    );
+    let doc = std::fs::read_to_string(repo("docs/troubleshooting.md")).expect("troubleshooting");
+    let rules = yaml(RULES);
+    let mut seen = 0;
+    for group in rules["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            let Some(alert) = rule["alert"].as_str() else {
+                continue;
+            };
+            seen += 1;
+            let url = rule["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_default();
+            assert_eq!(
+                url,
+                format!("{base}{}", alert.to_lowercase()),
+                "{alert}: runbook_url"
+            );
+            assert!(
+                doc.lines().any(|l| l == format!("### {alert}")),
+                "docs/troubleshooting.md has a section `### {alert}`"
+            );
+        }
+    }
+    assert!(seen >= 5, "{seen} alerts");
+}
+
+/// The ServiceMonitor and PodMonitor select what the install ships: the metrics Service (and
+/// its `metrics` port) and the operator's pods (and their `metrics` container port).
+#[test]
+fn the_monitors_select_the_installed_service_and_pods() {
+    let service = yaml("config/manager/metrics-service.yaml");
+    let deployment = yaml("config/manager/manager.yaml");
+    let sm = yaml("config/monitoring/servicemonitor.yaml");
+    assert_eq!(sm["kind"], "ServiceMonitor");
+    assert_eq!(
+        sm["metadata"]["namespace"],
+        service["metadata"]["namespace"]
+    );
+    let labels = service["metadata"]["labels"].as_object().expect("labels");
+    for (k, v) in sm["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("selector")
+    {
+        assert_eq!(labels.get(k), Some(v), "the Service carries {k}={v}");
+    }
+    let port = &sm["spec"]["endpoints"][0]["port"];
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .any(|p| &p["name"] == port),
+        "the Service has port {port}"
+    );
+    let pm = yaml("config/monitoring/podmonitor.yaml");
+    assert_eq!(pm["kind"], "PodMonitor");
+    let template = &deployment["spec"]["template"];
+    let pod_labels = template["metadata"]["labels"]
+        .as_object()
+        .expect("pod labels");
+    for (k, v) in pm["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("selector")
+    {
+        assert_eq!(pod_labels.get(k), Some(v), "the pods carry {k}={v}");
+    }
+    let port = &pm["spec"]["podMetricsEndpoints"][0]["port"];
+    assert!(
+        template["spec"]["containers"][0]["ports"]
+            .as_array()
+            .expect("container ports")
+            .iter()
+            .any(|p| &p["name"] == port),
+        "the container has port {port}"
+    );
+}
