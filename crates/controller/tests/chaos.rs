@@ -261,11 +261,18 @@ where
         + DeserializeOwned,
 {
     let lp = ListParams::default().labels(&format!("{}={rollout}", labels::PARENT_ROLLOUT_NAME));
-    let items = api::<K>(w, ns)
-        .list(&lp)
-        .await
-        .map_err(|e| format!("listing children: {e}"))?
-        .items;
+    // The test's own reads go to the API server the injector restarts: retried like the
+    // operator's, a restart is not a failure of the flow.
+    let t0 = Instant::now();
+    let items = loop {
+        match api::<K>(w, ns).list(&lp).await {
+            Ok(list) => break list.items,
+            Err(e) if t0.elapsed() > Duration::from_secs(60) => {
+                return Err(format!("listing children: {e}"));
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    };
     Ok(items
         .into_iter()
         .filter(|c| c.meta().deletion_timestamp.is_none())
