@@ -95,6 +95,17 @@ async fn promoted_seen<R: Rollout>(
     })
 }
 
+/// `status.nameCount` moved past the cached children it would name (`naming::count_past_live`).
+fn name_count_past<C: children::ChildObject>(
+    rollout: &str,
+    count: Option<i32>,
+    cached: &[Arc<C>],
+) -> Option<i32> {
+    numaplane_core::naming::count_past_live(rollout, count, |n| {
+        cached.iter().any(|c| c.meta().name.as_deref() == Some(n))
+    })
+}
+
 /// Gathers what a pass of `obj`, starting from status `st`, decides on. `first`: this pass
 /// added Numaplane's finalizer, so no earlier pass created a child the cache could be missing.
 pub(super) async fn observe<R: Rollout>(
@@ -114,9 +125,7 @@ pub(super) async fn observe<R: Rollout>(
         now,
         generation_changed: st.common().observed_generation != generation,
         in_progress: st.common().upgrade_in_progress,
-        name_count: numaplane_core::naming::count_past_live(&name, *st.name_count(), |n| {
-            cached.iter().any(|c| c.meta().name.as_deref() == Some(n))
-        }),
+        name_count: name_count_past(&name, *st.name_count(), &cached),
         retire: obj.retiring(ctx, &cached),
         cached,
         duplicates_live: None,
