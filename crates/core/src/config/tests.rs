@@ -483,9 +483,14 @@ fn usde_edge_cases_and_errors() {
 #[test]
 fn parses_the_shipped_controller_definitions() {
     for version in ["1.5.2", "1.6.0", "1.7.5", "1.8.1"] {
-        let data = configmap_data(&format!(
-            "numaflow-controller-definitions/controller_def_{version}.yaml"
-        ));
+        // Shipped with the install, not test data.
+        let path = format!(
+            "{}/../../config/numaflow-controller-definitions/controller_def_{version}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let cm: Value = serde_saphyr::from_str(&text).unwrap();
+        let data: BTreeMap<String, String> = serde_json::from_value(cm["data"].clone()).unwrap();
         let defs = parse_controller_definitions(&data).unwrap();
         assert_eq!(defs.len(), 1, "{version}");
         let (v, spec) = &defs[0];
