@@ -239,6 +239,17 @@ fn render_one(
         source: e.under(path),
     })?;
     let (api_version, kind, def_name) = check_definition(&object, path, " after templating")?;
+    // The name goes into request paths: what no object name may hold is refused here, naming
+    // the field, instead of failing to build the request.
+    if let Some(c) = def_name
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || matches!(c, '/' | '%' | '?' | '#'))
+    {
+        return Err(RiderError::InvalidDefinition {
+            path: format!("{path}.metadata.name"),
+            problem: format!("{c:?} is not allowed in an object name"),
+        });
+    }
     let gvk = gvk_of(api_version, kind);
     if !rules.permits(&gvk.group, &gvk.kind) {
         return Err(RiderError::Unpermitted {

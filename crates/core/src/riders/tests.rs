@@ -402,3 +402,20 @@ fn hpa_detection() {
     )));
     assert!(!is_hpa(&gvk_of("v1", "HorizontalPodAutoscaler")));
 }
+
+#[test]
+fn a_name_no_request_can_carry_is_refused_naming_the_field() {
+    for bad in ["line\nbreak", "a b", "a/b", "ünï", "50%"] {
+        let mut def = cm_def();
+        def["metadata"]["name"] = json!(bad);
+        let err = render(&[spec(def, false, false)]).expect_err(bad);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("spec.riders[0].definition.metadata.name:"),
+            "{bad:?}: {text}"
+        );
+    }
+    let mut def = cm_def();
+    def["metadata"]["name"] = json!("fine.name-1");
+    assert!(render(&[spec(def, false, false)]).is_ok());
+}
