@@ -48,8 +48,6 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
             Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => continue,
             Ok(_) => {}
             Err(e) => {
-                // Said, not swallowed: a watch that may not be made never shows anything.
-                eprintln!("watch error: {e}");
                 if refused(&e) {
                     return Ok(super::EXIT_ERROR);
                 }
@@ -63,13 +61,8 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
             tokio::select! {
                 () = &mut settle => break,
                 more = events.next() => match more {
-                    Some(Err(e)) => {
-                        eprintln!("watch error: {e}");
-                        if refused(&e) {
-                            return Ok(super::EXIT_ERROR);
-                        }
-                    }
-                    Some(Ok(_)) => {}
+                    Some(Err(e)) if refused(&e) => return Ok(super::EXIT_ERROR),
+                    Some(_) => {}
                     None => break,
                 },
             }
@@ -87,9 +80,10 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
 /// How long `get -w` waits for more changes before it draws.
 const DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// A watch the API server refuses for good (not allowed, or no such resource): retrying
-/// cannot help.
+/// Says a watch error (not swallowed: a watch that may not be made never shows anything), and
+/// whether the API server refuses the watch for good (not allowed): retrying cannot help.
 fn refused(e: &watcher::Error) -> bool {
+    eprintln!("watch error: {e}");
     let code = match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
