@@ -59,6 +59,11 @@ pub struct ISBServiceRolloutStatus {
     /// When this rollout last asked the pipelines using it to pause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_request_status: Option<PauseStatus>,
+    /// The pause this rollout requests must end drained (ours): the update recreates the
+    /// InterStepBufferService, deleting its buffers. A pipeline that paused without draining is
+    /// then resumed to drain again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pause_needs_drain: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::optional_int32")]
     pub name_count: Option<i32>,

@@ -60,6 +60,9 @@ pub mod annotations {
     pub const FORCE_DRAIN_SPEC_TIME: &str = "numaplane.numaproj.io/force-drain-spec-time";
     /// RFC3339 time a draining pipeline was first seen Failed.
     pub const DRAIN_FAILURE_START_TIME: &str = "numaplane.numaproj.io/drain-failure-start-time";
+    /// On a Pipeline paused for an ISB service recreate (ours): how many times it was resumed
+    /// to drain again after pausing without draining (crates/core/src/ppnd/drain_retry.rs).
+    pub const DRAIN_ATTEMPTS: &str = "numaplane.numaproj.io/drain-attempts";
     /// `"true"` on a recyclable Pipeline: delete without draining.
     pub const MARKED_FOR_DELETION: &str = "numaplane.numaproj.io/marked-for-deletion";
     /// On a Pipeline Numaplane deletes without a complete drain (ours): the outcome and what
@@ -180,6 +183,8 @@ pub mod event_reason {
     pub const PIPELINE_UPDATE: &str = "PipelineUpdate";
     pub const PIPELINE_PAUSE: &str = "PipelinePause";
     pub const PIPELINE_RESUME: &str = "PipelineResume";
+    /// A pipeline that paused without draining is resumed to drain again (ours).
+    pub const PIPELINE_DRAIN_AGAIN: &str = "PipelineDrainAgain";
     pub const STANDARD_DRAIN: &str = "StandardDrain";
     pub const FORCE_DRAIN: &str = "ForceDrain";
     pub const DRAIN_NOT_REQUIRED: &str = "DrainNotRequired";

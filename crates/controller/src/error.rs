@@ -43,6 +43,19 @@ pub enum Error {
         namespace: String,
         owner: String,
     },
+    /// An object of that name still carries the owner reference of an earlier child of the same
+    /// name (deleted, so a new child took its name): Kubernetes' garbage collector deletes it
+    /// soon, so the pass waits instead of failing.
+    #[error(
+        "{kind} {name} in namespace {namespace} belongs to an earlier {owner} (uid {earlier_uid}, deleted): waiting for the garbage collector to delete it"
+    )]
+    AwaitingCollection {
+        kind: String,
+        name: String,
+        namespace: String,
+        owner: String,
+        earlier_uid: String,
+    },
     /// No Numaflow controller definition for a NumaflowController's version.
     #[error(
         "no controller definition found for version {version:?} (searched namespaces: {}){}",
@@ -67,6 +80,7 @@ impl Error {
             Error::Template(_) => "TemplateError",
             Error::Rider(e) => e.reason(),
             Error::NotOwned { .. } | Error::NotOwnedObject { .. } => "NotOwned",
+            Error::AwaitingCollection { .. } => "AwaitingGarbageCollection",
             Error::MissingIsbServiceRollout(_) => "MissingISBServiceRollout",
             Error::Kube { .. } => "KubernetesAPIError",
             Error::Config(_) => "ConfigError",
@@ -79,6 +93,12 @@ impl Error {
     /// Whether retrying without a change can help (API errors) or the user must act.
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Kube { .. } | Error::NotLeader)
+    }
+
+    /// Not a failure: something the cluster finishes on its own is awaited (reported as
+    /// Pending, looked at again soon).
+    pub fn is_wait(&self) -> bool {
+        matches!(self, Error::AwaitingCollection { .. })
     }
 
     /// An API answer of 404: the object is gone.

@@ -44,6 +44,25 @@ pub fn requests_for_pipeline(stores: &Stores, ns: &str, isb_rollout: &str) -> Ve
     out
 }
 
+/// When ISBServiceRollout `isb_rollout` began asking its pipelines to pause for an update that
+/// needs them drained (`status.pauseNeedsDrain`), as RFC 3339; `None` when it does not.
+pub fn drain_requested_since(stores: &Stores, ns: &str, isb_rollout: &str) -> Option<String> {
+    let r = stores
+        .isb_rollouts
+        .get(&ObjectRef::new(isb_rollout).within(ns))?;
+    let st = r.status.as_ref()?;
+    let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    if !(requesting && st.pause_needs_drain) {
+        return None;
+    }
+    let begin = st
+        .pause_request_status
+        .as_ref()?
+        .last_pause_begin_time
+        .as_ref()?;
+    Some(begin.0.to_string())
+}
+
 fn phase(status: Option<&Value>) -> &str {
     status
         .and_then(|s| s.get("phase"))
@@ -139,7 +158,21 @@ pub async fn check_pipelines(
             continue;
         }
         let ph = if ph.is_empty() { "Unknown" } else { ph };
-        let described = format!("{} ({ph})", p.name_any());
+        let described = match p.annotations().get(annotations::DRAIN_ATTEMPTS) {
+            Some(a)
+                if need == Need::Drained
+                    && ph == "Paused"
+                    && numaplane_core::child::SpecView(&p.spec).wants_paused() =>
+            {
+                format!(
+                    "{} (Paused without draining; resumed to drain again {} of {} times)",
+                    p.name_any(),
+                    a.split(' ').next().unwrap_or_default(),
+                    numaplane_core::ppnd::drain_retry::DRAIN_ATTEMPTS
+                )
+            }
+            _ => format!("{} ({ph})", p.name_any()),
+        };
         let allowed = match p.labels().get(labels::PARENT_ROLLOUT_NAME) {
             // Not ours to judge: nothing of Numaplane's holds data in it.
             None => true,

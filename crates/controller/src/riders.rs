@@ -50,6 +50,21 @@ fn owned_by(meta: &PartialObjectMeta<DynamicObject>, child_uid: &str) -> bool {
     meta.owner_references().iter().any(|o| o.uid == child_uid)
 }
 
+/// The uid of an earlier child of this kind and name that `meta` still names as its owner: that
+/// child is gone (its name was free for the current one), so the garbage collector deletes the
+/// object soon.
+fn earlier_owner(
+    meta: &PartialObjectMeta<DynamicObject>,
+    kind: &str,
+    name: &str,
+    child_uid: &str,
+) -> Option<String> {
+    meta.owner_references()
+        .iter()
+        .find(|o| o.kind == kind && o.name == name && o.uid != child_uid)
+        .map(|o| o.uid.clone())
+}
+
 async fn read_listed(ctx: &Ctx, ns: &str, listed: &[RiderStatus]) -> Result<Vec<Listed>, Error> {
     let mut out = Vec::new();
     for r in listed {
@@ -145,6 +160,18 @@ pub async fn sync<K: ChildObject>(
         let uid = match live {
             None => None,
             Some(meta) if owned_by(&meta, &child_uid) => meta.uid(),
+            Some(meta)
+                if let Some(earlier_uid) =
+                    earlier_owner(&meta, &K::kind(&()), &child.name_any(), &child_uid) =>
+            {
+                return Err(Error::AwaitingCollection {
+                    kind: r.gvk.kind.clone(),
+                    name: r.name.clone(),
+                    namespace: ns.to_string(),
+                    owner: format!("{} {}", K::kind(&()), child.name_any()),
+                    earlier_uid,
+                });
+            }
             Some(_) => {
                 return Err(Error::NotOwnedObject {
                     kind: r.gvk.kind.clone(),

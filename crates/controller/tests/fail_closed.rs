@@ -374,6 +374,108 @@ async fn an_isb_recreate_waits_for_a_failed_pipeline_until_data_loss_is_allowed(
     h.assert_invariants().await;
 }
 
+/// An ISB service recreate under a pipeline that paused without draining (its grace period
+/// ended first) resumes it to drain again, up to three times, then holds saying so; a drain on
+/// a later attempt lets the recreate go on. Before, the recreate waited for good.
+#[tokio::test]
+async fn a_pipeline_paused_without_draining_is_resumed_to_drain_again() {
+    let h = Harness::start_real("fc-redrain", PPND).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    // A short grace period: each pause that does not drain ends Paused undrained quickly.
+    h.apply::<PipelineRollout>(pr("pr", two_vertices(3), None))
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    let seen = record::<Pipeline>(&h, "pr-0").await;
+    // Messages stuck for good: no pause drains.
+    h.daemon().set_pending(&h.ns, "pr-0", 100);
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "20Mi", None))
+        .await;
+    h.until::<ISBServiceRollout, _, _>("held after the last attempt", ISB, |r| {
+        let msg = &r?.status.as_ref()?.status.message;
+        msg.contains("pr-0 (Paused without draining; resumed to drain again 3 of 3 times)")
+            .then_some(())
+    })
+    .await;
+    let attempts = |p: &Pipeline| {
+        p.annotations()
+            .get("numaplane.numaproj.io/drain-attempts")
+            .and_then(|a| a.split(' ').next()?.parse::<u32>().ok())
+    };
+    // Each attempt is a real resume (Running) followed by a new pause, observed on the pipeline.
+    let resumed = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|p| phase(p) == "Running" && attempts(p).is_some())
+        .filter_map(attempts)
+        .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(resumed, [1, 2, 3].into(), "resumed once per attempt");
+    h.stays::<Pipeline, _>(
+        "no fourth resume: it stays paused",
+        "pr-0",
+        Duration::from_secs(8),
+        |p| p.is_some_and(|p| desired_phase(p) == Some("Paused") && attempts(p) == Some(3)),
+    )
+    .await;
+    // One Event per resume; the API server's Event series counts the repeats of one reason.
+    let resumes: i32 = h
+        .events_about("pr-0")
+        .await
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("PipelineDrainAgain"))
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum();
+    assert_eq!(resumes, 3, "one Event per resume");
+
+    // Allowed to go on by the user, the recreate follows (and the ISB service is new).
+    let allow = json!({"numaplane.numaproj.io/allow-data-loss": "true"});
+    h.apply::<PipelineRollout>(pr("pr", two_vertices(3), Some(allow)))
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.apply::<PipelineRollout>(pr("pr", two_vertices(3), None))
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+
+    // Another recreate: stuck at first, drained on the second attempt, recreated without help.
+    let child = current_pipeline(&h).await;
+    h.daemon().set_pending(&h.ns, &child, 100);
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "30Mi", None))
+        .await;
+    h.until::<Pipeline, _, _>("resumed to drain again", &child, |p| {
+        (attempts(p?) == Some(1)).then_some(())
+    })
+    .await;
+    h.daemon().set_pending(&h.ns, &child, 0);
+    gone::<Pipeline>(&h, "the drained pipeline goes with the recreate", &child).await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until("pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    h.assert_invariants().await;
+}
+
+async fn current_pipeline(h: &Harness) -> String {
+    let list = h
+        .api::<Pipeline>()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    let names: Vec<String> = list
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(names.len(), 1, "one pipeline: {names:?}");
+    names[0].clone()
+}
+
 /// Deleting an ISBServiceRollout keeps its ISB service while a pipeline uses it; deleting the
 /// PipelineRollout pauses and drains its pipeline first; then both go.
 #[tokio::test]

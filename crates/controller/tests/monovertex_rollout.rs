@@ -282,6 +282,78 @@ async fn riders_leave_objects_they_do_not_own_alone() {
     h.assert_invariants().await;
 }
 
+/// A rider still owned by an earlier child of the same name (a rollout deleted and created
+/// again while the garbage collector has not yet removed the old child's riders) is waited for,
+/// as Pending, not reported Failed; once it is gone the new child's rider is created.
+#[tokio::test]
+async fn a_rider_of_an_earlier_child_is_awaited_not_failed() {
+    let h = Harness::start_real_with_config("mvr-gc", support::TEST_CONFIG).await;
+    let spec = mv_spec("quay.io/numaio/numaflow-go/source-simple-source:stable");
+    let earlier_uid = "0e0e0e0e-0000-4000-8000-00000000dead";
+    // The finalizer keeps it past the garbage collector's delete until the test lets it go.
+    h.apply::<ConfigMap>(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": "late-mvr-0",
+            "finalizers": ["test.numaplane.numaproj.io/hold"],
+            "ownerReferences": [{
+                "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "MonoVertex",
+                "name": "mvr-0", "uid": earlier_uid
+            }]
+        },
+        "data": {"rider": "earlier"}
+    }))
+    .await;
+    h.apply::<MonoVertexRollout>(mv_rollout(spec, cm_riders(&["late"]), json!({})))
+        .await;
+    let want = format!(
+        "ConfigMap late-mvr-0 in namespace {} belongs to an earlier MonoVertex mvr-0 (uid {earlier_uid}, deleted): waiting for the garbage collector",
+        h.ns
+    );
+    h.until::<MonoVertexRollout, _, _>("pending on the earlier rider", "mvr", |m| {
+        let st = &m?.status.as_ref()?.status;
+        (st.phase == Phase::Pending && st.message.contains(&want)).then_some(())
+    })
+    .await;
+    h.stays::<MonoVertexRollout, _>(
+        "never Failed while it waits",
+        "mvr",
+        Duration::from_secs(3),
+        |m| {
+            m.is_some_and(|m| {
+                m.status
+                    .as_ref()
+                    .is_some_and(|s| s.status.phase != Phase::Failed)
+            })
+        },
+    )
+    .await;
+    // What the garbage collector does once nothing holds the object.
+    h.merge::<ConfigMap>("late-mvr-0", json!({"metadata": {"finalizers": null}}))
+        .await;
+    let _ = h
+        .api::<ConfigMap>()
+        .delete("late-mvr-0", &DeleteParams::default())
+        .await;
+    h.until("deployed with its own rider", "mvr", deployed_healthy)
+        .await;
+    let mv: MonoVertex = h.api().get("mvr-0").await.expect("mvr-0");
+    let rider: ConfigMap = h.api().get("late-mvr-0").await.expect("rider late-mvr-0");
+    assert_eq!(
+        rider.owner_references()[0].uid,
+        mv.uid().unwrap_or_default()
+    );
+    assert_eq!(
+        rider
+            .data
+            .unwrap_or_default()
+            .get("rider")
+            .map(String::as_str),
+        Some("late")
+    );
+    h.assert_invariants().await;
+}
+
 async fn pause_resume(h: &Harness, spec: &Value, fast: bool) {
     let strategy = json!({"pauseResume": {"fastResume": fast}});
     let mut paused = spec.clone();

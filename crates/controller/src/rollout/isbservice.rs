@@ -183,6 +183,10 @@ async fn carry(
         }
         break action;
     };
+    // Tells the pipelines' rollouts to drain again a pipeline that paused without draining.
+    st.pause_needs_drain = need == Need::Drained
+        && (in_progress || matches!(action, IsbAction::RequestPause { .. }))
+        && action != IsbAction::Release;
     let paused = match need {
         Need::Paused => "pause",
         Need::Drained => "pause and drain",

@@ -40,12 +40,63 @@ fn allows_data_loss(rollout: &PipelineRollout) -> bool {
         .is_some_and(|v| v == "true")
 }
 
+/// While its ISBServiceRollout needs the pipeline drained (a recreate), a pipeline that paused
+/// without draining is resumed to drain again, a bounded number of times
+/// ([`numaplane_core::ppnd::drain_retry`]). Writes the attempt count on `target` and, when this
+/// pass starts or keeps such a resume, makes `target` the running live spec and says why.
+fn drain_again(
+    ctx: &Ctx,
+    rollout: &PipelineRollout,
+    live: &Pipeline,
+    target: &mut DesiredChild,
+) -> Option<String> {
+    use numaplane_core::ppnd::drain_retry::{DRAIN_ATTEMPTS, DrainRetry, Paused, decide};
+    let ns = live.namespace().unwrap_or_default();
+    let isb = numaplane_core::child::isb_rollout_name(&rollout.spec.pipeline.spec);
+    let since = crate::pause_requests::drain_requested_since(&ctx.stores, &ns, &isb)?;
+    // Counted per request: a count of an earlier request does not carry over.
+    let attempts = live
+        .annotations()
+        .get(annotations::DRAIN_ATTEMPTS)
+        .and_then(|v| v.split_once(" since "))
+        .filter(|(_, at)| *at == since)
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or(0);
+    let status = live.status.as_ref();
+    let step = decide(&Paused {
+        live_wants_paused: numaplane_core::child::SpecView(&live.spec).wants_paused(),
+        phase: live_phase(status),
+        drained_on_pause: status
+            .and_then(|s| s.get("drainedOnPause"))
+            .and_then(Value::as_bool),
+        attempts,
+        user_wants_paused: numaplane_core::child::SpecView(&rollout.spec.pipeline.spec)
+            .wants_paused(),
+    });
+    let (DrainRetry::Pause { attempts: n } | DrainRetry::Resume { attempts: n }) = step;
+    if n > 0 {
+        target.annotations.insert(
+            annotations::DRAIN_ATTEMPTS.into(),
+            format!("{n} since {since}"),
+        );
+    }
+    let DrainRetry::Resume { attempts } = step else {
+        return None;
+    };
+    target.spec = numaplane_core::ppnd::pipeline::unforced(&live.spec, &rollout.spec.pipeline.spec);
+    Some(format!(
+        "pipeline {} paused without draining; resumed to drain again (attempt {attempts} of {DRAIN_ATTEMPTS}): ISBServiceRollout {isb} recreates its InterStepBufferService, which deletes the buffers",
+        target.name
+    ))
+}
+
 /// Keeps the pipeline paused while an ISBServiceRollout or NumaflowControllerRollout requests it
 /// (docs/compatibility.md): the live spec with `desiredPhase: Paused`, or, once Paused, the desired spec
 /// still paused. Marked `PipelinePauseAndDrain` in `status.upgradeInProgress`, so the pipeline
 /// is resumed (`strategy.ppnd.fastResume`) by [`pause_and_drain`] once the request ends.
 async fn paused_on_request(
     ctx: &Ctx,
+    rollout: &PipelineRollout,
     st: &mut PipelineRolloutStatus,
     live: &Pipeline,
     desired: DesiredChild,
@@ -54,11 +105,34 @@ async fn paused_on_request(
 ) -> Result<Carry<Pipeline>, Error> {
     use numaplane_api::common::UpgradeStrategy;
     st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
-    let target = DesiredChild {
+    let mut target = DesiredChild {
         spec: numaplane_core::ppnd::pipeline::kept_paused(pause_live, &live.spec, &desired.spec),
         ..desired
     };
     let by = by.join(", ");
+    if let Some(drain) = drain_again(ctx, rollout, live, &mut target) {
+        // Said when the resume is written, not on each pass until Numaflow reports it Running.
+        let child = if crate::children::needs_apply(live, &target) {
+            let child = crate::children::apply(ctx, live, &target).await?;
+            ctx.events
+                .publish(
+                    source::PIPELINE_ROLLOUT,
+                    &live.object_ref(&()),
+                    EventType::Normal,
+                    event_reason::PIPELINE_DRAIN_AGAIN,
+                    drain.clone(),
+                )
+                .await;
+            info!(child = %target.name, %drain, "resuming pipeline to drain it again");
+            child
+        } else {
+            live.clone()
+        };
+        return Ok(Carry::Prepared {
+            child,
+            pending: Some(format!("pause-and-drain: {drain}")),
+        });
+    }
     let child = if crate::children::needs_apply(live, &target) {
         let pausing = desired_phase(&live.spec) != "Paused";
         let child = crate::children::apply(ctx, live, &target).await?;
@@ -200,7 +274,7 @@ async fn pause_and_drain(
     }
     let (step, fields) = match plan.action {
         PipelineAction::KeepPaused { pause_live } => {
-            return paused_on_request(ctx, st, live, desired, pause_live, &requests).await;
+            return paused_on_request(ctx, rollout, st, live, desired, pause_live, &requests).await;
         }
         PipelineAction::Apply => return Ok(Carry::Apply(Box::new(desired))),
         PipelineAction::Step {

@@ -23,6 +23,9 @@ use tracing::debug;
 /// another rollout.
 pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
 
+/// How soon a pass that waits for the cluster (a garbage collection) looks again.
+const WAIT_RECHECK: Duration = Duration::from_secs(5);
+
 /// A pass under way: the status it started from and the one it is building.
 pub(super) struct Report<R: Rollout> {
     uid: String,
@@ -70,6 +73,11 @@ impl<R: Rollout> Report<R> {
         let st = &mut self.st;
         let (outcome, wake) = match acted {
             Ok(a) => (a.outcome, a.wake),
+            // The cluster finishes it on its own (a garbage collection): pending, soon again.
+            Err(e) if e.is_wait() => (
+                Outcome::Waiting(e.to_string()),
+                now.0.checked_add(WAIT_RECHECK).ok(),
+            ),
             Err(e) => {
                 status::mark_failed(st.common_mut(), &e, &now);
                 st.common_mut().observed_generation = generation;

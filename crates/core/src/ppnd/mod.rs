@@ -6,6 +6,7 @@
 //! first) → apply the new spec, still paused → resume with the user's desired phase. A pipeline
 //! that is Failed, or whose rollout allows data loss, is not waited on.
 
+pub mod drain_retry;
 pub mod isbservice;
 pub mod pipeline;
 
