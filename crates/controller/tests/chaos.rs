@@ -1311,7 +1311,18 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), "numaplane-system");
     let incarnation = format!("operator-{}_", op.lock().await.incarnation);
-    let holder = lease_holder(&leases).await;
+    // A SIGKILLed holder cannot release: its successor takes the lease once it expires (15 s,
+    // plus a retry period).
+    let t0 = Instant::now();
+    let mut holder = lease_holder(&leases).await;
+    while !holder
+        .as_deref()
+        .is_some_and(|h| h.starts_with(&incarnation))
+        && t0.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        holder = lease_holder(&leases).await;
+    }
     if !holder
         .as_deref()
         .is_some_and(|h| h.starts_with(&incarnation))
