@@ -17,6 +17,9 @@ pub mod labels {
     /// Presence on a trial child fails it now (`kubectl numaplane abort`; ours, not the
     /// reference's). The force-promote label wins over it.
     pub const ABORT: &str = "numaplane.numaproj.io/abort";
+    /// Presence on a failed trial child replaces it by a new trial of the same spec
+    /// (`kubectl numaplane retry`; ours).
+    pub const RETRY: &str = "numaplane.numaproj.io/retry";
     /// Name of the owning rollout; every child lookup selects on it.
     pub const PARENT_ROLLOUT_NAME: &str = "numaplane.numaproj.io/parent-rollout-name";
     /// ISBServiceRollout a Pipeline uses.

@@ -14,7 +14,7 @@ Exit codes:
   3  wait timed out (the blocking reason is printed)";
 
 /// kubectl plugin for Numaplane rollouts: see them at a glance or in a live web dashboard, pause,
-/// resume, promote and abort them, read their upgrade history, plan a change, and wait for them
+/// resume, promote, abort and retry them, read their upgrade history, plan a change, and wait for them
 /// in CI.
 #[derive(Parser, Debug)]
 #[command(name = "kubectl-numaplane", bin_name = "kubectl numaplane", version, after_help = EXIT_CODES)]
@@ -77,6 +77,11 @@ pub enum Command {
     /// riders and pause state.
     #[command(after_help = EXIT_CODES)]
     Get(GetArgs),
+    /// One line per rollout: kind, name, phase, upgrade in progress, trial, health, age and
+    /// status message, read from the rollouts alone. With -w, a line for each rollout that
+    /// changes.
+    #[command(after_help = EXIT_CODES)]
+    List(ListArgs),
     /// Pause a PipelineRollout or MonoVertexRollout (sets
     /// spec.<pipeline|monoVertex>.spec.lifecycle.desiredPhase: Paused).
     #[command(after_help = EXIT_CODES)]
@@ -102,6 +107,12 @@ pub enum Command {
     /// its spec changes again. A later force-promote still wins.
     #[command(after_help = EXIT_CODES)]
     Abort(TrialArgs),
+    /// Re-run a failed or aborted progressive upgrade without editing the spec (label
+    /// numaplane.numaproj.io/retry: "true" on the failed trial child): the failed trial is
+    /// replaced by a new trial of the same spec, assessed from the start; the failed one is
+    /// drained and deleted like any replaced trial.
+    #[command(after_help = EXIT_CODES)]
+    Retry(TrialArgs),
     /// Show the last upgrade attempts of a rollout (status.upgradeHistory, oldest first): the
     /// child each made, its strategy, when, how long, how it ended and why, and the fields that
     /// started it.
@@ -202,6 +213,20 @@ pub struct GetArgs {
     /// Output format: the tree as text (default), or the same tree as json or yaml.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Tree)]
     pub output: Output,
+    /// Rollouts of all namespaces.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Kind: pipelinerollout (pr), monovertexrollout (mvr), isbservicerollout (isbr),
+    /// numaflowcontrollerrollout (ncr); default all four.
+    #[arg(value_parser = parse_kind, value_name = "KIND")]
+    pub kind: Option<RolloutKind>,
+    /// After the list, print a line for each rollout that changes (Ctrl-C to stop).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
     /// Rollouts of all namespaces.
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,

@@ -1,4 +1,4 @@
-//! kubectl-numaplane: `kubectl numaplane get|pause|resume|allow-data-loss|promote|abort|history|wait|plan|dashboard|version|completion`.
+//! kubectl-numaplane: `kubectl numaplane get|list|pause|resume|allow-data-loss|promote|abort|retry|history|wait|plan|dashboard|version|completion`.
 
 mod cli;
 mod cluster;
@@ -63,12 +63,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let cluster = cluster::Cluster::connect(&cli.global).await?;
     match &cli.command {
         Command::Get(args) => commands::get::run(&cluster, args).await,
+        Command::List(args) => commands::list::run(&cluster, args).await,
         Command::Pause(args) => commands::pause::pause(&cluster, args).await,
         Command::Resume(args) => commands::pause::resume(&cluster, args).await,
         Command::AllowDataLoss(args) => commands::pause::allow_data_loss(&cluster, args).await,
         Command::Wait(args) => commands::wait::run(&cluster, args).await,
         Command::Promote(args) => commands::promote::run(&cluster, args).await,
         Command::Abort(args) => commands::promote::abort(&cluster, args).await,
+        Command::Retry(args) => commands::promote::retry(&cluster, args).await,
         Command::History(args) => commands::history::run(&cluster, args).await,
         Command::Plan(args) => commands::plan::run(&cluster, args).await,
         Command::Dashboard(args) => {

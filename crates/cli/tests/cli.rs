@@ -283,6 +283,113 @@ async fn get_watch_redraws_on_change() {
     child.kill().await.expect("kill get -w");
 }
 
+#[tokio::test]
+async fn list_shows_one_line_per_rollout_and_watches_changes() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-list").await;
+    create::<PipelineRollout>(
+        &client,
+        &ns,
+        pipeline_rollout("p"),
+        Some(deployed_status(1)),
+    )
+    .await;
+    create::<MonoVertexRollout>(
+        &client,
+        &ns,
+        mono_vertex_rollout("m"),
+        Some(json!({
+            "phase": "Pending", "message": "Progressing", "observedGeneration": 1,
+            "upgradeInProgress": "Progressive",
+            "progressiveStatus": {"upgradingMonoVertexStatus": {
+                "name": "m-1", "assessmentResult": "Unknown"}}
+        })),
+    )
+    .await;
+    let out = run(env, &ns, &["list"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "KIND", "NAME", "PHASE", "UPGRADE", "TRIAL", "HEALTH", "AGE", "MESSAGE"
+        ],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        lines.len(),
+        3,
+        "a header and one line per rollout: {}",
+        out.stdout
+    );
+    let m = &lines[1];
+    assert_eq!(
+        &m[..7],
+        [
+            "MonoVertexRollout",
+            "m",
+            "Pending",
+            "Progressive",
+            "m-1",
+            "(Unknown)",
+            "-"
+        ]
+    );
+    assert_eq!(m[8..].join(" "), "Progressing", "{}", out.stdout);
+    let p = &lines[2];
+    assert_eq!(
+        &p[..6],
+        ["PipelineRollout", "p", "Deployed", "-", "-", "Healthy"]
+    );
+
+    let out = run(env, &ns, &["list", "pr"]).await;
+    assert_eq!(
+        out.stdout.lines().count(),
+        2,
+        "only PipelineRollouts: {}",
+        out.stdout
+    );
+    let out = run(env, &ns, &["list", "-A"]).await;
+    assert!(
+        out.stdout.starts_with("NAMESPACE") && out.stdout.lines().any(|l| l.starts_with(&ns)),
+        "{}",
+        out.stdout
+    );
+
+    // -w: the list, then a line for each change.
+    let mut child = command(env, &ns, &["list", "-w"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn list -w");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut next_line = async || {
+        tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("list -w printed nothing within 30s")
+            .expect("reading stdout")
+            .expect("list -w ended")
+    };
+    for _ in 0..3 {
+        next_line().await;
+    }
+    set_status::<MonoVertexRollout>(&client, &ns, "m", deployed_status(1)).await;
+    let changed = next_line().await;
+    let cells: Vec<&str> = changed.split_whitespace().collect();
+    assert_eq!(
+        &cells[..3],
+        ["MonoVertexRollout", "m", "Deployed"],
+        "{changed}"
+    );
+    child.kill().await.expect("kill list -w");
+}
+
 fn desired_phase(obj: &Value, field: &str) -> Value {
     obj.pointer(&format!("/spec/{field}/spec/lifecycle/desiredPhase"))
         .cloned()
@@ -816,6 +923,79 @@ async fn abort_labels_the_trial_unless_it_is_force_promoted() {
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("have no trial to abort"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn retry_labels_only_a_failed_trial() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-retry").await;
+    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+    for (name, state) in [("m-0", "promoted"), ("m-1", "trial")] {
+        create::<MonoVertex>(
+            &client,
+            &ns,
+            child_manifest("MonoVertex", name, "m", state),
+            None,
+        )
+        .await;
+    }
+    let mvs: Api<MonoVertex> = Api::namespaced(client.clone(), &ns);
+    let label = async |name: &str, key: &str| {
+        mvs.get(name)
+            .await
+            .expect("get")
+            .metadata
+            .labels
+            .and_then(|l| l.get(key).cloned())
+    };
+    // Still being assessed: refused, nothing written.
+    let out = run(env, &ns, &["retry", "m"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: MonoVertex/m-1 has not failed: only a failed or aborted trial is retried (abort it first to start over)\n"
+    );
+    assert_eq!(label("m-1", labels::RETRY).await, None);
+
+    // Failed: labelled.
+    mvs.patch(
+        "m-1",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"labels": {labels::PROGRESSIVE_RESULT_STATE: "failed"}}}),
+        ),
+    )
+    .await
+    .expect("mark failed");
+    let out = run(env, &ns, &["retry", "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(
+            "MonoVertex/m-1 (trial of MonoVertexRollout/m) labelled numaplane.numaproj.io/retry: \"true\"; the controller replaces it by a new trial of the same spec"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(label("m-1", labels::RETRY).await.as_deref(), Some("true"));
+    assert_eq!(
+        label("m-0", labels::RETRY).await,
+        None,
+        "the promoted child is left alone"
+    );
+    let out = run(env, &ns, &["retry", "m"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        "error: MonoVertex/m-1 is already being retried (label numaplane.numaproj.io/retry present)\n"
+    );
+    let out = run(env, &ns, &["retry", "x", "--kind", "ncr"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("have no trial to retry"),
         "{}",
         out.stderr
     );

@@ -40,6 +40,9 @@ fn histogram() -> Histogram {
     Histogram::new(DEFAULT_BUCKETS)
 }
 
+/// A rollout as `(kind, namespace, name)`.
+type RolloutKey = (String, String, String);
+
 /// A progressive verdict: the trial judged and whether it succeeded.
 type Verdict = (String, bool);
 
@@ -78,6 +81,10 @@ pub struct Metrics {
     pub numaflow_controller_kubectl_execution_total: Counter,
     // Ours.
     pub reconcile_duration: Family<Labels, Histogram>,
+    /// How long finished upgrade attempts took, by kind, strategy and outcome.
+    pub upgrade_duration: Family<Labels, Histogram>,
+    /// The last finished attempt counted per rollout `(kind, namespace, name)`: child and start.
+    last_upgrade: Mutex<HashMap<RolloutKey, (String, String)>>,
     pub reconcile_errors: Family<Labels, Counter>,
     /// From the moment a scheduled step fell due to the start of its pass (`due_steps.rs`).
     pub due_step_delay: Family<Labels, Histogram>,
@@ -98,6 +105,13 @@ pub struct Metrics {
 }
 
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
+/// Buckets of `numaplane_upgrade_duration_seconds`: an update applied at once up to a recycle
+/// that drains for hours.
+const UPGRADE_BUCKETS: [f64; 14] = [
+    1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0,
+    28800.0,
+];
+
 const RECONCILE_TIME_BUCKETS: [f64; 40] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
     1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
@@ -309,6 +323,13 @@ impl Metrics {
             "Duration of every reconcile pass, by controller",
             Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram)
         );
+        let upgrade_duration = reg!(
+            "numaplane_upgrade_duration_seconds",
+            "How long each finished upgrade attempt took (status.upgradeHistory), by kind, strategy and outcome",
+            Family::<Labels, Histogram>::new_with_constructor(
+                (|| Histogram::new(UPGRADE_BUCKETS)) as fn() -> Histogram
+            )
+        );
         let due_step_delay = reg!(
             "numaplane_due_step_delay_seconds",
             "From the moment a scheduled step (a progressive verdict) fell due to the start of the pass that took it, by controller and path (lane or worker)",
@@ -397,6 +418,8 @@ impl Metrics {
             last_verdict: Mutex::default(),
             numaflow_controller_kubectl_execution_total,
             reconcile_duration,
+            upgrade_duration,
+            last_upgrade: Mutex::default(),
             reconcile_errors,
             due_step_delay,
             kube_requests,
@@ -491,6 +514,10 @@ impl Metrics {
         }
         self.count(kind, ns, name, false);
         self.last_verdict
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, n_ns, n), _| !(n_ns == ns && n == name));
+        self.last_upgrade
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(_, n_ns, n), _| !(n_ns == ns && n == name));
@@ -635,6 +662,37 @@ impl Metrics {
                 ("resourceHealthSuccess", String::new()),
             ])
             .inc();
+        }
+    }
+
+    /// The upgrade attempts a pass finished (`before` → `after`: `status.upgradeHistory`), each
+    /// observed once in `numaplane_upgrade_duration_seconds`: a pass that records the same end
+    /// again (its status write failed, a held status) adds nothing.
+    pub fn upgrades_finished(
+        &self,
+        kind: &str,
+        ns: &str,
+        rollout: &str,
+        before: &[numaplane_api::common::UpgradeRecord],
+        after: &[numaplane_api::common::UpgradeRecord],
+    ) {
+        for (r, secs) in numaplane_core::history::finished_since(before, after) {
+            let key = (kind.to_string(), ns.to_string(), rollout.to_string());
+            let id = (r.child.clone(), r.start_time.0.to_string());
+            let mut last = self.last_upgrade.lock().unwrap_or_else(|e| e.into_inner());
+            if last.get(&key) == Some(&id) {
+                continue;
+            }
+            last.insert(key, id);
+            drop(last);
+            let outcome = r.outcome.map(|o| format!("{o:?}")).unwrap_or_default();
+            self.upgrade_duration
+                .get_or_create(&vec![
+                    ("kind", kind.to_string()),
+                    ("strategy", format!("{:?}", r.strategy)),
+                    ("outcome", outcome),
+                ])
+                .observe(secs);
         }
     }
 
@@ -857,6 +915,62 @@ mod tests {
         for s in samples {
             assert!(names.contains(s), "{s} is exposed but not in series_names");
         }
+    }
+
+    #[test]
+    fn each_finished_upgrade_is_observed_once() {
+        use numaplane_api::common::{UpgradeOutcome, UpgradeRecord, UpgradeStrategy};
+        let t = |s: i64| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 + s).expect("time"),
+            )
+        };
+        let open = UpgradeRecord {
+            child: "p-1".into(),
+            previous_child: "p-0".into(),
+            strategy: UpgradeStrategy::Progressive,
+            generation: 2,
+            start_time: t(0),
+            end_time: None,
+            outcome: None,
+            reasons: Vec::new(),
+            changed_fields: Vec::new(),
+        };
+        let done = UpgradeRecord {
+            end_time: Some(t(90)),
+            outcome: Some(UpgradeOutcome::Promoted),
+            ..open.clone()
+        };
+        let m = Metrics::new();
+        m.upgrades_finished(
+            "pipeline",
+            "ns",
+            "p",
+            std::slice::from_ref(&open),
+            std::slice::from_ref(&done),
+        );
+        // The same end seen again (a retried status write) is not counted twice.
+        m.upgrades_finished("pipeline", "ns", "p", &[open], &[done]);
+        let text = m.encode();
+        let count = text
+            .lines()
+            .find(|l| l.starts_with("numaplane_upgrade_duration_seconds_count"))
+            .unwrap_or_default();
+        assert!(
+            count.contains(r#"kind="pipeline""#)
+                && count.contains(r#"strategy="Progressive""#)
+                && count.contains(r#"outcome="Promoted""#)
+                && count.ends_with(" 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"numaplane_upgrade_duration_seconds_sum{"#)
+                && text
+                    .lines()
+                    .any(|l| l.starts_with("numaplane_upgrade_duration_seconds_sum")
+                        && l.ends_with(" 90.0")),
+            "{text}"
+        );
     }
 
     #[test]

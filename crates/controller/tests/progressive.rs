@@ -783,6 +783,76 @@ async fn pipeline_abort_fails_the_trial_now_and_a_new_spec_recycles_it() {
     h.assert_invariants().await;
 }
 
+/// `kubectl numaplane retry` (label `numaplane.numaproj.io/retry` on a failed trial): the
+/// aborted trial is replaced, without a spec edit, by a new trial of the same spec, and the
+/// replaced one is drained and deleted like any failed trial.
+#[tokio::test]
+async fn a_retried_trial_is_replaced_by_a_new_trial_of_the_same_spec() {
+    use numaplane_api::numaflow::Pipeline;
+    let h = pipeline_setup("prog-retry").await;
+    // An image that never pulls: unhealthy, but undecided until the assessment's end.
+    let long = json!({"progressive": {"assessmentSchedule": "0,600,2,1"}});
+    h.apply::<numaplane_api::PipelineRollout>(pr(BADCAT, long))
+        .await;
+    h.until::<Pipeline, _, _>("trial pr-1 created", "pr-1", |p| {
+        (pl_state(p?) == Some("trial")).then_some(())
+    })
+    .await;
+    let label = |key: &str| Patch::Merge(json!({"metadata": {"labels": {key: "true"}}}));
+    let pipelines = h.api::<Pipeline>();
+    // Not failed yet: a retry label changes nothing.
+    pipelines
+        .patch(
+            "pr-1",
+            &PatchParams::default(),
+            &label("numaplane.numaproj.io/retry"),
+        )
+        .await
+        .expect("label the trial");
+    h.stays::<Pipeline, _>(
+        "a trial not yet failed is not retried",
+        "pr-1",
+        Duration::from_secs(4),
+        |p| p.is_some_and(|p| pl_state(p) == Some("trial")),
+    )
+    .await;
+    pipelines
+        .patch(
+            "pr-1",
+            &PatchParams::default(),
+            &label("numaplane.numaproj.io/abort"),
+        )
+        .await
+        .expect("abort the trial");
+    // Failed, and labelled retry already: replaced by pr-2 with the same spec.
+    h.until::<Pipeline, _, _>("a new trial pr-2", "pr-2", |p| {
+        (pl_state(p?) == Some("trial")).then_some(())
+    })
+    .await;
+    let second = pipelines.get("pr-2").await.expect("pr-2");
+    assert_eq!(
+        second.spec["vertices"][1]["udf"]["container"]["image"],
+        json!(BADCAT),
+        "the same spec is tried again"
+    );
+    // Replaced as a failed trial: recyclable, drained (or force-drained once a new promoted
+    // spec exists) before it goes.
+    h.until::<Pipeline, _, _>("the failed trial recyclable", "pr-1", |p| {
+        let p = p?;
+        (pl_state(p) == Some("recyclable")
+            && p.labels().get("numaplane.numaproj.io/upgrade-state-reason")
+                == Some(&"progressive-replaced-failed".to_string()))
+        .then_some(())
+    })
+    .await;
+    h.until::<numaplane_api::PipelineRollout, _, _>("assessing pr-2", "pr", |r| {
+        let up = support::scenario::upgrading_pipeline(r?)?;
+        (up.child.name == "pr-2").then_some(())
+    })
+    .await;
+    h.assert_invariants().await;
+}
+
 #[tokio::test]
 async fn monovertex_restart_mid_trial_continues_the_same_upgrade() {
     let mut h = Harness::start_real("prog-restart", CONFIG).await;

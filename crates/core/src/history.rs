@@ -94,6 +94,28 @@ pub fn record(history: &mut Vec<UpgradeRecord>, obs: &Observation<'_>, now: &Tim
 }
 
 /// The attempt in progress: only ever the newest.
+/// The attempts `after` shows finished that `before` did not (open there, or not there yet),
+/// with how long each took in seconds; the `Created` entry of a first child is no upgrade and is
+/// left out. An attempt is known by its child, strategy and start time.
+pub fn finished_since<'a>(
+    before: &[UpgradeRecord],
+    after: &'a [UpgradeRecord],
+) -> Vec<(&'a UpgradeRecord, f64)> {
+    let same = |a: &UpgradeRecord, b: &UpgradeRecord| {
+        a.child == b.child && a.strategy == b.strategy && a.start_time == b.start_time
+    };
+    after
+        .iter()
+        .filter(|r| r.outcome.is_some_and(|o| o != UpgradeOutcome::Created))
+        .filter(|r| !before.iter().any(|b| same(b, r) && b.outcome.is_some()))
+        .map(|r| {
+            let end = r.end_time.as_ref().map_or(r.start_time.0, |t| t.0);
+            let secs = end.duration_since(r.start_time.0).as_secs_f64().max(0.0);
+            (r, secs)
+        })
+        .collect()
+}
+
 fn open(history: &[UpgradeRecord]) -> Option<&UpgradeRecord> {
     history.last().filter(|r| r.outcome.is_none())
 }

@@ -82,7 +82,7 @@ const DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Says a watch error (not swallowed: a watch that may not be made never shows anything), and
 /// whether the API server refuses the watch for good (not allowed): retrying cannot help.
-fn refused(e: &watcher::Error) -> bool {
+pub(crate) fn refused(e: &watcher::Error) -> bool {
     eprintln!("watch error: {e}");
     let code = match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))

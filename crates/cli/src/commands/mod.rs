@@ -2,6 +2,7 @@
 
 pub mod get;
 pub mod history;
+pub mod list;
 pub mod pause;
 pub mod plan;
 pub mod promote;

@@ -1,14 +1,15 @@
 //! `promote` and `abort`: label the trial child of a progressive upgrade. `promote` does what
 //! the reference's Argo CD "Force Promote" action does (label
 //! `numaplane.numaproj.io/force-promote: "true"`: promoted at its next assessment, even after a
-//! failure); `abort` labels it `numaplane.numaproj.io/abort: "true"` (failed now).
+//! failure); `abort` labels it `numaplane.numaproj.io/abort: "true"` (failed now); `retry` labels
+//! a failed trial `numaplane.numaproj.io/retry: "true"` (replaced by a new trial of the same spec).
 
 use crate::cli::TrialArgs;
 use crate::cluster::{Cluster, FIELD_MANAGER, list_or_empty};
 use crate::kinds::RolloutKind;
 use anyhow::{Context, Result, bail};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use numaplane_api::keys::{labels, upgrade_state};
+use numaplane_api::keys::{labels, progressive_result_state, upgrade_state};
 use serde_json::json;
 
 /// Whether a child is the trial of its rollout (legacy `in-progress` counts, as in the
@@ -45,6 +46,8 @@ struct TrialVerb {
     then: &'static str,
     /// The label that makes this one moot, and why, when present on the trial.
     overridden_by: Option<(&'static str, &'static str)>,
+    /// A label value the trial must carry, and what it means, for the verb to apply.
+    requires: Option<(&'static str, &'static str, &'static str)>,
 }
 
 pub async fn run(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
@@ -63,6 +66,7 @@ pub async fn promote_trial(cluster: &Cluster, args: &TrialArgs) -> Result<String
             being: "force-promoted",
             then: "the controller promotes it at its next assessment",
             overridden_by: None,
+            requires: None,
         },
     )
     .await
@@ -89,6 +93,38 @@ pub async fn abort_trial(cluster: &Cluster, args: &TrialArgs) -> Result<String> 
             overridden_by: Some((
                 labels::FORCE_PROMOTE,
                 "it is being force-promoted, which wins over an abort",
+            )),
+            requires: None,
+        },
+    )
+    .await
+}
+
+/// `retry`: re-run a failed or aborted progressive upgrade (label `numaplane.numaproj.io/retry`
+/// on the failed trial): a new trial of the same spec replaces it.
+pub async fn retry(cluster: &Cluster, args: &TrialArgs) -> Result<i32> {
+    println!("{}", retry_trial(cluster, args).await?);
+    Ok(super::EXIT_OK)
+}
+
+/// Labels a failed trial retry; returns what was done.
+pub async fn retry_trial(cluster: &Cluster, args: &TrialArgs) -> Result<String> {
+    label_trial(
+        cluster,
+        args,
+        &TrialVerb {
+            label: labels::RETRY,
+            verb: "retry",
+            being: "retried",
+            then: "the controller replaces it by a new trial of the same spec, assessed from the start; the failed one is drained and deleted",
+            overridden_by: Some((
+                labels::FORCE_PROMOTE,
+                "it is being force-promoted, which wins over a retry",
+            )),
+            requires: Some((
+                labels::PROGRESSIVE_RESULT_STATE,
+                progressive_result_state::FAILED,
+                "has not failed: only a failed or aborted trial is retried (abort it first to start over)",
             )),
         },
     )
@@ -173,6 +209,17 @@ async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> R
             "{}/{trial_name} carries label {label}: {why}",
             kind.child_kind()
         );
+    }
+    if let Some((label, value, why)) = what.requires {
+        let carries = trial
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .is_some_and(|v| v == value);
+        if !carries {
+            bail!("{}/{trial_name} {why}", kind.child_kind());
+        }
     }
     let patch = json!({"metadata": {"labels": {what.label: "true"}}});
     let params = PatchParams {

@@ -261,7 +261,15 @@ fn record_history(
         trial: trial.as_ref(),
     };
     let limit = nctx.ctx.settings.controller().upgrade_history_limit;
+    let before = st.status.upgrade_history.clone();
     numaplane_core::history::record(&mut st.status.upgrade_history, &obs, now, limit);
+    nctx.ctx.metrics.upgrades_finished(
+        "numaflowcontroller",
+        &r.namespace().unwrap_or_default(),
+        &r.name_any(),
+        &before,
+        &st.status.upgrade_history,
+    );
 }
 
 /// Creates or updates the NumaflowController and mirrors it into the rollout's status.

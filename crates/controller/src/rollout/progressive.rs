@@ -889,6 +889,7 @@ impl<R: Rollout> Progress<'_, R> {
             spec: t.child.spec(),
             force_promote_label: t.child.labels().contains_key(labels::FORCE_PROMOTE),
             abort_label: t.child.labels().contains_key(labels::ABORT),
+            retry_label: t.child.labels().contains_key(labels::RETRY),
             result_label: t
                 .child
                 .labels()

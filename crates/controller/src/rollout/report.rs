@@ -114,6 +114,13 @@ impl<R: Rollout> Report<R> {
                     report_child::<R>(ctx, st, &child, pending.as_deref(), generation, &now);
                 st.common_mut().observed_generation = generation;
                 record_history::<R>(ctx, st, self.strategy_before, &trace, generation, &now);
+                ctx.metrics.upgrades_finished(
+                    R::METRIC_LABEL,
+                    &obj.namespace().unwrap_or_default(),
+                    &obj.name_any(),
+                    &self.before.common().upgrade_history,
+                    &st.common().upgrade_history,
+                );
                 if changed {
                     self.changed(obj, ctx, &trace).await;
                 } else {

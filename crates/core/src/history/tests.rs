@@ -416,3 +416,33 @@ fn a_strategy_whose_start_was_not_recorded_is_opened_and_closed_all_the_same() {
     record(&mut h, &obs(Progressive, NoOp), &at(12), 10);
     assert_eq!(h[1].outcome, Some(UpgradeOutcome::Discontinued));
 }
+
+#[test]
+fn finished_since_names_each_attempt_once_when_it_ends() {
+    let mut h = Vec::new();
+    let created = Observation {
+        created: true,
+        ..obs(NoOp, NoOp)
+    };
+    record(&mut h, &created, &at(0), 10);
+    assert!(
+        finished_since(&[], &h).is_empty(),
+        "a first child is no upgrade"
+    );
+    start_trial(&mut h, "p-1", 10);
+    let before = h.clone();
+    let promoted = trial("p-1", Some(AssessmentResult::Success));
+    let done = Observation {
+        trial: Some(&promoted),
+        ..obs(Progressive, NoOp)
+    };
+    record(&mut h, &done, &at(70), 10);
+    let finished = finished_since(&before, &h);
+    assert_eq!(finished.len(), 1, "{h:?}");
+    assert_eq!(finished[0].0.strategy, Progressive);
+    assert_eq!(finished[0].1, 60.0);
+    // Seen again in a later pass: not counted twice.
+    let after = h.clone();
+    record(&mut h, &done, &at(80), 10);
+    assert!(finished_since(&after, &h).is_empty());
+}

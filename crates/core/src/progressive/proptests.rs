@@ -184,6 +184,7 @@ impl Sim {
                 spec: &t.spec,
                 force_promote_label: t.force_label,
                 abort_label: t.abort_label,
+                retry_label: false,
                 result_label: t.result_label,
                 differs_from_rollout: t.version != self.version,
                 health: self.health.clone(),

@@ -56,6 +56,9 @@ pub struct TrialChild<'a> {
     pub force_promote_label: bool,
     /// Label `numaplane.numaproj.io/abort` is present (any value): the user ended the upgrade.
     pub abort_label: bool,
+    /// Label `numaplane.numaproj.io/retry` is present (any value): a failed trial is replaced
+    /// by a new trial of the same spec (`kubectl numaplane retry`).
+    pub retry_label: bool,
     /// Label `numaplane.numaproj.io/progressive-result-state`.
     pub result_label: Option<&'a str>,
     /// The rollout's definition, templated with the trial's name, differs from the trial
@@ -724,6 +727,22 @@ fn assess(
     now: Secs,
 ) -> Result<Plan, StepError> {
     let previous = vec![promoted.name.to_string()];
+    // A retry of a failed (or aborted) trial: replaced by a new one of the same spec, as a spec
+    // change would replace it. Force-promote wins; a trial not failed ignores the label.
+    let failed = rec
+        .upgrading
+        .as_ref()
+        .is_some_and(|u| u.assessment_result == Some(AssessmentResult::Failure));
+    if trial.retry_label && failed && !trial.force_promote_label {
+        return Ok(plan(
+            rec,
+            Action::ReplaceTrial {
+                trial: trial.name.to_string(),
+                reason: upgrade_reason::PROGRESSIVE_REPLACED_FAILED,
+            },
+            format!("retry asked: replacing failed trial {}", trial.name),
+        ));
+    }
     // An abort fails the trial as an assessment would (and stays failed, like any failure);
     // only the force-promote label overrides it.
     if trial.abort_label && !trial.force_promote_label {

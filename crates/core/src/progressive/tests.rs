@@ -479,6 +479,7 @@ struct World {
     health_watched: bool,
     label_force: bool,
     label_abort: bool,
+    label_retry: bool,
     result_label: Option<&'static str>,
     analysis_enabled: bool,
     run: Option<ObservedRun>,
@@ -505,6 +506,7 @@ impl World {
             health_watched: false,
             label_force: false,
             label_abort: false,
+            label_retry: false,
             result_label: None,
             analysis_enabled: false,
             run: None,
@@ -525,6 +527,7 @@ impl World {
             spec: s,
             force_promote_label: self.label_force,
             abort_label: self.label_abort,
+            retry_label: self.label_retry,
             result_label: self.result_label,
             differs_from_rollout: self.trial_differs,
             health: self.health.clone(),
@@ -1032,6 +1035,38 @@ fn an_aborted_trial_fails_at_once_and_stays_failed_unless_force_promoted() {
     );
     // Force-promote wins over the abort label, as it rescues any failure.
     w.label_abort = true;
+    w.label_force = true;
+    assert!(matches!(w.run().action, Action::Promote { .. }));
+}
+
+#[test]
+fn a_retry_replaces_a_failed_trial_and_only_a_failed_one() {
+    let mut w = initialised_mv();
+    w.run();
+    w.health = TrialHealth::Healthy;
+    w.now = 1011;
+    assert!(matches!(w.run().action, Action::Wait { .. }));
+    // Still being assessed: the label changes nothing.
+    w.label_retry = true;
+    assert!(matches!(w.run().action, Action::Wait { .. }));
+    // Aborted, failed: the retry replaces it as a spec change would.
+    w.label_retry = false;
+    w.label_abort = true;
+    let p = w.step();
+    assert_eq!(p.progress, Progress::Failed);
+    w.record = p.after.clone().unwrap();
+    w.result_label = Some("failed");
+    w.label_retry = true;
+    let p = w.run();
+    assert_eq!(
+        p.action,
+        Action::ReplaceTrial {
+            trial: "mvr-1".into(),
+            reason: "progressive-replaced-failed"
+        }
+    );
+    assert!(p.message.contains("retry"), "{}", p.message);
+    // Force-promote wins over a retry.
     w.label_force = true;
     assert!(matches!(w.run().action, Action::Promote { .. }));
 }
