@@ -56,7 +56,7 @@ if obj.kind == "PipelineRollout" or obj.kind == "MonoVertexRollout" or obj.kind 
   actions["disable-force-promote"] = { ["disabled"] = not on, ["displayName"] = "Disable Force Promote" }
 end
 
--- Children: only a trial can be force-promoted or aborted (not once force-promoted, which wins),
+-- Children: only a trial can be force-promoted, aborted or (failed) retried (not once force-promoted, which wins),
 -- only a recyclable pipeline marked for deletion.
 if obj.kind == "Pipeline" or obj.kind == "MonoVertex" or obj.kind == "InterStepBufferService" then
   local state = label("numaplane.numaproj.io/upgrade-state")
@@ -68,6 +68,14 @@ if obj.kind == "Pipeline" or obj.kind == "MonoVertex" or obj.kind == "InterStepB
     ["disabled"] = not trial or forced or aborted,
     ["displayName"] = "Abort Upgrade",
     ["iconClass"] = "fa fa-fw fa-stop-circle",
+  }
+  -- Only a failed trial is retried, once.
+  local failed = label("numaplane.numaproj.io/progressive-result-state") == "failed"
+  local retried = label("numaplane.numaproj.io/retry") ~= nil
+  actions["retry"] = {
+    ["disabled"] = not trial or not failed or forced or retried,
+    ["displayName"] = "Retry Upgrade",
+    ["iconClass"] = "fa fa-fw fa-redo",
   }
 end
 

@@ -264,7 +264,8 @@ fn discovery_offers_what_applies() {
         vec![
             ("abort", true),
             ("force-promote", true),
-            ("mark-for-deletion", true)
+            ("mark-for-deletion", true),
+            ("retry", true)
         ]
     );
     let mut trial = promoted.clone();
@@ -274,7 +275,8 @@ fn discovery_offers_what_applies() {
         vec![
             ("abort", false),
             ("force-promote", false),
-            ("mark-for-deletion", true)
+            ("mark-for-deletion", true),
+            ("retry", true)
         ]
     );
     let mut aborted = trial.clone();
@@ -284,9 +286,26 @@ fn discovery_offers_what_applies() {
         vec![
             ("abort", true),
             ("force-promote", false),
-            ("mark-for-deletion", true)
+            ("mark-for-deletion", true),
+            ("retry", true)
         ]
     );
+    // Failed (the controller labels it so): retried once.
+    let mut failed = aborted.clone();
+    failed["metadata"]["labels"]["numaplane.numaproj.io/progressive-result-state"] =
+        json!("failed");
+    assert_eq!(
+        names(&discover(&failed)),
+        vec![
+            ("abort", true),
+            ("force-promote", false),
+            ("mark-for-deletion", true),
+            ("retry", false)
+        ]
+    );
+    let mut retried = failed.clone();
+    retried["metadata"]["labels"]["numaplane.numaproj.io/retry"] = json!("true");
+    assert!(names(&discover(&retried)).contains(&("retry", true)));
     let mut forced = trial.clone();
     forced["metadata"]["labels"]["numaplane.numaproj.io/force-promote"] = json!("true");
     assert_eq!(
@@ -294,7 +313,8 @@ fn discovery_offers_what_applies() {
         vec![
             ("abort", true),
             ("force-promote", true),
-            ("mark-for-deletion", true)
+            ("mark-for-deletion", true),
+            ("retry", true)
         ]
     );
     let mut recyclable = promoted.clone();
@@ -304,7 +324,8 @@ fn discovery_offers_what_applies() {
         vec![
             ("abort", true),
             ("force-promote", true),
-            ("mark-for-deletion", false)
+            ("mark-for-deletion", false),
+            ("retry", true)
         ]
     );
 }
@@ -356,6 +377,9 @@ fn actions_write_the_reference_fields() {
     assert_action("abort", &trial, |o| {
         o["metadata"]["labels"]["numaplane.numaproj.io/abort"] = json!("true")
     });
+    assert_action("retry", &trial, |o| {
+        o["metadata"]["labels"]["numaplane.numaproj.io/retry"] = json!("true")
+    });
     let mut recyclable = fixture("pipeline-promoted");
     recyclable["metadata"]["labels"]["numaplane.numaproj.io/upgrade-state"] = json!("recyclable");
     assert_action("mark-for-deletion", &recyclable, |o| {
@@ -406,19 +430,19 @@ const KINDS: &[(&str, &str, bool, &[&str])] = &[
         "numaflow.numaproj.io",
         "Pipeline",
         false,
-        &["force-promote", "mark-for-deletion", "abort"],
+        &["force-promote", "mark-for-deletion", "abort", "retry"],
     ),
     (
         "numaflow.numaproj.io",
         "MonoVertex",
         false,
-        &["force-promote", "abort"],
+        &["force-promote", "abort", "retry"],
     ),
     (
         "numaflow.numaproj.io",
         "InterStepBufferService",
         false,
-        &["force-promote", "abort"],
+        &["force-promote", "abort", "retry"],
     ),
 ];
 
