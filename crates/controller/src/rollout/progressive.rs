@@ -754,6 +754,23 @@ struct ObservedTrial<C> {
     run: Option<ObservedRun>,
 }
 
+/// The observed trial as the engine reads it: its labels, health and AnalysisRun.
+fn trial_child<C: ChildObject>(t: &ObservedTrial<C>) -> TrialChild<'_> {
+    let label = |key: &str| t.child.labels().get(key).map(String::as_str);
+    TrialChild {
+        name: t.child.meta().name.as_deref().unwrap_or_default(),
+        spec: t.child.spec(),
+        force_promote_label: label(labels::FORCE_PROMOTE).is_some(),
+        abort_label: label(labels::ABORT).is_some(),
+        retry_label: label(labels::RETRY).is_some(),
+        result_label: label(labels::PROGRESSIVE_RESULT_STATE),
+        differs_from_rollout: t.differs,
+        health: t.health.clone(),
+        health_watched: t.health_watched,
+        analysis_run: t.run.clone(),
+    }
+}
+
 /// What acting on a plan left: the pass's answer, the record to keep after it, and when to
 /// look again.
 struct Acted<C> {
@@ -884,22 +901,7 @@ impl<R: Rollout> Progress<'_, R> {
         let differs_from_promoted = riders_changed
             || scale::promoted_differs(kind, live.spec(), &desired.spec)
             || instance(&desired.annotations) != instance(live.annotations());
-        let trial_input = trial.map(|t| TrialChild {
-            name: t.child.meta().name.as_deref().unwrap_or_default(),
-            spec: t.child.spec(),
-            force_promote_label: t.child.labels().contains_key(labels::FORCE_PROMOTE),
-            abort_label: t.child.labels().contains_key(labels::ABORT),
-            retry_label: t.child.labels().contains_key(labels::RETRY),
-            result_label: t
-                .child
-                .labels()
-                .get(labels::PROGRESSIVE_RESULT_STATE)
-                .map(String::as_str),
-            differs_from_rollout: t.differs,
-            health: t.health.clone(),
-            health_watched: t.health_watched,
-            analysis_run: t.run.clone(),
-        });
+        let trial_input = trial.map(trial_child);
         let live_name = live.name_any();
         let older = older_promoted::<R>(ctx, &self.ns, &self.name, &live_name);
         let taken: Vec<String> = cached_children::<R>(ctx, &self.ns, &self.name)
