@@ -16,7 +16,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test deny release lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state); the image test
@@ -25,7 +25,7 @@ export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 ## Property tests run a fixed seed here so a CI verdict is reproducible; plain `cargo test`
 ## draws a fresh seed each run and keeps exploring (failures land in proptest-regressions/).
 PROPTEST_SEED ?= 20261130
-test: testenv-binaries lint
+test: testenv-binaries lint deny
 	PROPTEST_RNG_SEED=$(PROPTEST_SEED) $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(MAKE) --no-print-directory demo
 
@@ -42,6 +42,16 @@ build:
 ## manifests: regenerate config/crd/*.yaml and config/install.yaml from the Rust types
 manifests:
 	$(CARGO) run -q -p numaplane-api --bin crdgen
+
+## deny: the dependency graph's licences, bans and sources against deny.toml (cargo-deny, offline;
+## DENY_CHECKS=advisories needs the network)
+deny:
+	./hack/deny.sh
+
+## release: the artefacts of version VERSION (Cargo.toml's) in dist/v$(VERSION): install.yaml,
+## the image archive, the plugin archive, a CycloneDX SBOM and SHA256SUMS (docs/install.md)
+release:
+	CARGO=$(CARGO) ./hack/release.sh $(VERSION)
 
 ## image: the controller image ghcr.io/numaproj/numaplane-rs:v<workspace version> as an OCI
 ## archive, ${CARGO_TARGET_DIR:-target}/image/numaplane-<version>.oci.tar, without Docker: the

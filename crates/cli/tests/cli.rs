@@ -7,7 +7,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use numaplane_api::keys::{annotations, labels};
 use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline, Vertex};
-use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
+use numaplane_api::{
+    ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
+};
 use numaplane_testenv::TestEnv;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -1208,6 +1210,77 @@ fn plan_rollout(image: &str, rpu: i64) -> Value {
             }
         }}
     })
+}
+
+/// After a progressive Numaflow controller upgrade, children carry the promoted controller's
+/// instance annotation: `plan` renders the child there as the controller does, so an unchanged
+/// manifest is no change (it read as a data-loss change of the instance annotation).
+#[tokio::test]
+async fn plan_places_the_child_on_the_promoted_controller_instance() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-plan-placed").await;
+    let ctl = env.create_namespace("cli-plan-placed-ctl").await;
+    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
+    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    create::<NumaflowControllerRollout>(
+        &client,
+        &ns,
+        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "NumaflowControllerRollout",
+               "metadata": {"name": "numaflow-controller"},
+               "spec": {"controller": {"version": "1.8.1"}}}),
+        Some(json!({"phase": "Deployed", "observedGeneration": 1,
+            "progressiveStatus": {"promotedControllerStatus": {
+                "name": "numaflow-controller-1", "instanceID": "1", "version": "1.8.1"}}})),
+    )
+    .await;
+    create::<ISBServiceRollout>(
+        &client,
+        &ns,
+        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
+               "metadata": {"name": "default"},
+               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
+        None,
+    )
+    .await;
+    create::<InterStepBufferService>(
+        &client,
+        &ns,
+        child_manifest("InterStepBufferService", "default-2", "default", "promoted"),
+        None,
+    )
+    .await;
+    let applied = plan_rollout("cat:v1", 5);
+    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let mut live = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+        "metadata": {"name": "my-pipeline-2",
+            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
+                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: "default-2"},
+            "annotations": {"owner": "my-pipeline-2", "numaflow.numaproj.io/instance": "1"}},
+        "spec": applied["spec"]["pipeline"]["spec"].clone()
+    });
+    live["spec"]["interStepBufferServiceName"] = json!("default-2");
+    create::<Pipeline>(&client, &ns, live, None).await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("same.yaml");
+    std::fs::write(&file, serde_saphyr::to_string(&applied).expect("yaml")).expect("write");
+    let file = file.display().to_string();
+    let args = [
+        "plan",
+        "-f",
+        &file,
+        "--controller-namespace",
+        &ctl,
+        "-o",
+        "json",
+    ];
+    let out = run(env, &ns, &args).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let p: Value = serde_json::from_str(&out.stdout).expect("json plan");
+    assert_eq!(p["strategy"], "no-op", "{p}");
+    assert_eq!(p["fields"], json!([]), "{p}");
 }
 
 #[tokio::test]

@@ -846,6 +846,14 @@ async fn hostile_specs_are_answered_and_never_crash_the_operator() {
                 Some(Ok(None)) => fig.deletions.push(c.since.elapsed().as_secs_f64()),
                 _ => {
                     let waited = c.since.elapsed();
+                    // Seen while Numaflow still holds the children: when its finalizer goes
+                    // right before the bound, Numaplane needs a moment to notice and finish.
+                    if waited >= DELETE_BOUND / 2
+                        && !fig.waited_on_numaflow.contains(&c.i)
+                        && numaflow_holds_the_children(&client, &ns, &c.name).await
+                    {
+                        fig.waited_on_numaflow.insert(c.i);
+                    }
                     if waited >= DELETE_BOUND
                         && waited < FOREIGN_DELETE_BOUND
                         && (fig.waited_on_numaflow.contains(&c.i)

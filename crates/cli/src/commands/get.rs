@@ -6,8 +6,9 @@ use crate::kinds::RolloutKind;
 use crate::render::{Style, render};
 use crate::tree::{ChildObjects, RolloutObjects, Tree, build};
 use anyhow::{Context, Result};
-use futures::{StreamExt, stream};
+use futures::{FutureExt, StreamExt, stream};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{AnalysisRun, Vertex};
@@ -22,37 +23,57 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
         print(cluster, args, &tree, style, false)?;
         return Ok(super::EXIT_OK);
     }
-    // Any change to a rollout or to a child (of these kinds) triggers a redraw.
+    // Watch caches of everything the tree shows: a change costs the API server nothing more
+    // than its watch event, and each redraw reads the caches (the dashboard's way).
+    let mut caches = Caches::default();
     let mut streams = Vec::new();
-    for kind in &kinds {
+    let mut watch = |resource: &ApiResource, config: watcher::Config| {
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        streams.push(
+            reflector(writer, watcher(api(cluster, args, resource), config))
+                .default_backoff()
+                .map(|e| e.map(|_| ()))
+                .boxed(),
+        );
+        store
+    };
+    for &kind in &kinds {
         let mut config = watcher::Config::default();
         if let Some(name) = &args.name {
             config = config.fields(&format!("metadata.name={name}"));
         }
-        streams.push(
-            watcher(api(cluster, args, &kind.rollout_resource()), config)
-                .default_backoff()
-                .boxed(),
-        );
-        let children = watcher::Config::default().labels(labels::PARENT_ROLLOUT_NAME);
-        streams.push(
-            watcher(api(cluster, args, &kind.child_resource()), children)
-                .default_backoff()
-                .boxed(),
-        );
+        let rollouts = watch(&kind.rollout_resource(), config);
+        // A NumaflowController written before children carried labels has only its
+        // rollout's name.
+        let children = if kind == RolloutKind::NumaflowController {
+            watcher::Config::default()
+        } else {
+            watcher::Config::default().labels(labels::PARENT_ROLLOUT_NAME)
+        };
+        let children = watch(&kind.child_resource(), children);
+        caches.kinds.push((kind, rollouts, children));
+    }
+    if kinds.contains(&RolloutKind::Pipeline) {
+        let config = watcher::Config::default().labels(labels::NUMAFLOW_PIPELINE_NAME);
+        caches.vertices = Some(watch(&ApiResource::erase::<Vertex>(&()), config));
+    }
+    let runs = ApiResource::erase::<AnalysisRun>(&());
+    if kinds
+        .iter()
+        .any(|k| matches!(k, RolloutKind::Pipeline | RolloutKind::MonoVertex))
+        && installed(cluster, args, &runs).await?
+    {
+        caches.runs = Some(watch(&runs, watcher::Config::default()));
     }
     let mut events = stream::select_all(streams);
     let mut last: Option<Tree> = None;
     while let Some(event) = events.next().await {
-        match event {
-            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => continue,
-            Ok(_) => {}
-            Err(e) => {
-                if refused(&e) {
-                    return Ok(super::EXIT_ERROR);
-                }
-                continue;
+        if let Err(e) = event {
+            if refused(&e) {
+                return Ok(super::EXIT_ERROR);
             }
+            continue;
         }
         // A burst of changes (a rollout step writes several objects) is drawn once.
         let settle = tokio::time::sleep(DEBOUNCE);
@@ -67,7 +88,11 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
                 },
             }
         }
-        let tree = snapshot(cluster, args, &kinds).await?;
+        // Nothing is drawn before every cache holds its first list.
+        if !caches.ready() {
+            continue;
+        }
+        let tree = caches.tree()?;
         if last.as_ref() == Some(&tree) {
             continue;
         }
@@ -75,6 +100,132 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
         last = Some(tree);
     }
     Ok(super::EXIT_OK)
+}
+
+/// The watch caches `get -w` draws from.
+#[derive(Default)]
+struct Caches {
+    /// Per kind: its rollouts and its children.
+    kinds: Vec<(RolloutKind, Store<DynamicObject>, Store<DynamicObject>)>,
+    /// Vertex objects, when Pipelines are shown.
+    vertices: Option<Store<DynamicObject>>,
+    /// AnalysisRuns, when Argo Rollouts is installed and Pipelines or MonoVertices are shown.
+    runs: Option<Store<DynamicObject>>,
+}
+
+impl Caches {
+    fn stores(&self) -> impl Iterator<Item = &Store<DynamicObject>> {
+        self.kinds
+            .iter()
+            .flat_map(|(_, r, c)| [r, c])
+            .chain(self.vertices.iter())
+            .chain(self.runs.iter())
+    }
+
+    /// Every cache holds its first list (an empty one included).
+    fn ready(&self) -> bool {
+        self.stores()
+            .all(|s| s.wait_until_ready().now_or_never().is_some())
+    }
+
+    /// The tree, from the caches alone, as [`snapshot`] builds it from the API server.
+    fn tree(&self) -> Result<Tree> {
+        let mut objects = Vec::new();
+        for (kind, rollouts, children) in &self.kinds {
+            let mut found = rollouts.state();
+            found.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name)
+                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            });
+            for rollout in found {
+                let (ns, name) = (&rollout.metadata.namespace, &rollout.metadata.name);
+                let mut mine: Vec<_> = children
+                    .state()
+                    .into_iter()
+                    .filter(|c| &c.metadata.namespace == ns)
+                    .filter(|c| {
+                        label(c, labels::PARENT_ROLLOUT_NAME) == name.as_deref()
+                            || (*kind == RolloutKind::NumaflowController
+                                && &c.metadata.name == name)
+                    })
+                    .collect();
+                mine.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                let mut out = Vec::new();
+                for child in mine {
+                    out.push(self.child_objects(*kind, &child)?);
+                }
+                objects.push(RolloutObjects {
+                    kind: *kind,
+                    rollout: to_value(&rollout)?,
+                    children: out,
+                });
+            }
+        }
+        Ok(build(&objects, chrono::Utc::now()))
+    }
+
+    fn child_objects(&self, kind: RolloutKind, child: &DynamicObject) -> Result<ChildObjects> {
+        let ns = &child.metadata.namespace;
+        let name = child.metadata.name.as_deref();
+        let uid = child.metadata.uid.clone().unwrap_or_default();
+        let vertices = match (&self.vertices, kind) {
+            (Some(store), RolloutKind::Pipeline) => {
+                let mut v: Vec<_> = store
+                    .state()
+                    .into_iter()
+                    .filter(|v| &v.metadata.namespace == ns)
+                    .filter(|v| label(v, labels::NUMAFLOW_PIPELINE_NAME) == name)
+                    .collect();
+                v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                v.iter().map(|v| to_value(v)).collect::<Result<Vec<_>>>()?
+            }
+            _ => Vec::new(),
+        };
+        let analysis_runs = match (&self.runs, kind) {
+            (Some(store), RolloutKind::Pipeline | RolloutKind::MonoVertex) => {
+                let mut r: Vec<_> = store
+                    .state()
+                    .into_iter()
+                    .filter(|r| &r.metadata.namespace == ns)
+                    .filter(|r| {
+                        r.metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .any(|o| !uid.is_empty() && o.uid == uid)
+                    })
+                    .collect();
+                r.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                r.iter().map(|r| to_value(r)).collect::<Result<Vec<_>>>()?
+            }
+            _ => Vec::new(),
+        };
+        Ok(ChildObjects {
+            object: to_value(child)?,
+            vertices,
+            analysis_runs,
+        })
+    }
+}
+
+fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    o.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+/// Whether a resource type is served (Argo Rollouts' AnalysisRun may not be installed).
+async fn installed(cluster: &Cluster, args: &GetArgs, resource: &ApiResource) -> Result<bool> {
+    match api(cluster, args, resource)
+        .list(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// How long `get -w` waits for more changes before it draws.
@@ -198,14 +349,17 @@ pub(crate) async fn children(
     let client = cluster.client.clone();
     let child_api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &kind.child_resource());
-    let mut children = if kind == RolloutKind::NumaflowController {
-        // The NumaflowController has the rollout's name and no parent label.
-        child_api.get_opt(&name).await?.into_iter().collect()
-    } else {
-        let params =
-            ListParams::default().labels(&format!("{}={name}", labels::PARENT_ROLLOUT_NAME));
-        list_or_empty(&child_api, &params).await?
-    };
+    let params = ListParams::default().labels(&format!("{}={name}", labels::PARENT_ROLLOUT_NAME));
+    let mut children = list_or_empty(&child_api, &params).await?;
+    // A NumaflowController written before children carried labels has its rollout's name.
+    if kind == RolloutKind::NumaflowController
+        && !children
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some(&name))
+        && let Some(own) = child_api.get_opt(&name).await?
+    {
+        children.push(own);
+    }
     children.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     if children.is_empty() {
         return Ok(Vec::new());

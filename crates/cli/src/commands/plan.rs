@@ -389,7 +389,47 @@ async fn desired_child(
         }
         _ => {}
     }
+    // The Numaflow controller instance the controller renders the child on.
+    if let Some(instance) = placement(cluster, ns, kind, rollout).await?.instance {
+        desired.annotations.insert(
+            numaplane_api::keys::annotations::NUMAFLOW_INSTANCE.into(),
+            instance,
+        );
+    }
     Ok(desired)
+}
+
+/// Where the namespace's NumaflowControllerRollout places `rollout`'s child (the promoted
+/// controller's instance, or a controller trial's), as the controller reads it.
+async fn placement(
+    cluster: &Cluster,
+    ns: &str,
+    kind: RolloutKind,
+    rollout: &str,
+) -> Result<numaplane_core::controller_trial::Target> {
+    use numaplane_core::controller_trial::{WorkloadKind, target};
+    let workload = match kind {
+        RolloutKind::Pipeline => WorkloadKind::Pipeline,
+        RolloutKind::MonoVertex => WorkloadKind::MonoVertex,
+        _ => WorkloadKind::IsbService,
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        cluster.client.clone(),
+        ns,
+        &RolloutKind::NumaflowController.rollout_resource(),
+    );
+    let ncr = list_or_empty(&api, &ListParams::default())
+        .await
+        .context("reading the namespace's NumaflowControllerRollout")?
+        .into_iter()
+        .find(|r| r.metadata.deletion_timestamp.is_none());
+    let status: Option<numaplane_api::numaflow_controller_rollout::ControllerProgressiveStatus> =
+        ncr.as_ref()
+            .and_then(|r| r.data.pointer("/status/progressiveStatus"))
+            .map(|s| serde_json::from_value(s.clone()))
+            .transpose()
+            .context("status.progressiveStatus of the namespace's NumaflowControllerRollout")?;
+    Ok(target(status.as_ref(), workload, rollout))
 }
 
 fn json_pointer_escape(key: &str) -> String {

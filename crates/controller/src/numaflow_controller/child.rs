@@ -6,15 +6,18 @@ use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use crate::status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
+use numaplane_api::keys::labels;
 use numaplane_api::{NumaflowController, NumaflowControllerRollout, NumaflowControllerSpec};
 
 /// Server-side applies NumaflowController `name` (the rollout's own name, or a trial's): the
-/// controller spec, a controller owner reference; nothing else.
+/// controller spec, a controller owner reference, and the labels every child carries (its
+/// rollout, its upgrade state `state`: `promoted` or `trial`); nothing else.
 pub(super) async fn apply(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
     name: &str,
     spec: &NumaflowControllerSpec,
+    state: &str,
 ) -> Result<NumaflowController, Error> {
     let ctx = &nctx.ctx;
     ctx.ensure_leader()?;
@@ -25,7 +28,15 @@ pub(super) async fn apply(
     let body = serde_json::json!({
         "apiVersion": NumaflowController::api_version(&()),
         "kind": NumaflowController::kind(&()),
-        "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner]},
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "ownerReferences": [owner],
+            "labels": {
+                labels::PARENT_ROLLOUT_NAME: r.name_any(),
+                labels::UPGRADE_STATE: state,
+            },
+        },
         "spec": spec,
     });
     let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
@@ -40,6 +51,17 @@ pub(super) async fn apply(
     // Later passes may see the cache before it catches up with this write.
     status::remember(ctx, &written);
     Ok(written)
+}
+
+/// Whether `nc` carries the labels [`apply`] writes for rollout `r` in upgrade state `state`.
+pub(super) fn labelled(
+    nc: &NumaflowController,
+    r: &NumaflowControllerRollout,
+    state: &str,
+) -> bool {
+    let l = nc.labels();
+    l.get(labels::PARENT_ROLLOUT_NAME) == Some(&r.name_any())
+        && l.get(labels::UPGRADE_STATE).map(String::as_str) == Some(state)
 }
 
 /// Deletes NumaflowController `name` if rollout `r` owns it (by UID), with its UID as a

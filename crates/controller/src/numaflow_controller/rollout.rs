@@ -15,7 +15,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{Phase, UpgradeStrategy};
-use numaplane_api::keys::{condition, event_reason, reason};
+use numaplane_api::keys::{condition, event_reason, reason, upgrade_state};
 use numaplane_api::progressive::AssessmentResult;
 use numaplane_api::{
     ISBServiceRollout, NumaflowController, NumaflowControllerRollout,
@@ -339,7 +339,16 @@ async fn ensure_controller(
                 pending = msg;
                 (nc, phase)
             } else if nc.spec == desired {
-                ((*nc).clone(), None)
+                // One written before children carried labels gets them, nothing else.
+                if super::child::labelled(&nc, r, upgrade_state::PROMOTED) {
+                    ((*nc).clone(), None)
+                } else {
+                    let relabelled = upgrade_state::PROMOTED;
+                    (
+                        super::child::apply(r, nctx, &name, &desired, relabelled).await?,
+                        None,
+                    )
+                }
             } else {
                 let usde = ctx.settings.usde();
                 let config = usde.as_ref().and_then(|u| u.for_kind("numaflowcontroller"));
@@ -347,7 +356,8 @@ async fn ensure_controller(
                     UpdateDecision::ApplyNow => {
                         info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
                         (
-                            super::child::apply(r, nctx, &name, &desired).await?,
+                            super::child::apply(r, nctx, &name, &desired, upgrade_state::PROMOTED)
+                                .await?,
                             Some("update"),
                         )
                     }
@@ -380,7 +390,8 @@ async fn ensure_controller(
                     } else {
                         info!(version = %desired.version, "updating NumaflowController");
                         (
-                            super::child::apply(r, nctx, &name, &desired).await?,
+                            super::child::apply(r, nctx, &name, &desired, upgrade_state::PROMOTED)
+                                .await?,
                             Some("update"),
                         )
                     }
@@ -388,7 +399,8 @@ async fn ensure_controller(
                 None => {
                     info!(version = %desired.version, "creating NumaflowController");
                     (
-                        super::child::apply(r, nctx, &name, &desired).await?,
+                        super::child::apply(r, nctx, &name, &desired, upgrade_state::PROMOTED)
+                            .await?,
                         Some("create"),
                     )
                 }
@@ -435,7 +447,7 @@ async fn progressive_step(
             status::write_if_changed(r, &nctx.ctx, &before, st).await?;
         }
     }
-    super::trial::act(r, nctx, &plan.actions).await?;
+    super::trial::act(r, nctx, &plan.actions, promoted.as_deref()).await?;
     if let Some(verdict) = plan.verdict {
         let u = plan.status.upgrading_controller_status.as_ref();
         let (name, version) = u
@@ -585,7 +597,7 @@ async fn pause_step(
         }
         info!(from = %nc.spec.version, to = %desired.version,
             "pause-and-drain: pipelines paused, updating NumaflowController");
-        let written = super::child::apply(r, nctx, &name, desired).await?;
+        let written = super::child::apply(r, nctx, &name, desired, upgrade_state::PROMOTED).await?;
         publish(
             nctx,
             r,

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Resource, ResourceExt};
-use numaplane_api::keys::labels;
+use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::numaflow_controller_rollout::{ControllerInstance, ControllerProgressiveStatus};
 use numaplane_api::progressive::AssessmentResult;
 use numaplane_api::{
@@ -292,23 +292,30 @@ pub(super) async fn pass(
     Ok(Some(Outcome { plan: p, promoted }))
 }
 
-/// Carries out the plan's actions (after its status was recorded).
+/// Carries out the plan's actions (after its status was recorded), then labels the promoted
+/// controller `promoted` if it is not yet (a trial that was just promoted).
 pub(super) async fn act(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
     actions: &[Action],
+    promoted: Option<&NumaflowController>,
 ) -> Result<(), Error> {
     let ns = r.namespace().unwrap_or_default();
+    if let Some(nc) = promoted.filter(|nc| !super::child::labelled(nc, r, upgrade_state::PROMOTED))
+    {
+        info!(name = %nc.name_any(), "labelling the promoted NumaflowController");
+        super::child::apply(r, nctx, &nc.name_any(), &nc.spec, upgrade_state::PROMOTED).await?;
+    }
     for a in actions {
         match a {
             Action::Create(c) => {
                 info!(name = %c.name, instance = %c.instance_id, version = %c.version,
                     "creating trial NumaflowController");
-                super::child::apply(r, nctx, &c.name, &spec_of(c)).await?;
+                super::child::apply(r, nctx, &c.name, &spec_of(c), upgrade_state::TRIAL).await?;
             }
             Action::Update(c) => {
                 info!(name = %c.name, version = %c.version, "updating the promoted NumaflowController in place");
-                super::child::apply(r, nctx, &c.name, &spec_of(c)).await?;
+                super::child::apply(r, nctx, &c.name, &spec_of(c), upgrade_state::PROMOTED).await?;
             }
             Action::Delete(name) => {
                 info!(%name, "deleting retired NumaflowController");
