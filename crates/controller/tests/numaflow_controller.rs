@@ -194,6 +194,19 @@ async fn install_upgrade_and_unknown_version() {
         (owner.kind.as_str(), owner.controller, Some(&owner.uid)),
         ("NumaflowControllerRollout", Some(true), r.uid().as_ref())
     );
+    // Labelled like every other child: its rollout and its upgrade state.
+    assert_eq!(
+        nc.labels()
+            .get("numaplane.numaproj.io/parent-rollout-name")
+            .map(String::as_str),
+        Some(NAME)
+    );
+    assert_eq!(
+        nc.labels()
+            .get("numaplane.numaproj.io/upgrade-state")
+            .map(String::as_str),
+        Some("promoted")
+    );
     let nc_st = &nc.status.as_ref().expect("nc status").status;
     assert_eq!(nc_st.phase, Phase::Deployed);
     assert_eq!(

@@ -120,6 +120,14 @@ async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
     .await;
     let trial: NumaflowController = h.api().get("numaflow-controller-1").await.expect("trial");
     assert_eq!(trial.spec.instance_id.as_deref(), Some("1"));
+    // Found as any trial child is: `kubectl get -l numaplane.numaproj.io/upgrade-state=trial`.
+    let state = |nc: &NumaflowController| {
+        nc.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("numaplane.numaproj.io/upgrade-state").cloned())
+    };
+    assert_eq!(state(&trial).as_deref(), Some("trial"));
     // A restart in the middle continues the same trial (its state is in status and labels).
     h.restart_operator().await;
 
@@ -142,6 +150,12 @@ async fn a_controller_trial_promotes_every_workload_onto_the_new_version() {
     h.until::<NumaflowController, _, _>("old controller deleted", "numaflow-controller", |nc| {
         nc.is_none().then_some(())
     })
+    .await;
+    h.until::<NumaflowController, _, _>(
+        "the promoted trial labelled promoted",
+        "numaflow-controller-1",
+        |nc| (state(nc?).as_deref() == Some("promoted")).then_some(()),
+    )
     .await;
     h.until::<Deployment, _, _>("old Deployment gone", "numaflow-controller", |d| {
         d.is_none().then_some(())

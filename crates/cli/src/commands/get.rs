@@ -62,9 +62,17 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
     if kinds
         .iter()
         .any(|k| matches!(k, RolloutKind::Pipeline | RolloutKind::MonoVertex))
-        && installed(cluster, args, &runs).await?
     {
-        caches.runs = Some(watch(&runs, watcher::Config::default()));
+        match installed(cluster, args, &runs).await {
+            Ok(true) => caches.runs = Some(watch(&runs, watcher::Config::default())),
+            Ok(false) => {}
+            // Said as a refused watch would be: it could not be made either.
+            Err(kube::Error::Api(e)) if matches!(e.code, 401 | 403) => {
+                eprintln!("watch error: {e}");
+                return Ok(super::EXIT_ERROR);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     let mut events = stream::select_all(streams);
     let mut last: Option<Tree> = None;
@@ -217,14 +225,18 @@ fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
 }
 
 /// Whether a resource type is served (Argo Rollouts' AnalysisRun may not be installed).
-async fn installed(cluster: &Cluster, args: &GetArgs, resource: &ApiResource) -> Result<bool> {
+async fn installed(
+    cluster: &Cluster,
+    args: &GetArgs,
+    resource: &ApiResource,
+) -> Result<bool, kube::Error> {
     match api(cluster, args, resource)
         .list(&ListParams::default().limit(1))
         .await
     {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
