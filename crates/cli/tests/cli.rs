@@ -855,30 +855,37 @@ async fn promote_labels_the_trial() {
     );
 }
 
-#[tokio::test]
-async fn abort_labels_the_trial_unless_it_is_force_promoted() {
-    let env = TestEnv::shared().await;
-    let client = env.client();
-    let ns = env.create_namespace("cli-abort").await;
-    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
+/// MonoVertexRollout `m` with its promoted child `m-0` and trial `m-1`.
+async fn rollout_with_trial(client: &Client, ns: &str) -> Api<MonoVertex> {
+    create::<MonoVertexRollout>(client, ns, mono_vertex_rollout("m"), None).await;
     for (name, state) in [("m-0", "promoted"), ("m-1", "trial")] {
         create::<MonoVertex>(
-            &client,
-            &ns,
+            client,
+            ns,
             child_manifest("MonoVertex", name, "m", state),
             None,
         )
         .await;
     }
-    let mvs: Api<MonoVertex> = Api::namespaced(client.clone(), &ns);
-    let label = async |name: &str, key: &str| {
-        mvs.get(name)
-            .await
-            .expect("get")
-            .metadata
-            .labels
-            .and_then(|l| l.get(key).cloned())
-    };
+    Api::namespaced(client.clone(), ns)
+}
+
+async fn label_of(mvs: &Api<MonoVertex>, name: &str, key: &str) -> Option<String> {
+    mvs.get(name)
+        .await
+        .expect("get")
+        .metadata
+        .labels
+        .and_then(|l| l.get(key).cloned())
+}
+
+#[tokio::test]
+async fn abort_labels_the_trial_unless_it_is_force_promoted() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-abort").await;
+    let mvs = rollout_with_trial(&client, &ns).await;
+    let label = async |name: &str, key: &str| label_of(&mvs, name, key).await;
 
     let out = run(env, &ns, &["abort", "m"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -935,25 +942,8 @@ async fn retry_labels_only_a_failed_trial() {
     let env = TestEnv::shared().await;
     let client = env.client();
     let ns = env.create_namespace("cli-retry").await;
-    create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("m"), None).await;
-    for (name, state) in [("m-0", "promoted"), ("m-1", "trial")] {
-        create::<MonoVertex>(
-            &client,
-            &ns,
-            child_manifest("MonoVertex", name, "m", state),
-            None,
-        )
-        .await;
-    }
-    let mvs: Api<MonoVertex> = Api::namespaced(client.clone(), &ns);
-    let label = async |name: &str, key: &str| {
-        mvs.get(name)
-            .await
-            .expect("get")
-            .metadata
-            .labels
-            .and_then(|l| l.get(key).cloned())
-    };
+    let mvs = rollout_with_trial(&client, &ns).await;
+    let label = async |name: &str, key: &str| label_of(&mvs, name, key).await;
     // Still being assessed: refused, nothing written.
     let out = run(env, &ns, &["retry", "m"]).await;
     assert_eq!(out.code, 1);

@@ -141,10 +141,7 @@ impl Caches {
         let mut objects = Vec::new();
         for (kind, rollouts, children) in &self.kinds {
             let mut found = rollouts.state();
-            found.sort_by(|a, b| {
-                (&a.metadata.namespace, &a.metadata.name)
-                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
-            });
+            by_namespace_and_name(&mut found);
             for rollout in found {
                 let (ns, name) = (&rollout.metadata.namespace, &rollout.metadata.name);
                 let mut mine: Vec<_> = children
@@ -214,6 +211,15 @@ impl Caches {
             analysis_runs,
         })
     }
+}
+
+/// Rollouts in the order the tree shows them.
+fn by_namespace_and_name<T: std::borrow::Borrow<DynamicObject>>(objects: &mut [T]) {
+    let key = |o: &T| {
+        let m = &o.borrow().metadata;
+        (m.namespace.clone(), m.name.clone())
+    };
+    objects.sort_by_key(key);
 }
 
 fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -329,10 +335,7 @@ async fn snapshot(cluster: &Cluster, args: &GetArgs, kinds: &[RolloutKind]) -> R
             None => list_or_empty(&rollouts, &ListParams::default()).await,
         }
         .with_context(|| format!("listing {}s", kind.kind()))?;
-        found.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
+        by_namespace_and_name(&mut found);
         for rollout in found {
             let children = children(cluster, kind, &rollout).await.with_context(|| {
                 format!(
