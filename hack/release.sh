@@ -63,15 +63,15 @@ if ! "$cache/tools/bin/cargo-cyclonedx" --version 2>/dev/null | grep -q "$cyclon
   log "installing cargo-cyclonedx $cyclonedx_version into $cache/tools (cold: a few minutes)"
   $CARGO install --locked --root "$cache/tools" --version "$cyclonedx_version" cargo-cyclonedx
 fi
-sbom_dir=$(mktemp -d)
-trap 'rm -rf "$stage" "$sbom_dir"' EXIT
-for pkg in controller cli; do
-  (cd "crates/$pkg" && "$cache/tools/bin/cargo-cyclonedx" cyclonedx --format json \
-     --spec-version 1.5 --override-filename "sbom-$pkg" >/dev/null)
-  mv "crates/$pkg/sbom-$pkg.json" "$sbom_dir/"
-done
+# cargo-cyclonedx writes one file into every workspace member's directory: the operator's and the
+# plugin's are merged, all are removed.
+sbom_name=numaplane-release-sbom
+trap 'rm -rf "$stage"; rm -f crates/*/"$sbom_name".json' EXIT
+"$cache/tools/bin/cargo-cyclonedx" cyclonedx --format json --spec-version 1.5 \
+  --override-filename "$sbom_name" >/dev/null
 jq -s '.[0] + {components: ((.[0].components // []) + (.[1].components // []) | unique_by(.purl))}' \
-  "$sbom_dir/sbom-controller.json" "$sbom_dir/sbom-cli.json" >"$OUT/sbom.cdx.json"
+  "crates/controller/$sbom_name.json" "crates/cli/$sbom_name.json" >"$OUT/sbom.cdx.json"
+rm -f crates/*/"$sbom_name".json
 jq -e '.bomFormat == "CycloneDX" and (.components | length) > 100' "$OUT/sbom.cdx.json" >/dev/null \
   || die "the SBOM lists no components"
 
