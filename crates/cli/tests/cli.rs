@@ -879,6 +879,34 @@ async fn label_of(mvs: &Api<MonoVertex>, name: &str, key: &str) -> Option<String
         .and_then(|l| l.get(key).cloned())
 }
 
+/// `verb` (command, label, "being" word) labels trial `m-1` of [`rollout_with_trial`], says what
+/// follows (`then`), leaves the promoted child alone, and refuses a second time.
+async fn labels_the_trial_once(
+    env: &TestEnv,
+    ns: &str,
+    mvs: &Api<MonoVertex>,
+    (command, label, being): (&str, &str, &str),
+    then: &str,
+) {
+    let out = run(env, ns, &[command, "m"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let said =
+        format!("MonoVertex/m-1 (trial of MonoVertexRollout/m) labelled {label}: \"true\"; {then}");
+    assert!(out.stdout.starts_with(&said), "{}", out.stdout);
+    assert_eq!(label_of(mvs, "m-1", label).await.as_deref(), Some("true"));
+    assert_eq!(
+        label_of(mvs, "m-0", label).await,
+        None,
+        "the promoted child is left alone"
+    );
+    let out = run(env, ns, &[command, "m"]).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr,
+        format!("error: MonoVertex/m-1 is already being {being} (label {label} present)\n")
+    );
+}
+
 #[tokio::test]
 async fn abort_labels_the_trial_unless_it_is_force_promoted() {
     let env = TestEnv::shared().await;
@@ -887,27 +915,14 @@ async fn abort_labels_the_trial_unless_it_is_force_promoted() {
     let mvs = rollout_with_trial(&client, &ns).await;
     let label = async |name: &str, key: &str| label_of(&mvs, name, key).await;
 
-    let out = run(env, &ns, &["abort", "m"]).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(
-        out.stdout.starts_with(
-            "MonoVertex/m-1 (trial of MonoVertexRollout/m) labelled numaplane.numaproj.io/abort: \"true\"; the controller fails it now"
-        ),
-        "{}",
-        out.stdout
-    );
-    assert_eq!(label("m-1", labels::ABORT).await.as_deref(), Some("true"));
-    assert_eq!(
-        label("m-0", labels::ABORT).await,
-        None,
-        "the promoted child is left alone"
-    );
-    let out = run(env, &ns, &["abort", "m"]).await;
-    assert_eq!(out.code, 1);
-    assert_eq!(
-        out.stderr,
-        "error: MonoVertex/m-1 is already being aborted (label numaplane.numaproj.io/abort present)\n"
-    );
+    labels_the_trial_once(
+        env,
+        &ns,
+        &mvs,
+        ("abort", labels::ABORT, "aborted"),
+        "the controller fails it now",
+    )
+    .await;
 
     // A trial being force-promoted is not aborted: the force-promote label would win.
     create::<MonoVertex>(
@@ -963,27 +978,14 @@ async fn retry_labels_only_a_failed_trial() {
     )
     .await
     .expect("mark failed");
-    let out = run(env, &ns, &["retry", "m"]).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(
-        out.stdout.starts_with(
-            "MonoVertex/m-1 (trial of MonoVertexRollout/m) labelled numaplane.numaproj.io/retry: \"true\"; the controller replaces it by a new trial of the same spec"
-        ),
-        "{}",
-        out.stdout
-    );
-    assert_eq!(label("m-1", labels::RETRY).await.as_deref(), Some("true"));
-    assert_eq!(
-        label("m-0", labels::RETRY).await,
-        None,
-        "the promoted child is left alone"
-    );
-    let out = run(env, &ns, &["retry", "m"]).await;
-    assert_eq!(out.code, 1);
-    assert_eq!(
-        out.stderr,
-        "error: MonoVertex/m-1 is already being retried (label numaplane.numaproj.io/retry present)\n"
-    );
+    labels_the_trial_once(
+        env,
+        &ns,
+        &mvs,
+        ("retry", labels::RETRY, "retried"),
+        "the controller replaces it by a new trial of the same spec",
+    )
+    .await;
     let out = run(env, &ns, &["retry", "x", "--kind", "ncr"]).await;
     assert_eq!(out.code, 1);
     assert!(

@@ -192,13 +192,7 @@ impl Caches {
                     .state()
                     .into_iter()
                     .filter(|r| &r.metadata.namespace == ns)
-                    .filter(|r| {
-                        r.metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .any(|o| !uid.is_empty() && o.uid == uid)
-                    })
+                    .filter(|r| owned_by(r, &uid))
                     .collect();
                 r.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
                 r.iter().map(|r| to_value(r)).collect::<Result<Vec<_>>>()?
@@ -220,6 +214,16 @@ fn by_namespace_and_name<T: std::borrow::Borrow<DynamicObject>>(objects: &mut [T
         (m.namespace.clone(), m.name.clone())
     };
     objects.sort_by_key(key);
+}
+
+/// Whether `o` has an owner reference to uid `uid` (an AnalysisRun of a child).
+fn owned_by(o: &DynamicObject, uid: &str) -> bool {
+    !uid.is_empty()
+        && o.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.uid == uid)
 }
 
 fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -401,13 +405,7 @@ pub(crate) async fn children(
         };
         let analysis_runs = runs
             .iter()
-            .filter(|r| {
-                r.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| !uid.is_empty() && o.uid == uid)
-            })
+            .filter(|r| owned_by(r, &uid))
             .map(to_value)
             .collect::<Result<Vec<_>>>()?;
         out.push(ChildObjects {
