@@ -3,6 +3,8 @@
 #   kubelet and kube-proxy from the k8s.io/kubernetes Go module (the same pinning as hack/testenv-binaries.sh, in
 #   a scratch module of its own so that the control plane's module is left alone);
 #   CoreDNS from the github.com/coredns/coredns Go module (cluster DNS on the node);
+#   crane from the github.com/google/go-containerregistry Go module (the node's image registry,
+#   `crane registry serve`, and the push into it);
 #   containerd, runc, the CNI plugins, iptables (for kube-proxy), umoci and busybox-static from
 #   Debian (apt-get install when
 #   missing);
@@ -11,12 +13,13 @@
 #   Kubernetes module) and numaplane.local/busybox:testenv (Debian's static busybox) for tests.
 # Outputs, outside the repository:
 #   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/<k8s>/{kubelet,kube-proxy}
-#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realnode/{pause,busybox}.oci.tar, coredns
+#   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realnode/{pause,busybox}.oci.tar, coredns, crane
 # Idempotent: what exists is not rebuilt. Prints the realnode directory on the last line.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.7}"
+GGCR_VERSION="${GGCR_VERSION:-v0.22.1}"
 CACHE_ROOT="${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}"
 BIN="$CACHE_ROOT/$K8S_VERSION"
 OUT="$CACHE_ROOT/realnode"
@@ -103,30 +106,32 @@ build_coredns() {
   log "coredns: built in $(( $(date +%s) - t0 ))s"
 }
 
-# oci_archive NAME REF ROOTFS_DIR ENTRYPOINT... : an OCI image archive of ROOTFS_DIR named REF,
-# as `ctr images import` reads it (the name in both index annotations).
-oci_archive() {
-  local name=$1 ref=$2 rootfs=$3
-  shift 3
-  local work="$OUT/build-$name"
-  rm -rf "$work/oci" "$work/bundle"
-  umoci init --layout "$work/oci"
-  umoci new --image "$work/oci:img"
-  umoci unpack --image "$work/oci:img" "$work/bundle" >/dev/null
-  cp -a "$rootfs/." "$work/bundle/rootfs/"
-  umoci repack --image "$work/oci:img" "$work/bundle"
-  local cfg=()
-  for e in "$@"; do cfg+=(--config.entrypoint "$e"); done
-  umoci config --image "$work/oci:img" "${cfg[@]}" --architecture amd64 --os linux
-  umoci gc --layout "$work/oci"
-  jq --arg r "$ref" '.manifests |= map(.annotations = {"org.opencontainers.image.ref.name": $r,
-      "io.containerd.image.name": $r})' "$work/oci/index.json" > "$work/index.json"
-  mv "$work/index.json" "$work/oci/index.json"
-  tar -C "$work/oci" -cf "$OUT/$name.oci.tar.tmp" .
-  mv "$OUT/$name.oci.tar.tmp" "$OUT/$name.oci.tar"
-  echo "$ref" > "$OUT/$name.ref"
-  rm -rf "$work"
+# The node's registry and its client, from github.com/google/go-containerregistry in a scratch
+# module of its own.
+build_crane() {
+  [ -x "$OUT/crane" ] && return 0
+  local work="$CACHE_ROOT/build-crane"
+  local t0
+  t0=$(date +%s)
+  mkdir -p "$work"
+  (
+    cd "$work"
+    if [ ! -f go.mod ] || ! grep -q "^require github.com/google/go-containerregistry $GGCR_VERSION\$" go.mod; then
+      log "crane: scratch module for $GGCR_VERSION"
+      rm -f go.mod go.sum tools.go
+      printf 'module numaplane.local/build-crane\n\ngo 1.26\n\nrequire github.com/google/go-containerregistry %s\n' "$GGCR_VERSION" > go.mod
+      printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/google/go-containerregistry/cmd/crane"\n' > tools.go
+      go mod tidy
+    fi
+    log "crane: building $GGCR_VERSION"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/crane.tmp" github.com/google/go-containerregistry/cmd/crane
+    mv "$OUT/crane.tmp" "$OUT/crane"
+  )
+  log "crane: built in $(( $(date +%s) - t0 ))s"
 }
+
+# shellcheck source=hack/lib/oci.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/oci.sh"
 
 pause_image() {
   [ -f "$OUT/pause.oci.tar" ] && [ -f "$OUT/pause.ref" ] && return 0
@@ -161,6 +166,7 @@ debian_packages
 build_node_cmd kubelet
 build_node_cmd kube-proxy
 build_coredns
+build_crane
 pause_image
 busybox_image
 log "ready in $(( $(date +%s) - start ))s: $OUT (kubelet in $BIN)"

@@ -230,6 +230,8 @@ pub struct RealNodeBinaries {
     pub kube_proxy: PathBuf,
     /// Cluster DNS for the node's pods.
     pub coredns: PathBuf,
+    /// The node's image registry (`crane registry serve`) and the push into it.
+    pub crane: PathBuf,
     pub containerd: PathBuf,
     pub ctr: PathBuf,
     pub runc: PathBuf,
@@ -278,7 +280,8 @@ impl RealNodeBinaries {
         exe("/usr/bin/containerd-shim-runc-v2");
         exe("/usr/sbin/iptables-restore");
         let coredns = images.join("coredns");
-        for p in [&kubelet, &kube_proxy, &coredns] {
+        let crane = images.join("crane");
+        for p in [&kubelet, &kube_proxy, &coredns, &crane] {
             if !is_executable(p) {
                 missing.push(p.display().to_string());
             }
@@ -307,6 +310,7 @@ impl RealNodeBinaries {
             kubelet,
             kube_proxy,
             coredns,
+            crane,
             containerd,
             ctr,
             runc,
@@ -316,5 +320,49 @@ impl RealNodeBinaries {
             busybox_archive,
             busybox_image,
         })
+    }
+}
+
+/// The images Numaflow's real data plane runs on the real node (`hack/dataplane-images.sh`,
+/// docs/dataplane.md): OCI archives under the names the shipped controller definitions and the
+/// reference samples render.
+pub struct DataPlaneImages {
+    pub archives: Vec<PathBuf>,
+}
+
+/// The archives `hack/dataplane-images.sh` writes, by file name.
+pub const DATAPLANE_ARCHIVES: [&str; 5] = [
+    "numaflow-v1.8.1.oci.tar",
+    "nats-2.10.3.oci.tar",
+    "nats-reloader.oci.tar",
+    "nats-exporter.oci.tar",
+    "counting.oci.tar",
+];
+
+/// The name the counting source, map and sink run under.
+pub const COUNTING_IMAGE: &str = "numaplane.local/counting:testenv";
+
+impl DataPlaneImages {
+    /// Finds every archive; fails listing the missing ones, with the command that builds them.
+    pub fn locate() -> Result<Self> {
+        let dir = cache_dir().map_or_else(
+            || PathBuf::from("dataplane"),
+            |c| c.with_file_name("dataplane"),
+        );
+        let archives: Vec<PathBuf> = DATAPLANE_ARCHIVES.iter().map(|a| dir.join(a)).collect();
+        let missing: Vec<String> = archives
+            .iter()
+            .filter(|a| !a.is_file())
+            .map(|a| a.display().to_string())
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "data-plane images missing:\n  {}\nBuild them with `make testenv-binaries` \
+                 (`hack/dataplane-images.sh`: Numaflow's Rust data plane, NATS and the counting \
+                 source and sink).",
+                missing.join("\n  ")
+            );
+        }
+        Ok(Self { archives })
     }
 }

@@ -123,6 +123,7 @@ pub struct TestEnv {
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
 static SHARED_REAL: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
+static SHARED_DATAPLANE: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
 
 impl TestEnv {
     /// Starts a control plane in a fresh temporary directory.
@@ -194,6 +195,35 @@ impl TestEnv {
             Ok(env) => env,
             Err(e) => panic!("{e:#}"),
         }
+    }
+
+    /// A real node with Numaflow's data-plane images in its registry
+    /// ([`crate::binaries::DataPlaneImages`]), shared by every test in this test binary,
+    /// started on first use; panics like [`TestEnv::shared`] (missing images included).
+    pub async fn shared_dataplane() -> &'static TestEnv {
+        let opts = TestEnvOptions {
+            real_node: true,
+            ..TestEnvOptions::default()
+        };
+        let env = match Self::try_shared_in(&SHARED_DATAPLANE, opts).await {
+            Ok(env) => env,
+            Err(e) => panic!("{e:#}"),
+        };
+        static PUBLISHED: OnceCell<std::result::Result<(), String>> = OnceCell::const_new();
+        let published = PUBLISHED
+            .get_or_init(|| async {
+                let images =
+                    crate::binaries::DataPlaneImages::locate().map_err(|e| format!("{e:#}"))?;
+                for archive in &images.archives {
+                    env.publish_image(archive).map_err(|e| format!("{e:#}"))?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = published {
+            panic!("{e}");
+        }
+        env
     }
 
     async fn try_shared_in(
@@ -350,6 +380,15 @@ impl TestEnv {
             .import_image(archive)
     }
 
+    /// Pushes an OCI image archive into the real node's registry (see
+    /// [`crate::realnode::RealNode::publish_image`]); fails without a real node.
+    pub fn publish_image(&self, archive: &Path) -> Result<String> {
+        self.real_node
+            .as_ref()
+            .ok_or_else(|| anyhow!("no real node: start with TestEnvOptions::real_node"))?
+            .publish_image(archive)
+    }
+
     /// The analysis path's services, when started with [`TestEnvOptions::analysis`] alone.
     pub fn analysis(&self) -> Option<&crate::realstack::analysis::AnalysisStack> {
         self.analysis.as_ref()
@@ -371,6 +410,49 @@ impl TestEnv {
             Ok(name) => name,
             Err(e) => panic!("{e:#}"),
         }
+    }
+
+    /// [`TestEnv::create_namespace`] whose pods all go to the real node: annotated for the
+    /// `PodNodeSelector` and `PodTolerationRestriction` admission plugins before any pod exists
+    /// (docs/real-node.md), so manifests need no change.
+    pub async fn create_namespace_on_real_node(&self, prefix: &str) -> String {
+        let name = namespace_name(prefix).unwrap_or_else(|e| panic!("{e:#}"));
+        let tolerations = serde_json::json!([{
+            "key": crate::realnode::TAINT_KEY,
+            "operator": "Exists",
+            "effect": "NoSchedule"
+        }]);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                annotations: Some(
+                    [
+                        (
+                            "scheduler.alpha.kubernetes.io/node-selector".to_string(),
+                            format!(
+                                "{}={}",
+                                crate::realnode::NODE_LABEL.0,
+                                crate::realnode::NODE_LABEL.1
+                            ),
+                        ),
+                        (
+                            "scheduler.alpha.kubernetes.io/defaultTolerations".to_string(),
+                            tolerations.to_string(),
+                        ),
+                    ]
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        if let Err(e) = Api::<Namespace>::all(self.client())
+            .create(&PostParams::default(), &ns)
+            .await
+        {
+            panic!("creating namespace {name}: {e}");
+        }
+        name
     }
 
     /// [`TestEnv::create_namespace`], returning errors.
@@ -543,6 +625,7 @@ impl TestEnv {
         )
         .await
         .map_err(|e| self.with_logs(e))?;
+        crate::realnode::default_storage_class(&self.client()).await?;
         self.real_node = Some(node);
         Ok(())
     }
@@ -797,6 +880,12 @@ impl TestEnv {
             // `kube-root-ca.crt` ConfigMap with the API server's CA.
             controllers
                 .push_str(",serviceaccount-controller,root-ca-certificate-publisher-controller");
+            // Volumes for the real node's pods (a JetStream ISB service's claims): Kubernetes'
+            // own host-path provisioner behind the default StorageClass `start_real_node` makes.
+            controllers.push_str(
+                ",persistentvolume-binder-controller,persistentvolume-protection-controller",
+            );
+            args.push("--enable-hostpath-provisioner=true".into());
             args.push(format!(
                 "--root-ca-file={}",
                 self.dir.join("pki").join("ca.crt").display()

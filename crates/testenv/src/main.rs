@@ -59,6 +59,15 @@ enum Cmd {
         /// `io.containerd.image.name` annotation).
         archive: PathBuf,
     },
+    /// Push an OCI image archive into the real node's registry, from which the node pulls
+    /// (any `imagePullPolicy`).
+    PublishImage {
+        /// The directory given to `up`.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The archive (the image's name in index.json's `io.containerd.image.name`).
+        archive: PathBuf,
+    },
     /// Stop what `up` started and remove its state (logs are kept).
     Down {
         /// The directory given to `up`.
@@ -94,6 +103,11 @@ fn main() -> ExitCode {
             &dir.join(numaplane_testenv::realnode::KEPT_DIR),
             &archive,
         ),
+        Cmd::PublishImage { dir, archive } => numaplane_testenv::realnode::publish_image_at(
+            &dir.join(numaplane_testenv::realnode::KEPT_DIR),
+            &archive,
+        )
+        .map(|name| println!("{name}")),
         Cmd::Down { dir } => down(&dir),
     };
     match result {

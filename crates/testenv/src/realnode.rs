@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use tracing::debug;
 
 use crate::binaries::RealNodeBinaries;
@@ -69,6 +69,7 @@ pub struct RealNode {
     pod: Option<Pod>,
     dir: PathBuf,
     ctr: PathBuf,
+    crane: PathBuf,
     snapshotter: String,
     cleanup: PathBuf,
     node_ip: Ipv4Addr,
@@ -93,6 +94,7 @@ impl RealNode {
             pod: None,
             dir: dir.clone(),
             ctr: inputs.bins.ctr.clone(),
+            crane: inputs.bins.crane.clone(),
             snapshotter: String::new(),
             cleanup,
             node_ip,
@@ -104,11 +106,19 @@ impl RealNode {
             &dir.join("containerd.toml.in"),
             &containerd_config(&dir, &sock, inputs.bins),
         )?;
+        for registry in MIRRORED {
+            fs::create_dir_all(dir.join("certs.d").join(registry))?;
+            write(
+                &dir.join("certs.d").join(registry).join("hosts.toml"),
+                &mirror_hosts(registry),
+            )?;
+        }
         fs::create_dir_all(dir.join("cni/net.d"))?;
         write(
             &dir.join("cni/net.d/10-bridge.conflist"),
             &cni_config(&dir, pod_subnet),
         )?;
+        write(&dir.join("node-ip"), &node_ip.to_string())?;
         // For pods with `dnsPolicy: Default`; ClusterFirst pods get the same server from
         // kubelet's clusterDNS, with the search path.
         write(&dir.join("resolv.conf"), &format!("nameserver {node_ip}\n"))?;
@@ -205,6 +215,13 @@ impl RealNode {
         import_into(&self.dir, &self.ctr, &self.snapshotter, archive)
     }
 
+    /// Pushes an OCI image archive into the node's registry, from which the node pulls it
+    /// whatever the pod's `imagePullPolicy` (`Always` included), as a cluster pulls from its
+    /// registries. Returns the image's name.
+    pub fn publish_image(&self, archive: &Path) -> Result<String> {
+        push_into(&self.crane, self.node_ip, archive)
+    }
+
     /// The node's address (on the veth pair; the API server reaches kubelet there).
     pub fn node_ip(&self) -> Ipv4Addr {
         self.node_ip
@@ -278,7 +295,6 @@ impl Drop for RealNode {
 /// slice is ours, named apart from any the API server would write.
 async fn publish_apiserver(client: &kube::Client, node_ip: Ipv4Addr, port: u16) -> Result<()> {
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use kube::api::{Patch, PatchParams};
     let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
@@ -305,6 +321,36 @@ async fn publish_apiserver(client: &kube::Client, node_ip: Ipv4Addr, port: u16) 
     Ok(())
 }
 
+/// The name of the default StorageClass the real node's claims get.
+pub const STORAGE_CLASS: &str = "standard";
+
+/// A default StorageClass served by kube-controller-manager's host-path provisioner (volumes
+/// under `/tmp/hostpath_pv` on this machine, seen by the node as by the host): what a
+/// JetStream ISB service's claims need to bind, as on a cluster with a default class.
+pub async fn default_storage_class(client: &kube::Client) -> Result<()> {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let class: StorageClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}
+        },
+        "provisioner": "kubernetes.io/host-path",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate"
+    }))?;
+    kube::Api::<StorageClass>::all(client.clone())
+        .patch(
+            STORAGE_CLASS,
+            &PatchParams::apply("numaplane-testenv").force(),
+            &Patch::Apply(&class),
+        )
+        .await
+        .context("creating the default StorageClass for the real node")?;
+    Ok(())
+}
+
 /// Imports an OCI image archive into the containerd of the node whose state directory is
 /// `dir` (`numaplane-testenv import-image` uses it on a node `up` started).
 pub fn import_image_at(dir: &Path, archive: &Path) -> Result<()> {
@@ -314,12 +360,92 @@ pub fn import_image_at(dir: &Path, archive: &Path) -> Result<()> {
     import_into(dir, &ctr, snapshotter.trim(), archive)
 }
 
+/// Pushes an OCI image archive into the registry of the node whose state directory is `dir`
+/// (`numaplane-testenv publish-image`); returns the image's name.
+pub fn publish_image_at(dir: &Path, archive: &Path) -> Result<String> {
+    let ip: Ipv4Addr = fs::read_to_string(dir.join("node-ip"))
+        .with_context(|| format!("no running real node at {}", dir.display()))?
+        .trim()
+        .parse()
+        .context("the node's address")?;
+    push_into(&RealNodeBinaries::locate()?.crane, ip, archive)
+}
+
 /// The node's state directory under an environment directory kept with
 /// [`crate::TestEnvOptions::dir`].
 pub const KEPT_DIR: &str = "realnode-data";
 
 /// The directories [`RealNode`]'s drop removes: the bulk, never the logs.
-pub const HEAVY_DIRS: [&str; 4] = ["containerd", "kubelet", "pod-logs", "cni"];
+pub const HEAVY_DIRS: [&str; 5] = ["containerd", "kubelet", "pod-logs", "cni", "registry"];
+
+/// The port of the node's registry (`crane registry serve`, in the node's namespace).
+pub const REGISTRY_PORT: u16 = 5000;
+
+/// The registries whose images the node pulls from its own registry instead (containerd's
+/// `certs.d`): every one the shipped definitions, the reference samples and the tests name.
+pub const MIRRORED: [&str; 5] = [
+    "quay.io",
+    "docker.io",
+    "registry.k8s.io",
+    "ghcr.io",
+    "numaplane.local",
+];
+
+/// containerd's `hosts.toml` for `registry`: its images come from the node's registry.
+fn mirror_hosts(registry: &str) -> String {
+    let server = match registry {
+        "docker.io" => "https://registry-1.docker.io".to_string(),
+        r => format!("https://{r}"),
+    };
+    format!(
+        "server = \"{server}\"\n\n[host.\"http://127.0.0.1:{REGISTRY_PORT}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+    )
+}
+
+/// Pushes an OCI image archive (as `hack/realnode-binaries.sh` packs them) into the node's
+/// registry under the name `index.json` gives it, without its registry host: containerd asks
+/// the mirror for `<path>:<tag>` whichever registry the name has.
+fn push_into(crane: &Path, node_ip: Ipv4Addr, archive: &Path) -> Result<String> {
+    let layout = tempfile::tempdir().context("a directory for the image layout")?;
+    run(
+        "tar",
+        &[
+            "-xf",
+            &archive.display().to_string(),
+            "-C",
+            &layout.path().display().to_string(),
+        ],
+    )?;
+    let index: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(layout.path().join("index.json"))
+            .with_context(|| format!("{} has no index.json", archive.display()))?,
+    )
+    .with_context(|| format!("{}: index.json", archive.display()))?;
+    let name = index["manifests"][0]["annotations"]["io.containerd.image.name"]
+        .as_str()
+        .with_context(|| format!("{}: no io.containerd.image.name", archive.display()))?
+        .to_string();
+    let path = match name.split_once('/') {
+        Some((host, rest)) if host.contains('.') || host.contains(':') => rest,
+        _ => name.as_str(),
+    };
+    let target = format!("{node_ip}:{REGISTRY_PORT}/{path}");
+    let out = Command::new(crane)
+        .args(["push", "--insecure"])
+        .arg(layout.path())
+        .arg(&target)
+        .output()
+        .with_context(|| format!("running {}", crane.display()))?;
+    if !out.status.success() {
+        bail!(
+            "pushing {} to {target}: {}{}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(name)
+}
 
 fn import_into(dir: &Path, ctr: &Path, snapshotter: &str, archive: &Path) -> Result<()> {
     let out = Command::new(ctr)
@@ -500,6 +626,10 @@ else
 fi
 rm -rf {d}/probe
 sed "s/@SNAPSHOTTER@/$snap/" {d}/containerd.toml.in > {d}/containerd.toml
+# The node's registry: containerd pulls every image through it (certs.d), as a cluster pulls
+# from its registries; tests push into it from the host at the node's address.
+mkdir -p {d}/registry
+{crane} registry serve --address 0.0.0.0:{rport} --disk {d}/registry > {d}/registry.log 2>&1 &
 {containerd} --config {d}/containerd.toml > {d}/containerd.log 2>&1 &
 n=0
 until {ctr} --address {sock} version >/dev/null 2>&1; do
@@ -528,6 +658,8 @@ exec {kubelet} --config={d}/kubelet.yaml --kubeconfig={d}/kubelet.kubeconfig \
         kubelet = s.bins.kubelet.display(),
         kube_proxy = s.bins.kube_proxy.display(),
         coredns = s.bins.coredns.display(),
+        crane = s.bins.crane.display(),
+        rport = REGISTRY_PORT,
         sock = s.sock.display(),
         pause = s.bins.pause_archive.display(),
         node = NODE_NAME,
@@ -571,6 +703,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{cni}"
     conf_dir = "{d}/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{d}/certs.d"
 "#,
         sock = sock.display(),
         pause = bins.pause_image,

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod analysis;
+pub mod dataplane;
 pub mod fixtures;
 pub mod invariants;
 pub mod scenario;
@@ -183,11 +184,32 @@ impl Harness {
             .daemon()
     }
 
+    /// An operator whose own namespace is the test namespace, on the real node with Numaflow's
+    /// data plane (`TestEnv::shared_dataplane`): every pod of the namespace runs there, the
+    /// Numaflow controller 1.8.1 included.
+    pub async fn start_dataplane(prefix: &str, config: &str) -> Harness {
+        let env = TestEnv::shared_dataplane().await;
+        let ns = env.create_namespace_on_real_node(prefix).await;
+        let mut h = Self::start_in(env, ns, config, true, true).await;
+        h.install_numaflow_controller("1.8.1").await;
+        h
+    }
+
     async fn start_full(prefix: &str, config: &str, own_namespace: bool, usde: bool) -> Harness {
         let env = TestEnv::shared_real().await;
+        let ns = env.create_namespace(prefix).await;
+        Self::start_in(env, ns, config, own_namespace, usde).await
+    }
+
+    async fn start_in(
+        env: &'static TestEnv,
+        ns: String,
+        config: &str,
+        own_namespace: bool,
+        usde: bool,
+    ) -> Harness {
         let client = env.client();
         install_rbac(&client).await;
-        let ns = env.create_namespace(prefix).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let config_file = dir.path().join("config.yaml");
         std::fs::write(&config_file, config).expect("write config");
@@ -371,7 +393,25 @@ impl Harness {
     }
 
     /// Waits until `check` returns `Some` for the object (or its absence).
-    pub async fn until<K, T, F>(&self, what: &str, name: &str, mut check: F) -> T
+    pub async fn until<K, T, F>(&self, what: &str, name: &str, check: F) -> T
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+        F: FnMut(Option<&K>) -> Option<T>,
+    {
+        self.until_within(WAIT, what, name, check).await
+    }
+
+    /// [`Harness::until`] with a bound of its own (real pods start slower than KWOK's).
+    pub async fn until_within<K, T, F>(
+        &self,
+        bound: Duration,
+        what: &str,
+        name: &str,
+        mut check: F,
+    ) -> T
     where
         K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
             + Clone
@@ -381,7 +421,7 @@ impl Harness {
     {
         let api = self.api::<K>();
         let mut last = None;
-        let res = tokio::time::timeout(WAIT, async {
+        let res = tokio::time::timeout(bound, async {
             loop {
                 let obj = api.get_opt(name).await.ok().flatten();
                 if let Some(v) = check(obj.as_ref()) {
@@ -395,7 +435,7 @@ impl Harness {
         match res {
             Ok(v) => v,
             Err(_) => panic!(
-                "timed out after {WAIT:?} waiting for {what} ({name}); last seen: {}",
+                "timed out after {bound:?} waiting for {what} ({name}); last seen: {}",
                 last.unwrap_or_else(|| "nothing".into())
             ),
         }
