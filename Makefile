@@ -16,7 +16,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test deny release lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test deny release dataplane lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state); the image test
@@ -32,6 +32,9 @@ test: testenv-binaries lint deny
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) fmt --manifest-path dataplane/counting/Cargo.toml -- --check
+	CARGO_TARGET_DIR=$(TESTENV_CACHE)/dataplane/target-counting \
+		$(CARGO) clippy --manifest-path dataplane/counting/Cargo.toml --release --locked -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
@@ -63,12 +66,14 @@ image:
 ## testenv-binaries: build kube-apiserver, kube-controller-manager, kube-scheduler and fetch etcd,
 ## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller
 ## and Prometheus, the real node's kubelet, containerd, runc, CNI plugins and images (all cached
-## outside the repository; the scripts return at once when cached), and Debian's chromium and
-## chromium-driver for the dashboard's browser test (apt, when missing)
+## outside the repository; the scripts return at once when cached), Numaflow's data-plane images
+## (its Rust data plane built from the Go module, NATS, the counting source and sink), and
+## Debian's chromium and chromium-driver for the dashboard's browser test (apt, when missing)
 testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realnode-binaries.sh
+	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/dataplane-images.sh
 	./hack/browser.sh
 
 ## demo: the real stack (control plane, KWOK, Numaflow, Argo Rollouts, Prometheus) and Numaplane walking the reference samples
@@ -135,6 +140,14 @@ fuzz-specs: testenv-binaries
 ## fuzz-parsers: only the coverage-guided fuzzing of the pure parsers
 fuzz-parsers:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) ./hack/fuzz-parsers.sh bench/fuzz-parsers.json
+
+## dataplane: every data-plane scenario (docs/dataplane.md) on the real node with Numaflow's real
+## data plane, each message counted; figures in bench/dataplane-results.json (`make test` runs
+## two of them: DATAPLANE_SCENARIOS picks others by name)
+DATAPLANE_SCENARIOS ?= all
+dataplane: testenv-binaries
+	DATAPLANE_SCENARIOS=$(DATAPLANE_SCENARIOS) DATAPLANE_RESULTS=$(CURDIR)/bench/dataplane-results.json \
+		$(CARGO) test -p numaplane --test dataplane -- --nocapture
 
 ## chaos: the chaos suite at full size: CHAOS_FLOWS (200) random upgrade flows over four rollouts
 ## at once on the real stack, with the operator SIGKILLed, kube-apiserver and etcd restarted and

@@ -5,7 +5,8 @@
 #   quay.io/numaproj/numaflow:v1.8.1   /bin/numaflow (the Go binary hack/realstack-binaries.sh
 #                                      builds), /bin/numaflow-rs and /bin/entrypoint (Numaflow's
 #                                      Rust data plane, built from the Go module's rust/ workspace)
-#   docker.io/library/nats:2.10.3      /nats-server from the github.com/nats-io/nats-server/v2 module
+#   docker.io/library/nats:2.10.3, :2.10.17
+#                                      /nats-server from the github.com/nats-io/nats-server/v2 module
 #   docker.io/natsio/nats-server-config-reloader:0.7.0, docker.io/natsio/prometheus-nats-exporter:0.9.1
 #                                      stand-ins that only stay up: the Go module proxy does not
 #                                      serve their modules (the JetStream pods need the containers
@@ -18,7 +19,8 @@
 set -euo pipefail
 
 NUMAFLOW_VERSION="${NUMAFLOW_VERSION:-v1.8.1}"
-NATS_VERSION="${NATS_VERSION:-v2.10.3}"
+# The reference ISB service sample's version, and another for an ISB service upgrade.
+NATS_VERSIONS="${NATS_VERSIONS:-v2.10.3 v2.10.17}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_ROOT="${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}"
 OUT="$CACHE_ROOT/dataplane"
@@ -113,7 +115,9 @@ numaflow_image() {
   log "image quay.io/numaproj/numaflow:$NUMAFLOW_VERSION packed"
 }
 
+# nats_image VERSION
 nats_image() {
+  local NATS_VERSION=$1
   local name="nats-${NATS_VERSION#v}"
   [ -f "$OUT/$name.oci.tar" ] && return 0
   local work="$OUT/build-nats-$NATS_VERSION" root="$OUT/build-$name-root" t0
@@ -171,7 +175,7 @@ counting_image() {
 }
 
 start=$(date +%s)
-nats_image
+for v in $NATS_VERSIONS; do nats_image "$v"; done
 standin_image nats-reloader docker.io/natsio/nats-server-config-reloader:0.7.0 nats-server-config-reloader
 standin_image nats-exporter docker.io/natsio/prometheus-nats-exporter:0.9.1 prometheus-nats-exporter
 counting_image

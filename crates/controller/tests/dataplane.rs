@@ -1,20 +1,28 @@
 //! Numaflow's real data plane on the real node, every message counted through an upgrade
 //! (docs/dataplane.md): real vertex pods running `numaflow-rs`, the real pipeline daemon, a real
-//! JetStream ISB service, the counting source and sink. What `make test` runs: one
-//! pause-and-drain of a pipeline and one progressive upgrade; `make dataplane` runs the rest.
+//! JetStream ISB service, the counting source and sink. One test runs the scenarios two at a
+//! time: `make test` the slice (a pause-and-drain of a pipeline and a progressive upgrade),
+//! `make dataplane` all of them (`DATAPLANE_SCENARIOS=all`), writing their figures to
+//! `DATAPLANE_RESULTS` (bench/dataplane-results.json).
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use numaplane_api::ISBServiceRollout;
-use numaplane_api::PipelineRollout;
-use numaplane_api::numaflow::Pipeline;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+
+use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::progressive::AssessmentResult;
+use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
 use serde_json::{Value, json};
 use support::Harness;
-use support::dataplane::{CountDir, counting_pipeline, report};
+use support::dataplane::{
+    CountDir, Tally, counting_monovertex, counting_pipeline, with_crashing_map, with_map_renamed,
+    with_slow_map,
+};
 use support::fixtures::{paused_drained_at, phase, record};
-use support::scenario::{ISB, isb, settled};
+use support::scenario::{ISB, isb, js, settled, upgrading_pipeline};
 
 /// Real pods pull images, NATS forms a cluster, the daemon starts: minutes, not seconds.
 const START: Duration = Duration::from_secs(300);
@@ -39,20 +47,10 @@ fn sink_generation(p: &Pipeline) -> Option<&str> {
 
 /// A data-loss change (the sink vertex's `containerTemplate.env`) under pause-and-drain: the
 /// pipeline is paused, drained by Numaflow itself, updated and resumed; no message is lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pause_and_drain_of_a_pipeline_loses_no_message() {
-    let started = Instant::now();
+async fn ppnd_pipeline() -> Tally {
     let h = Harness::start_dataplane("dp-ppnd", "defaultUpgradeStrategy: pause-and-drain\n").await;
     let count = CountDir::new();
-    h.apply::<ISBServiceRollout>(isb("2.10.3", "1Gi", None))
-        .await;
-    h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 1)))
-        .await;
-    h.until_within(START, "pr deployed", "pr", settled::<PipelineRollout>)
-        .await;
-    let before = count
-        .flowing(0, FLOWING, START, "messages through the first pipeline")
-        .await;
+    let before = flowing_pipeline(&h, &count).await;
 
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 2)))
@@ -72,14 +70,424 @@ async fn pause_and_drain_of_a_pipeline_loses_no_message() {
         .flowing(before, FLOWING, UPGRADE, "messages after the upgrade")
         .await;
 
+    finish(&h, &count, false).await
+}
+
+const PROGRESSIVE: &str = r#"
+defaultUpgradeStrategy: "progressive"
+progressive:
+  defaultAssessmentSchedule:
+    - kind: Pipeline
+      schedule: "0,30,5,1"
+    - kind: MonoVertex
+      schedule: "0,30,5,1"
+    - kind: InterstepBufferService
+      schedule: "0,0,0,1"
+"#;
+
+/// The pipelines of the namespace not being deleted.
+async fn pipelines(h: &Harness) -> Vec<String> {
+    let mut names: Vec<String> = h
+        .api::<Pipeline>()
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// A progressive upgrade of a pipeline that succeeds: the trial runs beside the promoted
+/// pipeline, is promoted, and the replaced pipeline is drained before it is deleted (recycling);
+/// no message is lost.
+async fn progressive_pipeline() -> Tally {
+    let h = Harness::start_dataplane("dp-prog", PROGRESSIVE).await;
+    let count = CountDir::new();
+    let before = flowing_pipeline(&h, &count).await;
+
+    h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 2)))
+        .await;
+    support::eventually_within(
+        UPGRADE,
+        "pr-1 promoted, pr-0 drained and deleted",
+        || async { (pipelines(&h).await == ["pr-1"]).then_some(()) },
+    )
+    .await;
+    h.until_within(
+        UPGRADE,
+        "pr settled on pr-1",
+        "pr",
+        settled::<PipelineRollout>,
+    )
+    .await;
+    count
+        .flowing(before, FLOWING, UPGRADE, "messages after the upgrade")
+        .await;
+
+    finish(&h, &count, false).await
+}
+
+/// A pipeline on a running ISB service, both Deployed, messages flowing; returns the count
+/// of deliveries so far.
+async fn flowing_pipeline(h: &Harness, count: &CountDir) -> usize {
+    h.apply::<ISBServiceRollout>(isb("2.10.3", "1Gi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 1)))
+        .await;
+    h.until_within(START, "pr deployed", "pr", settled::<PipelineRollout>)
+        .await;
+    count
+        .flowing(0, FLOWING, START, "messages through the first pipeline")
+        .await
+}
+
+/// The end of every scenario: the sources stop, everything produced is delivered (or the
+/// rest counted lost), the invariant checker judges the namespace's history.
+async fn finish(h: &Harness, count: &CountDir, may_lose: bool) -> Tally {
     let tally = count.finish(Duration::from_secs(60)).await;
-    report(
-        "pause-and-drain: pipeline, data-loss change",
-        "cargo test -p numaplane --test dataplane pause_and_drain_of_a_pipeline",
-        &tally,
-        started.elapsed(),
-    );
     assert!(tally.produced > 2 * FLOWING, "{tally:?}");
-    assert_eq!(tally.lost, 0, "no message lost: {tally:?}");
+    if !may_lose {
+        assert_eq!(tally.lost, 0, "no message lost: {tally:?}");
+    }
     h.assert_invariants().await;
+    tally
+}
+
+/// An ISB service upgrade (a JetStream version, a data-loss change) under pause-and-drain: the
+/// pipelines on it are paused and drained, the StatefulSet rolls, they resume.
+async fn ppnd_isbsvc() -> Tally {
+    let h = Harness::start_dataplane("dp-isb", "defaultUpgradeStrategy: pause-and-drain\n").await;
+    let count = CountDir::new();
+    let before = flowing_pipeline(&h, &count).await;
+    let seen = record::<Pipeline>(&h, "pr-0").await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "1Gi", None))
+        .await;
+    h.until_within::<InterStepBufferService, _, _>(UPGRADE, "ISB on 2.10.17", "isb-0", |i| {
+        (js(i?, "/version") == json!("2.10.17")).then_some(())
+    })
+    .await;
+    h.until_within(UPGRADE, "isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    assert!(
+        paused_drained_at(&seen).is_some(),
+        "the pipeline was paused and drained before its ISB service changed"
+    );
+    count
+        .flowing(
+            before,
+            FLOWING,
+            UPGRADE,
+            "messages after the ISB service upgrade",
+        )
+        .await;
+    finish(&h, &count, false).await
+}
+
+/// A progressive upgrade whose trial cannot run (its map exits): the trial fails and the
+/// promoted pipeline runs on; then a fixed spec: a new trial is promoted, and the failed trial,
+/// whose source wrote messages its map never took, is force-drained (given the promoted spec
+/// so that it can drain) before it is deleted; no message is lost.
+async fn progressive_failure_then_force_drain() -> Tally {
+    let h = Harness::start_dataplane("dp-fail", PROGRESSIVE).await;
+    let count = CountDir::new();
+    flowing_pipeline(&h, &count).await;
+    let crashing = with_crashing_map(counting_pipeline(count.path(), ISB, 2));
+    h.apply::<PipelineRollout>(pr(crashing)).await;
+    h.until_within::<PipelineRollout, _, _>(UPGRADE, "the trial failed", "pr", |r| {
+        let up = upgrading_pipeline(r?)?;
+        (up.child.name == "pr-1" && up.child.assessment_result == Some(AssessmentResult::Failure))
+            .then_some(())
+    })
+    .await;
+    let during = count.read().deliveries.len();
+    count
+        .flowing(during, FLOWING, UPGRADE, "the promoted pipeline runs on")
+        .await;
+    h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 3)))
+        .await;
+    support::eventually_within(
+        UPGRADE,
+        "pr-2 promoted, pr-0 and pr-1 drained and deleted",
+        || async { (pipelines(&h).await == ["pr-2"]).then_some(()) },
+    )
+    .await;
+    h.until_within(
+        UPGRADE,
+        "pr settled on pr-2",
+        "pr",
+        settled::<PipelineRollout>,
+    )
+    .await;
+    let after = count.read().deliveries.len();
+    count
+        .flowing(after, FLOWING, UPGRADE, "messages after the fix")
+        .await;
+    finish(&h, &count, false).await
+}
+
+/// A slow map keeps a backlog in its buffer; the map vertex is renamed (a topology change,
+/// data loss) under pause-and-drain. `allow_loss`: let it through with
+/// `numaplane.numaproj.io/allow-data-loss: "true"`, applied without waiting for the drain, so
+/// the old buffer's backlog is left behind (the contrast); without it, the pipeline drains
+/// first and nothing is lost.
+async fn topology_change_with_backlog(prefix: &str, allow_loss: bool) -> Tally {
+    let h = Harness::start_dataplane(prefix, "defaultUpgradeStrategy: pause-and-drain\n").await;
+    let count = CountDir::new();
+    let slow = |spec| with_slow_map(spec, 100);
+    h.apply::<ISBServiceRollout>(isb("2.10.3", "1Gi", None))
+        .await;
+    h.apply::<PipelineRollout>(pr(slow(counting_pipeline(count.path(), ISB, 1))))
+        .await;
+    h.until_within(START, "pr deployed", "pr", settled::<PipelineRollout>)
+        .await;
+    let before = count
+        .flowing(0, FLOWING, START, "messages through the slow map")
+        .await;
+    let mut change = pr(with_map_renamed(
+        slow(counting_pipeline(count.path(), ISB, 1)),
+        "cat2",
+    ));
+    if allow_loss {
+        change["metadata"]["annotations"] =
+            json!({"numaplane.numaproj.io/allow-data-loss": "true"});
+    }
+    h.apply::<PipelineRollout>(change).await;
+    h.until_within::<Pipeline, _, _>(UPGRADE, "renamed and running", "pr-0", |p| {
+        let p = p?;
+        (p.spec.pointer("/vertices/1/name") == Some(&json!("cat2")) && phase(p) == "Running")
+            .then_some(())
+    })
+    .await;
+    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    count
+        .flowing(before, FLOWING, UPGRADE, "messages after the change")
+        .await;
+    let tally = finish(&h, &count, allow_loss).await;
+    if allow_loss {
+        assert!(
+            tally.lost > 0,
+            "the backlog left in the old buffer is lost, as allowed: {tally:?}"
+        );
+    }
+    tally
+}
+
+/// A progressive upgrade reverted while its trial is assessed: the trial is discontinued and
+/// drained before it is deleted, the promoted pipeline gets its scale back; no message is lost.
+async fn progressive_rollback() -> Tally {
+    let h = Harness::start_dataplane("dp-back", PROGRESSIVE).await;
+    let count = CountDir::new();
+    flowing_pipeline(&h, &count).await;
+    h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 2)))
+        .await;
+    h.until_within::<Pipeline, _, _>(UPGRADE, "the trial exists", "pr-1", |p| p.map(|_| ()))
+        .await;
+    h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 1)))
+        .await;
+    support::eventually_within(
+        UPGRADE,
+        "back on pr-0, pr-1 drained and deleted",
+        || async { (pipelines(&h).await == ["pr-0"]).then_some(()) },
+    )
+    .await;
+    h.until_within(
+        UPGRADE,
+        "pr settled on pr-0",
+        "pr",
+        settled::<PipelineRollout>,
+    )
+    .await;
+    let after = count.read().deliveries.len();
+    count
+        .flowing(after, FLOWING, UPGRADE, "messages after the rollback")
+        .await;
+    finish(&h, &count, false).await
+}
+
+fn mvr(spec: Value) -> Value {
+    json!({
+        "apiVersion": "numaplane.numaproj.io/v1alpha1",
+        "kind": "MonoVertexRollout",
+        "metadata": {"name": "mvr"},
+        "spec": {"monoVertex": {"spec": spec}}
+    })
+}
+
+/// The MonoVertices of the namespace not being deleted.
+async fn monovertices(h: &Harness) -> Vec<String> {
+    let mut names: Vec<String> = h
+        .api::<MonoVertex>()
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter_map(|m| m.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// A progressive upgrade of a MonoVertex (`numaflow-rs processor`): the trial runs beside the
+/// promoted one, is promoted, the old one goes; no message is lost.
+async fn progressive_monovertex() -> Tally {
+    let h = Harness::start_dataplane("dp-mvtx", PROGRESSIVE).await;
+    let count = CountDir::new();
+    h.apply::<MonoVertexRollout>(mvr(counting_monovertex(count.path(), 1)))
+        .await;
+    h.until_within(START, "mvr deployed", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    let before = count
+        .flowing(0, FLOWING, START, "messages through the first MonoVertex")
+        .await;
+    h.apply::<MonoVertexRollout>(mvr(counting_monovertex(count.path(), 2)))
+        .await;
+    support::eventually_within(UPGRADE, "mvr-1 promoted, mvr-0 deleted", || async {
+        (monovertices(&h).await == ["mvr-1"]).then_some(())
+    })
+    .await;
+    h.until_within(
+        UPGRADE,
+        "mvr settled on mvr-1",
+        "mvr",
+        settled::<MonoVertexRollout>,
+    )
+    .await;
+    count
+        .flowing(before, FLOWING, UPGRADE, "messages after the upgrade")
+        .await;
+    finish(&h, &count, false).await
+}
+
+type Scenario = fn() -> BoxFuture<'static, Tally>;
+
+/// Every scenario: name, what it shows, how it runs.
+const SCENARIOS: &[(&str, &str, Scenario)] = &[
+    (
+        "ppnd-pipeline",
+        "pause-and-drain of a pipeline (a data-loss change)",
+        || Box::pin(ppnd_pipeline()),
+    ),
+    (
+        "progressive-pipeline",
+        "progressive upgrade of a pipeline, trial promoted, replaced pipeline recycled",
+        || Box::pin(progressive_pipeline()),
+    ),
+    (
+        "ppnd-isbsvc",
+        "pause-and-drain of the pipelines of an ISB service upgrade (JetStream 2.10.3 to 2.10.17)",
+        || Box::pin(ppnd_isbsvc()),
+    ),
+    (
+        "progressive-failure-force-drain",
+        "progressive trial that cannot run fails; the fix is promoted and the failed trial force-drained",
+        || Box::pin(progressive_failure_then_force_drain()),
+    ),
+    (
+        "progressive-rollback",
+        "progressive upgrade reverted during the assessment: trial discontinued and drained",
+        || Box::pin(progressive_rollback()),
+    ),
+    (
+        "progressive-monovertex",
+        "progressive upgrade of a MonoVertex, trial promoted",
+        || Box::pin(progressive_monovertex()),
+    ),
+    (
+        "ppnd-topology-backlog",
+        "pause-and-drain of a topology change with a backlog (slow map): drained first",
+        || Box::pin(topology_change_with_backlog("dp-topo", false)),
+    ),
+    (
+        "allowed-data-loss",
+        "the same change let through with allow-data-loss (contrast: the loss the user allowed)",
+        || Box::pin(topology_change_with_backlog("dp-loss", true)),
+    ),
+];
+
+/// What `make test` runs.
+const SLICE: &[&str] = &["ppnd-pipeline", "progressive-pipeline"];
+
+/// `DATAPLANE_SCENARIOS`: `all`, or names separated by commas; the slice by default.
+fn chosen() -> Vec<&'static (&'static str, &'static str, Scenario)> {
+    let wanted = std::env::var("DATAPLANE_SCENARIOS").unwrap_or_default();
+    let names: Vec<&str> = match wanted.trim() {
+        "" => SLICE.to_vec(),
+        "all" => SCENARIOS.iter().map(|s| s.0).collect(),
+        list => list.split(',').map(str::trim).collect(),
+    };
+    names
+        .iter()
+        .map(|n| {
+            SCENARIOS
+                .iter()
+                .find(|s| s.0 == *n)
+                .unwrap_or_else(|| panic!("DATAPLANE_SCENARIOS: no scenario {n:?}"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_is_counted_through_every_upgrade() {
+    let runs: Vec<(String, String, Result<Tally, String>, u64)> = futures::stream::iter(chosen())
+        .map(|&(name, what, run)| async move {
+            let started = Instant::now();
+            let outcome = tokio::spawn(run()).await.map_err(|e| {
+                let panic = e.try_into_panic().ok();
+                panic
+                    .as_ref()
+                    .and_then(|p| p.downcast_ref::<String>().cloned())
+                    .or_else(|| panic.and_then(|p| p.downcast_ref::<&str>().map(|s| s.to_string())))
+                    .unwrap_or_else(|| "cancelled".into())
+            });
+            (
+                name.to_string(),
+                what.to_string(),
+                outcome,
+                started.elapsed().as_secs(),
+            )
+        })
+        .buffer_unordered(2)
+        .collect()
+        .await;
+    let results: Vec<Value> = runs
+        .iter()
+        .map(|(name, what, outcome, seconds)| match outcome {
+            Ok(t) => json!({"scenario": name, "what": what, "seconds": seconds, "tally": t}),
+            Err(e) => json!({"scenario": name, "what": what, "seconds": seconds, "failed": e}),
+        })
+        .collect();
+    for r in &results {
+        println!("data plane: {r}");
+    }
+    if let Some(path) = std::env::var_os("DATAPLANE_RESULTS") {
+        let doc = json!({
+            "command": "make dataplane",
+            "numaflow": "1.8.1",
+            "source_rate_per_second": support::dataplane::RATE,
+            "scenarios": results,
+        });
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).expect("json") + "\n",
+        )
+        .expect("write DATAPLANE_RESULTS");
+    }
+    let failed: Vec<String> = runs
+        .iter()
+        .filter_map(|(name, _, o, _)| o.as_ref().err().map(|e| format!("{name}: {e}")))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "scenarios failed:\n{}",
+        failed.join("\n")
+    );
 }

@@ -331,9 +331,10 @@ pub struct DataPlaneImages {
 }
 
 /// The archives `hack/dataplane-images.sh` writes, by file name.
-pub const DATAPLANE_ARCHIVES: [&str; 5] = [
+pub const DATAPLANE_ARCHIVES: [&str; 6] = [
     "numaflow-v1.8.1.oci.tar",
     "nats-2.10.3.oci.tar",
+    "nats-2.10.17.oci.tar",
     "nats-reloader.oci.tar",
     "nats-exporter.oci.tar",
     "counting.oci.tar",

@@ -4,7 +4,7 @@
 //! - `source`: emits `<instance>/<seq>` at `RATE` messages a second until the file
 //!   `$COUNT_DIR/stop` exists; each acknowledged message is appended to
 //!   `$COUNT_DIR/produced/<instance>` (acknowledged = written to the pipeline's first buffer).
-//! - `map`: passes every message on unchanged.
+//! - `map`: passes every message on unchanged (after `MAP_DELAY_MS`, 0 by default).
 //! - `sink`: appends `<unix ms> <message>` to `$COUNT_DIR/delivered/<instance>` for every
 //!   message before acknowledging it; with `SINK_FAIL=1` it fails every message instead (a broken sink for rollback tests).
 //!

@@ -4,7 +4,7 @@
 //! from it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use numaplane_testenv::binaries::COUNTING_IMAGE;
@@ -150,12 +150,13 @@ impl Counts {
         let mut times: Vec<i64> = self.deliveries.iter().map(|(t, _)| *t).collect();
         times.sort_unstable();
         times.dedup();
-        let longest_gap_ms = times
+        let (longest_gap_ms, gap_from) = times
             .windows(2)
             .filter(|w| w[0] <= stopped_at)
-            .map(|w| w[1].min(stopped_at) - w[0])
+            .map(|w| (w[1].min(stopped_at) - w[0], w[0]))
             .max()
-            .unwrap_or(0);
+            .unwrap_or((0, 0));
+        let first = times.first().copied().unwrap_or(0);
         let lost: Vec<String> = self.missing().into_iter().cloned().collect();
         Tally {
             produced: self.produced.len(),
@@ -168,6 +169,8 @@ impl Counts {
                 .filter(|m| !self.produced.contains(**m))
                 .count(),
             longest_gap_ms,
+            longest_gap_after_s: (gap_from - first) / 1000,
+            first_delivery_to_stop_s: (stopped_at - first) / 1000,
         }
     }
 }
@@ -190,6 +193,10 @@ pub struct Tally {
     /// The longest wait between two deliveries before the sources were stopped: the downtime
     /// a consumer of the sink sees.
     pub longest_gap_ms: i64,
+    /// When that gap began, in seconds after the first delivery.
+    pub longest_gap_after_s: i64,
+    /// From the first delivery to the sources' stop: the window the gap is measured in.
+    pub first_delivery_to_stop_s: i64,
 }
 
 fn volume(dir: &Path) -> Value {
@@ -223,23 +230,43 @@ pub fn counting_pipeline(dir: &Path, isb: &str, generation: u32) -> Value {
     })
 }
 
-/// Appends a scenario's figures to the file `DATAPLANE_RESULTS` names (`make dataplane`
-/// gathers them into bench/dataplane-results.json); without it, prints them.
-pub fn report(scenario: &str, command: &str, tally: &Tally, took: Duration) {
-    let line = json!({
-        "scenario": scenario,
-        "command": command,
-        "tally": tally,
-        "seconds": took.as_secs(),
-    });
-    println!("data plane {scenario}: {line}");
-    if let Some(path) = std::env::var_os("DATAPLANE_RESULTS").map(PathBuf::from) {
-        use std::io::Write as _;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-        writeln!(f, "{line}").expect("append the result");
-    }
+/// The pipeline with a map that exits at once (`args: [crash]`): its pods never run, so the
+/// messages its source writes wait in the first buffer.
+pub fn with_crashing_map(mut spec: Value) -> Value {
+    spec["vertices"][1]["udf"]["container"]["args"] = json!(["crash"]);
+    spec
+}
+
+/// A MonoVertex of the counting source into the recording sink; `generation` goes into the
+/// source container's env (a change that needs a new MonoVertex under progressive).
+pub fn counting_monovertex(dir: &Path, generation: u32) -> Value {
+    json!({
+        "scale": {"min": 1, "max": 1},
+        "volumes": [volume(dir)],
+        "source": {"udsource": {"container": {
+            "image": COUNTING_IMAGE, "args": ["source"],
+            "env": [{"name": "RATE", "value": RATE.to_string()},
+                    {"name": "GENERATION", "value": generation.to_string()}],
+            "volumeMounts": mount()}}},
+        "sink": {"udsink": {"container": {
+            "image": COUNTING_IMAGE, "args": ["sink"], "volumeMounts": mount()}}}
+    })
+}
+
+/// The pipeline with a map that takes `ms` milliseconds a message, one at a time: slower than
+/// the source, so its buffer holds a backlog. Vertices read 10 messages at a time (Numaflow's
+/// default is 500), so that the backlog stays in the buffer instead of in the map's pod.
+pub fn with_slow_map(mut spec: Value, ms: u32) -> Value {
+    spec["vertices"][1]["udf"]["container"]["env"] =
+        json!([{"name": "MAP_DELAY_MS", "value": ms.to_string()}]);
+    spec["limits"] = json!({"readBatchSize": 10});
+    spec
+}
+
+/// The pipeline with its map vertex renamed (a topology change: its buffer is replaced by a
+/// new one, and whatever the old one still holds is left behind).
+pub fn with_map_renamed(mut spec: Value, name: &str) -> Value {
+    spec["vertices"][1]["name"] = json!(name);
+    spec["edges"] = json!([{"from": "in", "to": name}, {"from": name, "to": "out"}]);
+    spec
 }

@@ -664,12 +664,21 @@ pub fn samples(text: &str, name: &str) -> Vec<(String, f64)> {
 }
 
 /// Polls an async check until it returns `Some`.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    tokio::time::timeout(WAIT, async {
+    eventually_within(WAIT, what, check).await
+}
+
+/// [`eventually`] with a bound of its own.
+pub async fn eventually_within<T, F, Fut>(bound: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    tokio::time::timeout(bound, async {
         loop {
             if let Some(v) = check().await {
                 return v;
@@ -678,7 +687,7 @@ where
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+    .unwrap_or_else(|_| panic!("timed out after {bound:?} waiting for {what}"))
 }
 
 /// A condition of a status, as (status, reason, message).
