@@ -16,7 +16,7 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test deny release dataplane lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test deny release dataplane dataplane-images lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
 
 ## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
 ## demo story (it fails if any step does not reach its expected state); the image test
@@ -25,7 +25,7 @@ export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 ## Property tests run a fixed seed here so a CI verdict is reproducible; plain `cargo test`
 ## draws a fresh seed each run and keeps exploring (failures land in proptest-regressions/).
 PROPTEST_SEED ?= 20261130
-test: testenv-binaries lint deny
+test: testenv-binaries dataplane-images lint deny
 	PROPTEST_RNG_SEED=$(PROPTEST_SEED) $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(MAKE) --no-print-directory demo
 
@@ -66,15 +66,19 @@ image:
 ## testenv-binaries: build kube-apiserver, kube-controller-manager, kube-scheduler and fetch etcd,
 ## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller
 ## and Prometheus, the real node's kubelet, containerd, runc, CNI plugins and images (all cached
-## outside the repository; the scripts return at once when cached), Numaflow's data-plane images
-## (its Rust data plane built from the Go module, NATS, the counting source and sink), and
-## Debian's chromium and chromium-driver for the dashboard's browser test (apt, when missing)
+## outside the repository; the scripts return at once when cached), and Debian's chromium and
+## chromium-driver for the dashboard's browser test (apt, when missing)
 testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realnode-binaries.sh
-	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/dataplane-images.sh
 	./hack/browser.sh
+
+## dataplane-images: Numaflow's data-plane images for the real node (its Rust data plane built
+## from the Go module for 1.8.1 and 1.7.5, NATS, the counting source, map and sink), cached
+## outside the repository (docs/dataplane.md)
+dataplane-images: testenv-binaries
+	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/dataplane-images.sh
 
 ## demo: the real stack (control plane, KWOK, Numaflow, Argo Rollouts, Prometheus) and Numaplane walking the reference samples
 ## through install, progressive upgrades (success, failure and rollback, fix with force-drain), an
@@ -145,7 +149,7 @@ fuzz-parsers:
 ## data plane, each message counted; figures in bench/dataplane-results.json (`make test` runs
 ## two of them: DATAPLANE_SCENARIOS picks others by name)
 DATAPLANE_SCENARIOS ?= all
-dataplane: testenv-binaries
+dataplane: dataplane-images
 	DATAPLANE_SCENARIOS=$(DATAPLANE_SCENARIOS) DATAPLANE_RESULTS=$(CURDIR)/bench/dataplane-results.json \
 		$(CARGO) test -p numaplane --test dataplane -- --nocapture
 

@@ -2,7 +2,8 @@
 # Builds the images Numaflow's real data plane needs on the test environment's real node
 # (docs/dataplane.md), as OCI archives under the names the shipped controller definitions and the
 # reference samples render, so that they stay unchanged:
-#   quay.io/numaproj/numaflow:v1.8.1   /bin/numaflow (the Go binary hack/realstack-binaries.sh
+#   quay.io/numaproj/numaflow:v1.8.1, :v1.7.5
+#                                      /bin/numaflow (the Go binary hack/realstack-binaries.sh
 #                                      builds), /bin/numaflow-rs and /bin/entrypoint (Numaflow's
 #                                      Rust data plane, built from the Go module's rust/ workspace)
 #   docker.io/library/nats:2.10.3, :2.10.17
@@ -18,7 +19,8 @@
 # cargo when its source changes, and its archive repacked only then. Prints the directory last.
 set -euo pipefail
 
-NUMAFLOW_VERSION="${NUMAFLOW_VERSION:-v1.8.1}"
+# Both versions the real stack builds the controller of (a Numaflow controller upgrade needs both).
+NUMAFLOW_VERSIONS="${NUMAFLOW_VERSIONS:-v1.8.1 v1.7.5}"
 # The reference ISB service sample's version, and another for an ISB service upgrade.
 NATS_VERSIONS="${NATS_VERSIONS:-v2.10.3 v2.10.17}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,8 +46,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
 fi
 for t in umoci jq go cargo ldd clang cmake; do command -v "$t" >/dev/null || die "$t missing (make testenv-binaries installs umoci and jq)"; done
-GO_NUMAFLOW="$CACHE_ROOT/realstack/numaflow-$NUMAFLOW_VERSION"
-[ -x "$GO_NUMAFLOW" ] || die "no $GO_NUMAFLOW: run hack/realstack-binaries.sh first"
+for v in $NUMAFLOW_VERSIONS; do
+  [ -x "$CACHE_ROOT/realstack/numaflow-$v" ] || die "no $CACHE_ROOT/realstack/numaflow-$v: run hack/realstack-binaries.sh first"
+done
+
+TOOLCHAIN="${RUSTUP_TOOLCHAIN:-$(cd "$ROOT" && rustc --version | awk '{print $2}')}"
 
 # copy_with_libs ROOTFS BIN DEST: BIN at DEST in ROOTFS with the host's program interpreter and
 # shared libraries it loads (the binaries are linked here, against the host's glibc).
@@ -68,8 +73,10 @@ base_files() {
   printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 }
 
-# Numaflow's Rust data plane: /bin/numaflow-rs and /bin/entrypoint.
+# numaflow_rs VERSION: Numaflow's Rust data plane, /bin/numaflow-rs and /bin/entrypoint. The
+# versions share one target directory (most dependencies are the same builds), removed at the end.
 numaflow_rs() {
+  local NUMAFLOW_VERSION=$1
   local bins="$OUT/numaflow-rs-$NUMAFLOW_VERSION"
   [ -x "$bins/numaflow-rs" ] && [ -x "$bins/entrypoint" ] && return 0
   local moddir src t0
@@ -78,13 +85,13 @@ numaflow_rs() {
   [ -d "$moddir/rust" ] || die "no rust/ workspace in github.com/numaproj/numaflow@$NUMAFLOW_VERSION"
   src="$OUT/src-numaflow-$NUMAFLOW_VERSION"
   rm -rf "$src" && cp -r "$moddir/rust" "$src" && chmod -R u+w "$src"
-  # The SDK from GitHub is a dev-dependency only (its tests); GitHub is not reachable here.
-  sed -i '/numaflow-rs\.git/d' "$src/numaflow-core/Cargo.toml"
-  log "numaflow-rs $NUMAFLOW_VERSION: building (cold: about half an hour on 2 cores)"
+  # The SDK from GitHub is a dev-dependency only (tests); GitHub is not reachable here.
+  find "$src" -name Cargo.toml -exec sed -i '/numaflow-rs\.git/d' {} +
+  log "numaflow-rs $NUMAFLOW_VERSION: building (cold: about 12 minutes on 2 cores)"
   (
     cd "$src"
-    # rust-toolchain.toml names a channel ("1.95"); the toolchain is the one this project uses.
-    export RUSTUP_TOOLCHAIN="${RUSTUP_TOOLCHAIN:-$(rustc --version | awk '{print $2}')}"
+    # Its rust-toolchain.toml names a channel rustup may not have: build with this project's.
+    export RUSTUP_TOOLCHAIN="$TOOLCHAIN"
     export CARGO_TARGET_DIR="$OUT/target-numaflow" CARGO_INCREMENTAL=0
     # Lighter than Numaflow's release profile (fat LTO): opt-level 1, no debug info.
     export CARGO_PROFILE_QUICK_RELEASE_INCREMENTAL=false CARGO_PROFILE_QUICK_RELEASE_OPT_LEVEL=1
@@ -97,11 +104,14 @@ numaflow_rs() {
   cp "$OUT/target-numaflow/quick-release/numaflow" "$bins/numaflow-rs"
   cp "$OUT/target-numaflow/quick-release/entrypoint" "$bins/entrypoint"
   strip "$bins/numaflow-rs" "$bins/entrypoint"
-  rm -rf "$OUT/target-numaflow" "$src"
+  rm -rf "$src"
   log "numaflow-rs $NUMAFLOW_VERSION: built in $(( $(date +%s) - t0 ))s"
 }
 
+# numaflow_image VERSION
 numaflow_image() {
+  local NUMAFLOW_VERSION=$1
+  local GO_NUMAFLOW="$CACHE_ROOT/realstack/numaflow-$NUMAFLOW_VERSION"
   local name="numaflow-$NUMAFLOW_VERSION"
   [ -f "$OUT/$name.oci.tar" ] && return 0
   local bins="$OUT/numaflow-rs-$NUMAFLOW_VERSION" root="$OUT/build-$name-root"
@@ -179,7 +189,7 @@ for v in $NATS_VERSIONS; do nats_image "$v"; done
 standin_image nats-reloader docker.io/natsio/nats-server-config-reloader:0.7.0 nats-server-config-reloader
 standin_image nats-exporter docker.io/natsio/prometheus-nats-exporter:0.9.1 prometheus-nats-exporter
 counting_image
-numaflow_rs
-numaflow_image
+for v in $NUMAFLOW_VERSIONS; do numaflow_rs "$v"; numaflow_image "$v"; done
+rm -rf "$OUT/target-numaflow"
 log "ready in $(( $(date +%s) - start ))s: $OUT"
 echo "$OUT"

@@ -14,14 +14,16 @@ use futures::future::BoxFuture;
 
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::progressive::AssessmentResult;
-use numaplane_api::{ISBServiceRollout, MonoVertexRollout, PipelineRollout};
+use numaplane_api::{
+    ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
+};
 use serde_json::{Value, json};
 use support::Harness;
 use support::dataplane::{
     CountDir, Tally, counting_monovertex, counting_pipeline, with_crashing_map, with_map_renamed,
     with_slow_map,
 };
-use support::fixtures::{paused_drained_at, phase, record};
+use support::fixtures::{nc_rollout, paused_drained_at, phase, record};
 use support::scenario::{ISB, isb, js, settled, upgrading_pipeline};
 
 /// Real pods pull images, NATS forms a cluster, the daemon starts: minutes, not seconds.
@@ -50,7 +52,13 @@ fn sink_generation(p: &Pipeline) -> Option<&str> {
 async fn ppnd_pipeline() -> Tally {
     let h = Harness::start_dataplane("dp-ppnd", "defaultUpgradeStrategy: pause-and-drain\n").await;
     let count = CountDir::new();
-    let before = flowing_pipeline(&h, &count).await;
+    flowing_pipeline(&h, &count).await;
+    assert_real_metric_names(
+        &h,
+        "numaflow.numaproj.io/pipeline-name=pr-0,numaflow.numaproj.io/vertex-name=out",
+        "forwarder_read_total",
+    )
+    .await;
 
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 2)))
@@ -67,7 +75,7 @@ async fn ppnd_pipeline() -> Tally {
         "Numaflow reported the pipeline paused and drained before the update"
     );
     count
-        .flowing(before, FLOWING, UPGRADE, "messages after the upgrade")
+        .flowing(FLOWING, UPGRADE, "messages after the upgrade")
         .await;
 
     finish(&h, &count, false).await
@@ -107,7 +115,7 @@ async fn pipelines(h: &Harness) -> Vec<String> {
 async fn progressive_pipeline() -> Tally {
     let h = Harness::start_dataplane("dp-prog", PROGRESSIVE).await;
     let count = CountDir::new();
-    let before = flowing_pipeline(&h, &count).await;
+    flowing_pipeline(&h, &count).await;
 
     h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 2)))
         .await;
@@ -125,15 +133,14 @@ async fn progressive_pipeline() -> Tally {
     )
     .await;
     count
-        .flowing(before, FLOWING, UPGRADE, "messages after the upgrade")
+        .flowing(FLOWING, UPGRADE, "messages after the upgrade")
         .await;
 
     finish(&h, &count, false).await
 }
 
-/// A pipeline on a running ISB service, both Deployed, messages flowing; returns the count
-/// of deliveries so far.
-async fn flowing_pipeline(h: &Harness, count: &CountDir) -> usize {
+/// A pipeline on a running ISB service, both Deployed, messages flowing.
+async fn flowing_pipeline(h: &Harness, count: &CountDir) {
     h.apply::<ISBServiceRollout>(isb("2.10.3", "1Gi", None))
         .await;
     h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 1)))
@@ -141,8 +148,8 @@ async fn flowing_pipeline(h: &Harness, count: &CountDir) -> usize {
     h.until_within(START, "pr deployed", "pr", settled::<PipelineRollout>)
         .await;
     count
-        .flowing(0, FLOWING, START, "messages through the first pipeline")
-        .await
+        .flowing(FLOWING, START, "messages through the first pipeline")
+        .await;
 }
 
 /// The end of every scenario: the sources stop, everything produced is delivered (or the
@@ -154,6 +161,11 @@ async fn finish(h: &Harness, count: &CountDir, may_lose: bool) -> Tally {
         assert_eq!(tally.lost, 0, "no message lost: {tally:?}");
     }
     h.assert_invariants().await;
+    // Its pods and claims go, so the host-path provisioner removes its volumes while the shared
+    // environment lives on.
+    let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(h.client.clone())
+        .delete(&h.ns, &Default::default())
+        .await;
     tally
 }
 
@@ -162,7 +174,7 @@ async fn finish(h: &Harness, count: &CountDir, may_lose: bool) -> Tally {
 async fn ppnd_isbsvc() -> Tally {
     let h = Harness::start_dataplane("dp-isb", "defaultUpgradeStrategy: pause-and-drain\n").await;
     let count = CountDir::new();
-    let before = flowing_pipeline(&h, &count).await;
+    flowing_pipeline(&h, &count).await;
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "1Gi", None))
         .await;
@@ -179,12 +191,7 @@ async fn ppnd_isbsvc() -> Tally {
         "the pipeline was paused and drained before its ISB service changed"
     );
     count
-        .flowing(
-            before,
-            FLOWING,
-            UPGRADE,
-            "messages after the ISB service upgrade",
-        )
+        .flowing(FLOWING, UPGRADE, "messages after the ISB service upgrade")
         .await;
     finish(&h, &count, false).await
 }
@@ -205,9 +212,8 @@ async fn progressive_failure_then_force_drain() -> Tally {
             .then_some(())
     })
     .await;
-    let during = count.read().deliveries.len();
     count
-        .flowing(during, FLOWING, UPGRADE, "the promoted pipeline runs on")
+        .flowing(FLOWING, UPGRADE, "the promoted pipeline runs on")
         .await;
     h.apply::<PipelineRollout>(pr(counting_pipeline(count.path(), ISB, 3)))
         .await;
@@ -224,9 +230,8 @@ async fn progressive_failure_then_force_drain() -> Tally {
         settled::<PipelineRollout>,
     )
     .await;
-    let after = count.read().deliveries.len();
     count
-        .flowing(after, FLOWING, UPGRADE, "messages after the fix")
+        .flowing(FLOWING, UPGRADE, "messages after the fix")
         .await;
     finish(&h, &count, false).await
 }
@@ -246,8 +251,8 @@ async fn topology_change_with_backlog(prefix: &str, allow_loss: bool) -> Tally {
         .await;
     h.until_within(START, "pr deployed", "pr", settled::<PipelineRollout>)
         .await;
-    let before = count
-        .flowing(0, FLOWING, START, "messages through the slow map")
+    count
+        .flowing(FLOWING, START, "messages through the slow map")
         .await;
     let mut change = pr(with_map_renamed(
         slow(counting_pipeline(count.path(), ISB, 1)),
@@ -267,7 +272,7 @@ async fn topology_change_with_backlog(prefix: &str, allow_loss: bool) -> Tally {
     h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
         .await;
     count
-        .flowing(before, FLOWING, UPGRADE, "messages after the change")
+        .flowing(FLOWING, UPGRADE, "messages after the change")
         .await;
     let tally = finish(&h, &count, allow_loss).await;
     if allow_loss {
@@ -304,9 +309,117 @@ async fn progressive_rollback() -> Tally {
         settled::<PipelineRollout>,
     )
     .await;
-    let after = count.read().deliveries.len();
     count
-        .flowing(after, FLOWING, UPGRADE, "messages after the rollback")
+        .flowing(FLOWING, UPGRADE, "messages after the rollback")
+        .await;
+    finish(&h, &count, false).await
+}
+
+/// The metrics of the first running pod matching `selector`, as Prometheus would scrape them
+/// (Numaflow serves them over TLS on 2469; the API server's proxy reaches the pod).
+async fn pod_metrics(h: &Harness, selector: &str) -> String {
+    support::eventually_within(UPGRADE, &format!("metrics of a pod {selector}"), || async {
+        let pods = h
+            .api::<k8s_openapi::api::core::v1::Pod>()
+            .list(&kube::api::ListParams::default().labels(selector))
+            .await
+            .ok()?;
+        let pod = pods.items.iter().find(|p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && p.metadata.deletion_timestamp.is_none()
+        })?;
+        let name = pod.metadata.name.as_deref()?;
+        let uri = format!(
+            "/api/v1/namespaces/{}/pods/https:{name}:2469/proxy/metrics",
+            h.ns
+        );
+        let req = http::Request::get(uri).body(Vec::new()).ok()?;
+        h.client.request_text(req).await.ok()
+    })
+    .await
+}
+
+/// Whether `text` (Prometheus' exposition format) has a sample of `metric`.
+fn exports(text: &str, metric: &str) -> bool {
+    text.lines()
+        .any(|l| !l.starts_with('#') && l.split(['{', ' ']).next() == Some(metric))
+}
+
+/// What the real pods export, checked where the shipped AnalysisTemplates look
+/// (docs/dataplane.md): the names carry no `numaflow_` prefix.
+async fn assert_real_metric_names(h: &Harness, selector: &str, read: &str) {
+    let text = pod_metrics(h, selector).await;
+    assert!(exports(&text, read), "{selector} exports {read}:\n{text}");
+    let prefixed = format!("numaflow_{read}");
+    assert!(
+        !exports(&text, &prefixed),
+        "{selector} exports no {prefixed} (the reference samples' name)"
+    );
+}
+
+/// The images of a pipeline's vertex pods, each once.
+async fn vertex_images(h: &Harness) -> Vec<String> {
+    let pods: Vec<k8s_openapi::api::core::v1::Pod> = h
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .list(&kube::api::ListParams::default().labels("numaflow.numaproj.io/pipeline-name=pr-0"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut images: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("numaflow.numaproj.io/vertex-name"))
+        })
+        .filter_map(|p| p.spec.as_ref()?.containers.first()?.image.clone())
+        .collect();
+    images.sort();
+    images.dedup();
+    images
+}
+
+/// A Numaflow controller upgrade (1.7.5 to 1.8.1, a data-loss change) under pause-and-drain:
+/// the pipelines are paused and drained, the controller is upgraded, they resume and their
+/// vertex pods run the new data plane; no message is lost.
+async fn ppnd_numaflow_controller() -> Tally {
+    let h = Harness::start_dataplane_on(
+        "dp-nc",
+        "defaultUpgradeStrategy: pause-and-drain\n",
+        "1.7.5",
+    )
+    .await;
+    let count = CountDir::new();
+    flowing_pipeline(&h, &count).await;
+    assert_eq!(
+        vertex_images(&h).await,
+        ["quay.io/numaproj/numaflow:v1.7.5"],
+        "the vertices run Numaflow 1.7.5's data plane"
+    );
+    let seen = record::<Pipeline>(&h, "pr-0").await;
+    h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
+        .await;
+    h.until_within(
+        UPGRADE,
+        "ncr settled on 1.8.1",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    support::eventually_within(UPGRADE, "the vertices on 1.8.1's data plane", || async {
+        (vertex_images(&h).await == ["quay.io/numaproj/numaflow:v1.8.1"]).then_some(())
+    })
+    .await;
+    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    assert!(
+        paused_drained_at(&seen).is_some(),
+        "the pipeline was paused and drained before the controller changed"
+    );
+    count
+        .flowing(FLOWING, UPGRADE, "messages after the controller upgrade")
         .await;
     finish(&h, &count, false).await
 }
@@ -345,9 +458,15 @@ async fn progressive_monovertex() -> Tally {
         .await;
     h.until_within(START, "mvr deployed", "mvr", settled::<MonoVertexRollout>)
         .await;
-    let before = count
-        .flowing(0, FLOWING, START, "messages through the first MonoVertex")
+    count
+        .flowing(FLOWING, START, "messages through the first MonoVertex")
         .await;
+    assert_real_metric_names(
+        &h,
+        "numaflow.numaproj.io/mono-vertex-name=mvr-0",
+        "monovtx_read_total",
+    )
+    .await;
     h.apply::<MonoVertexRollout>(mvr(counting_monovertex(count.path(), 2)))
         .await;
     support::eventually_within(UPGRADE, "mvr-1 promoted, mvr-0 deleted", || async {
@@ -362,7 +481,7 @@ async fn progressive_monovertex() -> Tally {
     )
     .await;
     count
-        .flowing(before, FLOWING, UPGRADE, "messages after the upgrade")
+        .flowing(FLOWING, UPGRADE, "messages after the upgrade")
         .await;
     finish(&h, &count, false).await
 }
@@ -375,6 +494,11 @@ const SCENARIOS: &[(&str, &str, Scenario)] = &[
         "ppnd-pipeline",
         "pause-and-drain of a pipeline (a data-loss change)",
         || Box::pin(ppnd_pipeline()),
+    ),
+    (
+        "ppnd-numaflow-controller",
+        "pause-and-drain of the pipelines of a Numaflow controller upgrade (1.7.5 to 1.8.1)",
+        || Box::pin(ppnd_numaflow_controller()),
     ),
     (
         "progressive-pipeline",

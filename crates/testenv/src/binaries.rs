@@ -331,8 +331,9 @@ pub struct DataPlaneImages {
 }
 
 /// The archives `hack/dataplane-images.sh` writes, by file name.
-pub const DATAPLANE_ARCHIVES: [&str; 6] = [
+pub const DATAPLANE_ARCHIVES: [&str; 7] = [
     "numaflow-v1.8.1.oci.tar",
+    "numaflow-v1.7.5.oci.tar",
     "nats-2.10.3.oci.tar",
     "nats-2.10.17.oci.tar",
     "nats-reloader.oci.tar",
@@ -358,7 +359,7 @@ impl DataPlaneImages {
             .collect();
         if !missing.is_empty() {
             bail!(
-                "data-plane images missing:\n  {}\nBuild them with `make testenv-binaries` \
+                "data-plane images missing:\n  {}\nBuild them with `make dataplane-images` \
                  (`hack/dataplane-images.sh`: Numaflow's Rust data plane, NATS and the counting \
                  source and sink).",
                 missing.join("\n  ")

@@ -188,10 +188,15 @@ impl Harness {
     /// data plane (`TestEnv::shared_dataplane`): every pod of the namespace runs there, the
     /// Numaflow controller 1.8.1 included.
     pub async fn start_dataplane(prefix: &str, config: &str) -> Harness {
+        Self::start_dataplane_on(prefix, config, "1.8.1").await
+    }
+
+    /// [`Harness::start_dataplane`] with Numaflow controller `version`.
+    pub async fn start_dataplane_on(prefix: &str, config: &str, version: &str) -> Harness {
         let env = TestEnv::shared_dataplane().await;
         let ns = env.create_namespace_on_real_node(prefix).await;
         let mut h = Self::start_in(env, ns, config, true, true).await;
-        h.install_numaflow_controller("1.8.1").await;
+        h.install_numaflow_controller(version).await;
         h
     }
 
