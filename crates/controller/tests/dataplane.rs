@@ -20,8 +20,8 @@ use numaplane_api::{
 use serde_json::{Value, json};
 use support::Harness;
 use support::dataplane::{
-    CountDir, Tally, counting_monovertex, counting_pipeline, with_crashing_map, with_map_renamed,
-    with_slow_map,
+    CountDir, Tally, counting_monovertex, counting_pipeline, monovertex_with_failing_sink,
+    with_crashing_map, with_failing_sink, with_map_renamed, with_slow_map,
 };
 use support::fixtures::{nc_rollout, paused_drained_at, phase, record};
 use support::scenario::{ISB, isb, js, settled, upgrading_pipeline};
@@ -486,6 +486,149 @@ async fn progressive_monovertex() -> Tally {
     finish(&h, &count, false).await
 }
 
+/// The shipped AnalysisTemplates that judge real data (config/samples/analysis-templates.yaml).
+const TEMPLATES: &str = "analysis-templates.yaml";
+
+/// A rollout judged by the shipped template `template`, measured every 2 s: 5 successes in a
+/// row pass, a third failure fails.
+fn analysed(mut rollout: Value, template: &str) -> Value {
+    rollout["spec"]["strategy"] = json!({"analysis": {
+        "templates": [{"templateName": template, "clusterScope": false}],
+        "args": [
+            {"name": "interval", "value": "2s"},
+            {"name": "success-limit", "value": "5"},
+            {"name": "failure-limit", "value": "2"}
+        ]
+    }});
+    rollout
+}
+
+/// The phase Argo Rollouts gave the AnalysisRun `name`, once it has one that has ended.
+async fn run_ended(h: &Harness, name: &str) -> String {
+    support::eventually_within(UPGRADE, &format!("AnalysisRun {name} ended"), || async {
+        let run: numaplane_api::numaflow::AnalysisRun = h.api().get_opt(name).await.ok()??;
+        let phase = support::analysis::run_phase(&run);
+        matches!(
+            phase.as_str(),
+            "Successful" | "Failed" | "Error" | "Inconclusive"
+        )
+        .then_some(phase)
+    })
+    .await
+}
+
+/// The shipped template on Numaflow's own metrics, scraped by Prometheus from the real pods: a
+/// healthy trial is promoted on its AnalysisRun's success; a trial whose sink fails every
+/// message fails its analysis and is rolled back while the promoted pipeline runs on; the fix
+/// is promoted and the failed trial force-drained; no message is lost.
+async fn progressive_analysis_pipeline() -> Tally {
+    let h = Harness::start_dataplane("dp-ana", PROGRESSIVE).await;
+    support::analysis::apply_sample_template(&h, TEMPLATES).await;
+    let count = CountDir::new();
+    let judged = |g| {
+        analysed(
+            pr(counting_pipeline(count.path(), ISB, g)),
+            PIPELINE_TEMPLATE,
+        )
+    };
+    h.apply::<ISBServiceRollout>(isb("2.10.3", "1Gi", None))
+        .await;
+    h.apply::<PipelineRollout>(judged(1)).await;
+    h.until_within(START, "pr deployed", "pr", settled::<PipelineRollout>)
+        .await;
+    count
+        .flowing(FLOWING, START, "messages through the first pipeline")
+        .await;
+
+    h.apply::<PipelineRollout>(judged(2)).await;
+    assert_eq!(run_ended(&h, "pipeline-pr-1").await, "Successful");
+    support::eventually_within(UPGRADE, "pr-1 promoted, pr-0 recycled", || async {
+        (pipelines(&h).await == ["pr-1"]).then_some(())
+    })
+    .await;
+
+    let mut failing = judged(3);
+    failing["spec"]["pipeline"]["spec"] =
+        with_failing_sink(failing["spec"]["pipeline"]["spec"].take());
+    h.apply::<PipelineRollout>(failing).await;
+    assert_eq!(run_ended(&h, "pipeline-pr-2").await, "Failed");
+    h.until_within::<PipelineRollout, _, _>(UPGRADE, "the trial failed", "pr", |r| {
+        let up = upgrading_pipeline(r?)?;
+        (up.child.name == "pr-2" && up.child.assessment_result == Some(AssessmentResult::Failure))
+            .then_some(())
+    })
+    .await;
+    count
+        .flowing(FLOWING, UPGRADE, "the promoted pipeline runs on")
+        .await;
+
+    h.apply::<PipelineRollout>(judged(4)).await;
+    support::eventually_within(UPGRADE, "pr-3 promoted, pr-1 and pr-2 drained", || async {
+        (pipelines(&h).await == ["pr-3"]).then_some(())
+    })
+    .await;
+    h.until_within(
+        UPGRADE,
+        "pr settled on pr-3",
+        "pr",
+        settled::<PipelineRollout>,
+    )
+    .await;
+    count
+        .flowing(FLOWING, UPGRADE, "messages after the fix")
+        .await;
+    finish(&h, &count, false).await
+}
+
+/// The same for a MonoVertex: promoted on its AnalysisRun's success, rolled back when its sink
+/// fails every message (a MonoVertex acknowledges its source only once the sink has the
+/// message, so the failing trial holds nothing).
+async fn progressive_analysis_monovertex() -> Tally {
+    let h = Harness::start_dataplane("dp-anamv", PROGRESSIVE).await;
+    support::analysis::apply_sample_template(&h, TEMPLATES).await;
+    let count = CountDir::new();
+    let judged = |spec| analysed(mvr(spec), MONOVERTEX_TEMPLATE);
+    h.apply::<MonoVertexRollout>(judged(counting_monovertex(count.path(), 1)))
+        .await;
+    h.until_within(START, "mvr deployed", "mvr", settled::<MonoVertexRollout>)
+        .await;
+    count
+        .flowing(FLOWING, START, "messages through the first MonoVertex")
+        .await;
+    h.apply::<MonoVertexRollout>(judged(counting_monovertex(count.path(), 2)))
+        .await;
+    assert_eq!(run_ended(&h, "monovertex-mvr-1").await, "Successful");
+    support::eventually_within(UPGRADE, "mvr-1 promoted", || async {
+        (monovertices(&h).await == ["mvr-1"]).then_some(())
+    })
+    .await;
+    h.apply::<MonoVertexRollout>(judged(monovertex_with_failing_sink(counting_monovertex(
+        count.path(),
+        3,
+    ))))
+    .await;
+    assert_eq!(run_ended(&h, "monovertex-mvr-2").await, "Failed");
+    h.until_within(
+        UPGRADE,
+        "mvr settled on mvr-1",
+        "mvr",
+        |r: Option<&MonoVertexRollout>| {
+            let st = r?.status.as_ref()?;
+            let failed = support::condition(&st.status.conditions, "ProgressiveUpgradeSucceeded")
+                .is_some_and(|(status, _, _)| status == "False");
+            failed.then_some(())
+        },
+    )
+    .await;
+    count
+        .flowing(FLOWING, UPGRADE, "the promoted MonoVertex runs on")
+        .await;
+    finish(&h, &count, false).await
+}
+
+const PIPELINE_TEMPLATE: &str = "pipeline-acknowledges-what-it-reads";
+const MONOVERTEX_TEMPLATE: &str = "monovertex-acknowledges-what-it-reads";
+
 type Scenario = fn() -> BoxFuture<'static, Tally>;
 
 /// Every scenario: name, what it shows, how it runs.
@@ -519,6 +662,16 @@ const SCENARIOS: &[(&str, &str, Scenario)] = &[
         "progressive-rollback",
         "progressive upgrade reverted during the assessment: trial discontinued and drained",
         || Box::pin(progressive_rollback()),
+    ),
+    (
+        "progressive-analysis-pipeline",
+        "shipped AnalysisTemplate on real metrics: healthy trial promoted, failing sink rolled back, fix promoted",
+        || Box::pin(progressive_analysis_pipeline()),
+    ),
+    (
+        "progressive-analysis-monovertex",
+        "shipped AnalysisTemplate on real metrics: healthy MonoVertex promoted, failing sink rolled back",
+        || Box::pin(progressive_analysis_monovertex()),
     ),
     (
         "progressive-monovertex",

@@ -459,7 +459,7 @@ fn recyclable_reason(i: &InterStepBufferService) -> Option<(String, String)> {
     ))
 }
 
-/// Scenario A.1 step 9: a recreate field (`persistence.volumeSize`) replaces the ISB service
+/// A recreate field (`persistence.volumeSize`) replaces the ISB service
 /// and its pipelines under new names; under every strategy the pipelines drain first (the
 /// reference recreated at once under `no-strategy`, deleting them undrained).
 async fn recreate_replaces_isb_service_and_pipelines(prefix: &str, config: &str) {

@@ -1,5 +1,5 @@
-//! PipelineRollout and ISBServiceRollout under `no-strategy` on the real stack (CONTRIBUTING.md
-//! A.1): create, child spec deep-equal to the user's, templated metadata, self-heal, in-place
+//! PipelineRollout and ISBServiceRollout under `no-strategy` on the real stack (CONTRIBUTING.md):
+//! create, child spec deep-equal to the user's, templated metadata, self-heal, in-place
 //! updates, user pause with slow and fast resume, deletion.
 
 mod support;

@@ -1,5 +1,5 @@
-//! Progressive upgrades on the real stack (the real Numaflow controller, KWOK pods) (CONTRIBUTING.md and
-//! A.8 under `progressive`): a trial child beside the promoted one with the pods split between
+//! Progressive upgrades on the real stack (the real Numaflow controller, KWOK pods;
+//! CONTRIBUTING.md): a trial child beside the promoted one with the pods split between
 //! them, promotion on success, rollback to the saved scale on failure, force promote by label.
 
 mod support;
@@ -1229,7 +1229,7 @@ fn with_riders(mut r: Value) -> Value {
     r
 }
 
-/// Scenario A.11: the promoted MonoVertex's HPA is removed while a trial runs (and saved), the
+/// The promoted MonoVertex's HPA is removed while a trial runs (and saved), the
 /// trial gets its riders but no HPA, the HPA comes back on failure, and follows the new
 /// promoted child on success.
 #[tokio::test]
@@ -1367,7 +1367,7 @@ async fn a_rider_edit_during_a_trial_replaces_the_trial() {
     h.assert_invariants().await;
 }
 
-/// Scenario A.16: a MonoVertex that can't take in data (scale 0) is promoted without
+/// A MonoVertex that can't take in data (scale 0) is promoted without
 /// assessment, `no_data_ingestion`.
 #[tokio::test]
 async fn monovertex_without_data_ingestion_skips_assessment() {
@@ -1394,7 +1394,7 @@ async fn monovertex_without_data_ingestion_skips_assessment() {
     h.assert_invariants().await;
 }
 
-/// Scenario A.16 for pipelines: a trial whose source can't take in data (scale 0), or that is
+/// For pipelines: a trial whose source can't take in data (scale 0), or that is
 /// paused, is promoted without assessment, `no_data_ingestion`; its image could never pass one.
 #[tokio::test]
 async fn pipeline_without_data_ingestion_skips_assessment() {
@@ -1439,7 +1439,7 @@ progressive:
       schedule: "0,30,3,1"
 "#;
 
-/// Scenario A.13 with ConfigMaps standing in for the VPAs: per-vertex riders follow the
+/// Per-vertex riders, with ConfigMaps standing in for the VPAs: per-vertex riders follow the
 /// vertices of each new promoted pipeline, a progressive rider added later is applied in place,
 /// and the old child's riders go with it.
 #[tokio::test]
@@ -1532,7 +1532,7 @@ async fn pipeline_per_vertex_riders_follow_each_promoted_pipeline() {
     h.assert_invariants().await;
 }
 
-/// Scenario A.12: a change of a `progressive: true` rider is a progressive upgrade; the new
+/// A change of a `progressive: true` rider is a progressive upgrade; the new
 /// child gets its riders, the old child's go with it.
 #[tokio::test]
 async fn progressive_rider_change_upgrades_progressively() {

@@ -22,7 +22,7 @@ use support::scenario::*;
 use support::{Harness, condition};
 
 const PPND: &str = "defaultUpgradeStrategy: pause-and-drain\n";
-/// A.4 and A.6 hold for every strategy: they run under `no-strategy` too.
+/// Concurrent changes and rollbacks hold for every strategy: they run under `no-strategy` too.
 const NO_STRATEGY: &str = "defaultUpgradeStrategy: no-strategy\n";
 
 fn pr(spec: Value, metadata: Option<Value>, strategy: Option<Value>) -> Value {
@@ -113,8 +113,8 @@ async fn never_pauses(h: &Harness, what: &str, name: &str, period: Duration) {
 }
 
 #[tokio::test]
-async fn a1_functional_pipeline() {
-    let h = Harness::start_real("a1-ppnd", PPND).await;
+async fn functional_pipeline() {
+    let h = Harness::start_real("pipeline-ppnd", PPND).await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
@@ -281,8 +281,8 @@ async fn a1_functional_pipeline() {
 }
 
 #[tokio::test]
-async fn a2_functional_monovertex() {
-    let h = Harness::start_real("a2-ppnd", PPND).await;
+async fn functional_monovertex() {
+    let h = Harness::start_real("mvtx-ppnd", PPND).await;
     h.apply::<MonoVertexRollout>(mvr(MV_IMAGE)).await;
     h.until("mvr settled", "mvr", settled::<MonoVertexRollout>)
         .await;
@@ -313,8 +313,8 @@ async fn a2_functional_monovertex() {
 }
 
 #[tokio::test]
-async fn a3_functional_numaflow_controller() {
-    let h = Harness::start_real_on("a3-ppnd", PPND, "1.7.5").await;
+async fn functional_numaflow_controller() {
+    let h = Harness::start_real_on("nc-ppnd", PPND, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(30), None, None))
@@ -412,7 +412,7 @@ async fn a3_functional_numaflow_controller() {
     h.assert_invariants().await;
 }
 
-/// A.4: the pipeline, MonoVertex, ISB service and Numaflow controller all change at once.
+/// The pipeline, MonoVertex, ISB service and Numaflow controller all change at once.
 async fn concurrent(
     prefix: &str,
     config: &str,
@@ -484,7 +484,7 @@ async fn concurrent(
 }
 
 #[tokio::test]
-async fn a4_concurrent_isb_version() {
+async fn concurrent_changes_with_an_isb_version_change() {
     concurrent("a4a-ppnd", PPND, isb("2.10.11", "10Mi", None), |i| {
         js(i, "/version") == json!("2.10.11")
     })
@@ -492,7 +492,7 @@ async fn a4_concurrent_isb_version() {
 }
 
 #[tokio::test]
-async fn a4_concurrent_isb_recreate() {
+async fn concurrent_changes_with_an_isb_recreate() {
     concurrent("a4b-ppnd", PPND, isb("2.10.17", "20Mi", Some("2Gi")), |i| {
         js(i, "/persistence/volumeSize") == json!("20Mi")
             && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
@@ -501,7 +501,7 @@ async fn a4_concurrent_isb_recreate() {
 }
 
 #[tokio::test]
-async fn a4_concurrent_isb_direct_apply() {
+async fn concurrent_changes_with_a_direct_isb_change() {
     concurrent("a4c-ppnd", PPND, isb("2.10.17", "10Mi", Some("2Gi")), |i| {
         js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
     })
@@ -509,7 +509,7 @@ async fn a4_concurrent_isb_direct_apply() {
 }
 
 #[tokio::test]
-async fn a4_concurrent_isb_recreate_no_strategy() {
+async fn concurrent_changes_with_an_isb_recreate_no_strategy() {
     concurrent(
         "a4b-none",
         NO_STRATEGY,
@@ -523,13 +523,13 @@ async fn a4_concurrent_isb_recreate_no_strategy() {
 }
 
 #[tokio::test]
-async fn a6_rollback() {
-    rollback("a6-ppnd", PPND).await;
+async fn rollback_settles() {
+    rollback("rollback-ppnd", PPND).await;
 }
 
 #[tokio::test]
-async fn a6_rollback_no_strategy() {
-    rollback("a6-none", NO_STRATEGY).await;
+async fn rollback_settles_no_strategy() {
+    rollback("rollback-none", NO_STRATEGY).await;
 }
 
 /// Waits until the ISB rollout settles. A recreate waits for every pipeline on it to be paused
@@ -663,13 +663,13 @@ fn vertex_replicas(v: &numaplane_api::numaflow::Vertex) -> Option<i64> {
     v.spec.get("replicas").and_then(Value::as_i64)
 }
 
-/// A.5 steps 4–8: a Failed pipeline is never paused, neither for its own update nor for an ISB
+/// A Failed pipeline is never paused, neither for its own update nor for an ISB
 /// service or Numaflow controller change, and its update is applied directly; the resume after
 /// a pause-and-drain restarts the vertices from `scale.min` unless `strategy.ppnd.fastResume`.
 #[tokio::test]
-async fn a5_failed_pipelines_and_resume_speed() {
+async fn failed_pipelines_and_resume_speed() {
     use numaplane_api::numaflow::Vertex;
-    let h = Harness::start_real_on("a5-ppnd", PPND, "1.7.5").await;
+    let h = Harness::start_real_on("failed-ppnd", PPND, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.until("isb settled", ISB, settled::<ISBServiceRollout>)
@@ -779,12 +779,12 @@ async fn a5_failed_pipelines_and_resume_speed() {
     h.assert_invariants().await;
 }
 
-/// A.5 steps 2–3: an ISB service change and a Numaflow controller change wait for a pipeline
+/// An ISB service change and a Numaflow controller change wait for a pipeline
 /// that cannot drain (stuck `Pausing`); allowing data loss on its PipelineRollout lets each
 /// through, and the pipeline runs again without finishing its pause.
 #[tokio::test]
-async fn a5_allowing_data_loss_lets_isb_and_controller_changes_through() {
-    let h = Harness::start_real_on("a5-allow", PPND, "1.7.5").await;
+async fn allowing_data_loss_lets_isb_and_controller_changes_through() {
+    let h = Harness::start_real_on("allow-ppnd", PPND, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(3600), None, None))

@@ -130,8 +130,8 @@ where
 }
 
 #[tokio::test]
-async fn a1_functional_pipeline() {
-    let h = Harness::start_real("a1-prog", CONFIG).await;
+async fn functional_pipeline() {
+    let h = Harness::start_real("pipeline-prog", CONFIG).await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
@@ -222,8 +222,8 @@ async fn a1_functional_pipeline() {
 }
 
 #[tokio::test]
-async fn a3_numaflow_controller_changes_apply_directly() {
-    let h = Harness::start_real_on("a3-prog", CONFIG, "1.7.5").await;
+async fn numaflow_controller_changes_apply_directly() {
+    let h = Harness::start_real_on("nc-prog", CONFIG, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
@@ -257,8 +257,8 @@ async fn a3_numaflow_controller_changes_apply_directly() {
 }
 
 #[tokio::test]
-async fn a4_concurrent_changes_settle() {
-    let h = Harness::start_real_on("a4-prog", CONFIG, "1.7.5").await;
+async fn concurrent_changes_settle() {
+    let h = Harness::start_real_on("concurrent-prog", CONFIG, "1.7.5").await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
@@ -307,8 +307,8 @@ async fn a4_concurrent_changes_settle() {
 }
 
 #[tokio::test]
-async fn a6_rollback_discontinues_failed_upgrades() {
-    let h = Harness::start_real("a6-prog", CONFIG).await;
+async fn rollback_discontinues_failed_upgrades() {
+    let h = Harness::start_real("rollback-prog", CONFIG).await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
     h.apply::<PipelineRollout>(pr(two_vertices(10), None)).await;
@@ -390,8 +390,8 @@ async fn failed_back_to_back(h: &Harness, first: &str, second: &str) {
     .await;
 }
 
-/// The A.14 set-up: an ISB service and a three-vertex pipeline with a working cat, settled.
-async fn a14_start(prefix: &str) -> Harness {
+/// The failing-cat set-up: an ISB service and a three-vertex pipeline with a working cat, settled.
+async fn failing_cat_start(prefix: &str) -> Harness {
     let h = Harness::start_real(prefix, CONFIG).await;
     h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
         .await;
@@ -401,7 +401,7 @@ async fn a14_start(prefix: &str) -> Harness {
     h
 }
 
-/// The A.14 pipeline rollout with this cat image.
+/// The failing-cat pipeline rollout with this cat image.
 fn with_cat(image: &str) -> Value {
     pr(three_vertices(image, 10), None)
 }
@@ -466,15 +466,15 @@ async fn seen<T>(
     }
 }
 
-/// A.14 steps 1–2, driven through the controller: two failing upgrades back to back, then the
+/// Driven through the controller: two failing upgrades back to back, then the
 /// original spec again. The trial replaced while still under assessment drains with its own spec
 /// first, cannot (its cat never runs), and is force-drained with the promoted spec; the failed
 /// trial is discontinued and goes straight to force drain. Each shows at some moment the
 /// promoted spec's cat image while paused and drained, then is deleted with a Normal Event.
 #[tokio::test]
-async fn a14_failed_trials_back_to_back_are_force_drained() {
+async fn failed_trials_back_to_back_are_force_drained() {
     use support::fixtures::record;
-    let h = a14_start("a14-prog").await;
+    let h = failing_cat_start("back-to-back").await;
     let seen1 = record::<Pipeline>(&h, "pr-1").await;
     let seen2 = record::<Pipeline>(&h, "pr-2").await;
     failed_back_to_back(&h, "pr-1", "pr-2").await;
@@ -505,16 +505,15 @@ async fn a14_failed_trials_back_to_back_are_force_drained() {
     h.assert_invariants().await;
 }
 
-/// A.14 steps 3–5, driven through the controller (the scenario's `-3`…`-8` are `pr-1`…`pr-6`
-/// here). Force-promoting a failed trial makes an unhealthy spec the promoted one: the
+/// Driven through the controller (children `pr-1`…`pr-6`). Force-promoting a failed trial makes an unhealthy spec the promoted one: the
 /// undrainable pipelines are force-drained with it, cannot drain, end Paused undrained and
 /// scaled to zero; each new promoted spec restarts the attempt (a new pause); a healthy spec
 /// finally drains them all. Then `maxRecyclableDurationMinutes`, reloaded live, deletes a
 /// pipeline that could never drain.
 #[tokio::test]
-async fn a14_unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
+async fn unhealthy_promoted_specs_then_a_healthy_one_then_expiry() {
     use support::fixtures::record;
-    let h = a14_start("a14-unhealthy").await;
+    let h = failing_cat_start("unhealthy-promoted").await;
     let mut rec = std::collections::BTreeMap::new();
     for i in 0..=6 {
         let name = format!("pr-{i}");

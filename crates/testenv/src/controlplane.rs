@@ -119,6 +119,9 @@ pub struct TestEnv {
     real: Option<crate::realstack::RealStack>,
     analysis: Option<crate::realstack::analysis::AnalysisStack>,
     real_node: Option<crate::realnode::RealNode>,
+    /// [`TestEnvOptions::real_node`]: known before the node starts (Prometheus, started
+    /// first, scrapes its pods).
+    real_node_wanted: bool,
 }
 
 static SHARED: OnceCell<std::result::Result<TestEnv, String>> = OnceCell::const_new();
@@ -203,6 +206,8 @@ impl TestEnv {
     pub async fn shared_dataplane() -> &'static TestEnv {
         let opts = TestEnvOptions {
             real_node: true,
+            // Argo Rollouts and Prometheus, which scrapes the node's pods.
+            analysis: true,
             ..TestEnvOptions::default()
         };
         let env = match Self::try_shared_in(&SHARED_DATAPLANE, opts).await {
@@ -536,6 +541,7 @@ impl TestEnv {
             real: None,
             analysis: None,
             real_node: None,
+            real_node_wanted: opts.real_node,
         };
         debug!(dir = %env.dir.display(), "starting control plane");
         env.write_files(&pki, opts)?;
@@ -703,7 +709,13 @@ impl TestEnv {
     ) -> Result<crate::netns::Pod> {
         let [prom_port] = free_ports()?;
         let prom_cfg = state.join("prometheus.yaml");
-        write(&prom_cfg, &crate::realstack::prometheus_config(metrics))?;
+        let kubeconfig = self.kubeconfig_path();
+        // With a real node, its pods are scraped as well (the stand-in covers KWOK's).
+        let pods = self.real_node_wanted.then_some(kubeconfig.as_path());
+        write(
+            &prom_cfg,
+            &crate::realstack::prometheus_config(metrics, pods),
+        )?;
         self.spawn(
             "prometheus",
             &rb.prometheus,

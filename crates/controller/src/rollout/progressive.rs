@@ -47,7 +47,7 @@ fn metric_kind(kind: Kind) -> &'static str {
 
 /// How the rollout's riders differ from those of the promoted child `child` (read from the
 /// cluster, so only when the rollout changed): a change of a `progressive: true` rider starts a
-/// progressive upgrade like a spec change (scenarios A.12, A.13).
+/// progressive upgrade like a spec change (per-vertex riders and VPAs included).
 pub async fn rider_changes<R: Rollout>(
     obj: &R,
     ctx: &Ctx,

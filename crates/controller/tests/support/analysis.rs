@@ -37,31 +37,34 @@ pub fn sample(file: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Applies the AnalysisTemplate of a sample file, as shipped, in the test namespace.
+/// Applies the AnalysisTemplates of a sample file, as shipped, in the test namespace.
 pub async fn apply_sample_template(h: &Harness, file: &str) {
-    let mut template = sample(file)
+    let templates: Vec<Value> = sample(file)
         .into_iter()
-        .find(|d| d["kind"] == "AnalysisTemplate")
-        .expect("the sample has an AnalysisTemplate");
-    template["metadata"]["namespace"] = json!(h.ns);
+        .filter(|d| d["kind"] == "AnalysisTemplate")
+        .collect();
+    assert!(!templates.is_empty(), "{file} has an AnalysisTemplate");
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "argoproj.io",
         "v1alpha1",
         "AnalysisTemplate",
     ));
-    let name = template["metadata"]["name"]
-        .as_str()
-        .expect("name")
-        .to_string();
-    let obj: DynamicObject = serde_json::from_value(template).expect("template");
-    Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &ar)
-        .patch(
-            &name,
-            &PatchParams::apply("test-user").force(),
-            &Patch::Apply(&obj),
-        )
-        .await
-        .expect("apply the sample AnalysisTemplate");
+    for mut template in templates {
+        template["metadata"]["namespace"] = json!(h.ns);
+        let name = template["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string();
+        let obj: DynamicObject = serde_json::from_value(template).expect("template");
+        Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &ar)
+            .patch(
+                &name,
+                &PatchParams::apply("test-user").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .expect("apply the sample AnalysisTemplate");
+    }
 }
 
 /// The template arguments in seconds: a measurement a second, five successes in a row pass, the

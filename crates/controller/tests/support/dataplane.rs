@@ -271,3 +271,17 @@ pub fn with_map_renamed(mut spec: Value, name: &str) -> Value {
     spec["edges"] = json!([{"from": "in", "to": name}, {"from": name, "to": "out"}]);
     spec
 }
+
+/// The pipeline with a sink that fails every message (`SINK_FAIL=1`): it reads and never
+/// acknowledges.
+pub fn with_failing_sink(mut spec: Value) -> Value {
+    spec["vertices"][2]["sink"]["udsink"]["container"]["env"] =
+        json!([{"name": "SINK_FAIL", "value": "1"}]);
+    spec
+}
+
+/// The MonoVertex with a sink that fails every message.
+pub fn monovertex_with_failing_sink(mut spec: Value) -> Value {
+    spec["sink"]["udsink"]["container"]["env"] = json!([{"name": "SINK_FAIL", "value": "1"}]);
+    spec
+}

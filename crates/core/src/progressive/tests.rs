@@ -84,7 +84,7 @@ fn split_keeps_floor_half_on_promoted() {
     assert_eq!(split(0), (0, 1));
 }
 
-fn a2_promoted_spec() -> Value {
+fn monovertex_promoted_spec() -> Value {
     json!({"scale": {"min": 4, "max": 5, "zeroReplicaSleepSeconds": 15}, "source": {}})
 }
 
@@ -96,11 +96,11 @@ fn pods(entries: &[(&str, i64)]) -> PromotedPods {
 }
 
 #[test]
-fn monovertex_scale_values_match_a2() {
+fn monovertex_scale_values_keep_half_the_pods_and_the_original_scale() {
     let v = promoted_scale_values(
         Kind::MonoVertex,
         "mvr-0",
-        &a2_promoted_spec(),
+        &monovertex_promoted_spec(),
         &pods(&[("mvr-0", 4)]),
     )
     .unwrap();
@@ -119,7 +119,7 @@ fn monovertex_scale_values_match_a2() {
 
 #[test]
 fn monovertex_trial_promoted_and_restore() {
-    let spec = a2_promoted_spec();
+    let spec = monovertex_promoted_spec();
     let values =
         promoted_scale_values(Kind::MonoVertex, "mvr-0", &spec, &pods(&[("mvr-0", 4)])).unwrap();
     // Trial: 2 pods, autoscaling off, other scale fields kept.
@@ -153,7 +153,7 @@ fn monovertex_trial_promoted_and_restore() {
         .unwrap()
         .unwrap();
     merge(&mut promoted, &restore);
-    // A.8: the promoted scale deep-equals the original.
+    // The promoted scale deep-equals the original.
     assert_eq!(
         promoted["spec"]["scale"],
         json!({"min": 4, "max": 5, "zeroReplicaSleepSeconds": 15})
@@ -188,7 +188,7 @@ fn monovertex_restore_of_absent_scale_and_hpa_disabled() {
     merge(&mut p, &patch);
     assert_eq!(p, json!({"spec": {}}));
 
-    // A.11: an HPA-driven MonoVertex gets disabled=true back, with its HPA (stripped).
+    // An HPA-driven MonoVertex gets disabled=true back, with its HPA (stripped).
     let spec = json!({"scale": {"disabled": true, "zeroReplicaSleepSeconds": 15}});
     let hpa = json!({"metadata": {"name": "hpa-m-0", "uid": "u", "resourceVersion": "7"},
                      "spec": {"minReplicas": 1}, "status": {"currentReplicas": 2}});
@@ -214,7 +214,7 @@ fn monovertex_restore_of_absent_scale_and_hpa_disabled() {
     assert_eq!(p["spec"]["scale"], spec["scale"]);
 }
 
-fn a7_pipeline() -> Value {
+fn three_vertex_pipeline() -> Value {
     json!({"interStepBufferServiceName": "isbr-0", "vertices": [
         {"name": "in", "source": {"generator": {}}, "scale": {"min": 5, "max": 9}},
         {"name": "cat", "udf": {}, "scale": {"min": 1, "max": 1}},
@@ -224,7 +224,7 @@ fn a7_pipeline() -> Value {
 
 #[test]
 fn pipeline_split_per_vertex() {
-    let spec = a7_pipeline();
+    let spec = three_vertex_pipeline();
     let values = promoted_scale_values(
         Kind::Pipeline,
         "pl-0",
@@ -454,17 +454,17 @@ fn skip_rules_per_kind() {
         Some(RolloutConfiguration)
     );
     assert_eq!(
-        s(pl, a7_pipeline(), false, true, false),
+        s(pl, three_vertex_pipeline(), false, true, false),
         Some(ProgressiveUnsupported)
     );
-    assert_eq!(s(pl, a7_pipeline(), false, false, false), None);
+    assert_eq!(s(pl, three_vertex_pipeline(), false, false, false), None);
     assert_eq!(
         s(Kind::InterStepBufferService, json!({}), true, false, false),
         Some(RolloutConfiguration)
     );
 }
 
-// ---- step: a walk through A.8 ----
+// ---- step: a walk through a MonoVertex upgrade ----
 
 struct World {
     kind: Kind,
@@ -498,7 +498,7 @@ impl World {
             now: 1_000,
             desired: json!({"scale": {"min": 4, "max": 5, "zeroReplicaSleepSeconds": 15}, "image": "new"}),
             differs_from_promoted: true,
-            promoted: Some(("mvr-0".into(), a2_promoted_spec())),
+            promoted: Some(("mvr-0".into(), monovertex_promoted_spec())),
             pods: None,
             trial: None,
             trial_differs: false,
@@ -579,7 +579,7 @@ impl World {
     }
 }
 
-/// Drives A.8 up to an initialised trial `mvr-1` at t=1000.
+/// Drives a MonoVertex upgrade up to an initialised trial `mvr-1` at t=1000.
 fn initialised_mv() -> World {
     let mut w = World::mv();
     assert_eq!(w.run().action, Action::ObservePromotedPods);
@@ -897,7 +897,7 @@ fn window_end_is_an_exact_wakeup() {
 }
 
 /// The patches of the first `Fail` of `initialised_mv`'s trial: the promoted MonoVertex back to
-/// its saved scale (A.2), the trial to zero.
+/// its saved scale, the trial to zero.
 fn fail_patches(p: &Plan) -> (&Value, &Value) {
     let Action::Fail {
         label_failed: true,
@@ -1119,7 +1119,7 @@ fn revert_discontinues_and_missing_promoted_is_recreated() {
             .scale_values_restored_to_original
     );
     w.trial = None;
-    w.promoted = Some(("mvr-0".into(), a2_promoted_spec()));
+    w.promoted = Some(("mvr-0".into(), monovertex_promoted_spec()));
     assert_eq!(w.run().action, Action::Done);
     assert_eq!(w.record.promoted, None);
 
@@ -1129,7 +1129,7 @@ fn revert_discontinues_and_missing_promoted_is_recreated() {
     w.differs_from_promoted = false;
     let p = w.run();
     assert!(matches!(p.action, Action::RestorePromoted { .. }), "{p:?}");
-    w.promoted = Some(("mvr-0".into(), a2_promoted_spec()));
+    w.promoted = Some(("mvr-0".into(), monovertex_promoted_spec()));
     assert_eq!(w.run().action, Action::Done);
 
     let mut w = initialised_mv();
@@ -1149,7 +1149,7 @@ fn revert_discontinues_and_missing_promoted_is_recreated() {
 }
 
 #[test]
-fn no_data_ingestion_is_forced_a16() {
+fn a_trial_that_cannot_take_in_data_is_force_promoted() {
     let mut w = initialised_mv();
     w.desired = json!({"scale": {"min": 0, "max": 0}});
     w.run();
@@ -1315,7 +1315,7 @@ fn records_round_trip_through_each_status() {
     );
 
     let rec = Record {
-        trial_scale: trial_scale_record(Kind::Pipeline, &a7_pipeline()).unwrap(),
+        trial_scale: trial_scale_record(Kind::Pipeline, &three_vertex_pipeline()).unwrap(),
         trial_isbsvc: "isbr-0".into(),
         historical_pod_count: Some(BTreeMap::from([("in".to_string(), 5)])),
         upgrading: Some(UpgradingChildStatus {
@@ -1334,8 +1334,8 @@ fn records_round_trip_through_each_status() {
 fn pipeline_start_records_history_isbsvc_and_trial_scale() {
     let mut w = World::mv();
     w.kind = Kind::Pipeline;
-    w.promoted = Some(("mvr-0".into(), a7_pipeline()));
-    let mut desired = a7_pipeline();
+    w.promoted = Some(("mvr-0".into(), three_vertex_pipeline()));
+    let mut desired = three_vertex_pipeline();
     desired["vertices"][1]["udf"] = json!({"container": {"image": "badcat"}});
     desired["interStepBufferServiceName"] = json!("isbr-1");
     w.desired = desired.clone();

@@ -31,9 +31,12 @@ pub const PROMETHEUS_HOST: &str =
 pub const PROMETHEUS_PORT: u16 = 9090;
 
 /// Prometheus scraping the metrics stand-in every second (`honor_labels`: the series' own
-/// `namespace` label is kept, as a pod's would be with the usual relabelling).
-pub fn prometheus_config(metrics: std::net::SocketAddr) -> String {
-    format!(
+/// `namespace` label is kept, as a pod's would be with the usual relabelling) and, with
+/// `pods_kubeconfig`, the real node's vertex and MonoVertex pods as a cluster's Prometheus
+/// finds them: Kubernetes discovery, Numaflow's metrics port 2469 over TLS, the pod's
+/// namespace as `namespace` (the host routes the pods' subnet through the node).
+pub fn prometheus_config(metrics: std::net::SocketAddr, pods_kubeconfig: Option<&Path>) -> String {
+    let mut cfg = format!(
         "global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 scrape_configs:
   - job_name: numaflow
@@ -41,7 +44,35 @@ scrape_configs:
     static_configs:
       - targets: [\"{metrics}\"]
 "
-    )
+    );
+    if let Some(kubeconfig) = pods_kubeconfig {
+        cfg.push_str(&format!(
+            "  - job_name: numaflow-pods
+    scheme: https
+    tls_config: {{insecure_skip_verify: true}}
+    kubernetes_sd_configs:
+      - role: pod
+        kubeconfig_file: {}
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_pod_labelpresent_numaflow_numaproj_io_vertex_name, __meta_kubernetes_pod_labelpresent_numaflow_numaproj_io_mono_vertex_name]
+        regex: '.*true.*'
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_phase]
+        regex: Running
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_ip]
+        regex: '(.+)'
+        replacement: '${{1}}:2469'
+        target_label: __address__
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+",
+            kubeconfig.display()
+        ));
+    }
+    cfg
 }
 
 /// The fake node's name (KWOK manages nodes labelled `type=kwok`).
