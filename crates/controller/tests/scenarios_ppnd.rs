@@ -485,7 +485,7 @@ async fn concurrent(
 
 #[tokio::test]
 async fn concurrent_changes_with_an_isb_version_change() {
-    concurrent("a4a-ppnd", PPND, isb("2.10.11", "10Mi", None), |i| {
+    concurrent("concurrent-version", PPND, isb("2.10.11", "10Mi", None), |i| {
         js(i, "/version") == json!("2.10.11")
     })
     .await;
@@ -493,7 +493,7 @@ async fn concurrent_changes_with_an_isb_version_change() {
 
 #[tokio::test]
 async fn concurrent_changes_with_an_isb_recreate() {
-    concurrent("a4b-ppnd", PPND, isb("2.10.17", "20Mi", Some("2Gi")), |i| {
+    concurrent("concurrent-recreate", PPND, isb("2.10.17", "20Mi", Some("2Gi")), |i| {
         js(i, "/persistence/volumeSize") == json!("20Mi")
             && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
     })
@@ -502,7 +502,7 @@ async fn concurrent_changes_with_an_isb_recreate() {
 
 #[tokio::test]
 async fn concurrent_changes_with_a_direct_isb_change() {
-    concurrent("a4c-ppnd", PPND, isb("2.10.17", "10Mi", Some("2Gi")), |i| {
+    concurrent("concurrent-direct", PPND, isb("2.10.17", "10Mi", Some("2Gi")), |i| {
         js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
     })
     .await;
@@ -511,7 +511,7 @@ async fn concurrent_changes_with_a_direct_isb_change() {
 #[tokio::test]
 async fn concurrent_changes_with_an_isb_recreate_no_strategy() {
     concurrent(
-        "a4b-none",
+        "concurrent-none",
         NO_STRATEGY,
         isb("2.10.17", "20Mi", Some("2Gi")),
         |i| {
