@@ -32,19 +32,12 @@ log() { printf '[dataplane-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 # shellcheck source=hack/lib/oci.sh
 . "$ROOT/hack/lib/oci.sh"
+# shellcheck source=hack/lib/gobuild.sh
+. "$ROOT/hack/lib/gobuild.sh"
 
 # What Numaflow's Rust workspace builds with (its Dockerfile installs the same): clang and
 # libclang for bindgen, cmake for librdkafka, bison for the vendored Kerberos, protoc.
-DEBS=(clang libclang-dev cmake bison protobuf-compiler make)
-missing=()
-for p in "${DEBS[@]}"; do
-  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing Debian packages: ${missing[*]}"
-  apt-get update >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_debs clang libclang-dev cmake bison protobuf-compiler make
 for t in umoci jq go cargo ldd clang cmake; do command -v "$t" >/dev/null || die "$t missing (make testenv-binaries installs umoci and jq)"; done
 for v in $NUMAFLOW_VERSIONS; do
   [ -x "$CACHE_ROOT/realstack/numaflow-$v" ] || die "no $CACHE_ROOT/realstack/numaflow-$v: run hack/realstack-binaries.sh first"
@@ -125,29 +118,17 @@ numaflow_image() {
   log "image quay.io/numaproj/numaflow:$NUMAFLOW_VERSION packed"
 }
 
-# nats_image VERSION
+# nats_image VERSION: the NATS server from github.com/nats-io/nats-server/v2.
 nats_image() {
-  local NATS_VERSION=$1
-  local name="nats-${NATS_VERSION#v}"
+  local version=$1 name="nats-${1#v}"
   [ -f "$OUT/$name.oci.tar" ] && return 0
-  local work="$OUT/build-nats-$NATS_VERSION" root="$OUT/build-$name-root" t0
-  t0=$(date +%s)
-  mkdir -p "$work"
-  (
-    cd "$work"
-    if [ ! -f go.mod ]; then
-      printf 'module numaplane.local/build-nats\n\ngo 1.26\n\nrequire github.com/nats-io/nats-server/v2 %s\n' "$NATS_VERSION" >go.mod
-      printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/nats-io/nats-server/v2"\n' >tools.go
-      go mod tidy
-    fi
-    log "nats-server $NATS_VERSION: building"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o nats-server github.com/nats-io/nats-server/v2
-  )
+  go_build "$name" github.com/nats-io/nats-server/v2 "$version" github.com/nats-io/nats-server/v2
+  local root="$OUT/build-$name-root"
   rm -rf "$root" && mkdir -p "$root/tmp"
-  install -m 0755 "$work/nats-server" "$root/nats-server"
-  oci_archive "$name" "docker.io/library/nats:${NATS_VERSION#v}" "$root" /nats-server
-  rm -rf "$root" "$work"
-  log "image nats:${NATS_VERSION#v} packed ($(( $(date +%s) - t0 ))s)"
+  install -m 0755 "$OUT/$name" "$root/nats-server"
+  oci_archive "$name" "docker.io/library/nats:${version#v}" "$root" /nats-server
+  rm -rf "$root" "$OUT/$name"
+  log "image nats:${version#v} packed"
 }
 
 # standin_image NAME REF COMMAND: Debian's static busybox with COMMAND on the PATH; the image's

@@ -27,6 +27,8 @@ mkdir -p "$BIN" "$OUT"
 
 log() { printf '[realnode-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=hack/lib/gobuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/gobuild.sh"
 
 # Debian packages and the commands each must provide.
 DEBS=(containerd runc containernetworking-plugins umoci busybox-static iptables iproute2 jq gcc libc6-dev)
@@ -34,17 +36,9 @@ NEEDED=(/usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/s
   /usr/sbin/iptables-restore /usr/bin/gcc /usr/bin/jq /usr/sbin/ip /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/umoci /bin/busybox)
 
 debian_packages() {
-  local missing=()
-  for p in "${DEBS[@]}"; do
-    dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing Debian packages: ${missing[*]}"
-    apt-get update >/dev/null
-    # The test environment runs a containerd of its own (own root, state and socket); one the
-    # package may start as a system service is not used.
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  # The test environment runs a containerd of its own (own root, state and socket); one the
+  # package may start as a system service is not used.
+  install_debs "${DEBS[@]}"
   for f in "${NEEDED[@]}"; do [ -x "$f" ] || die "$f missing after installing ${DEBS[*]}"; done
   # gcc -static needs libc.a; -print-file-name answers a bare name when it has none.
   gcc -print-file-name=libc.a | grep -q / || die "no libc.a for gcc -static (libc6-dev)"
@@ -83,53 +77,6 @@ build_node_cmd() {
   log "$cmd: built in $(( $(date +%s) - t0 ))s"
 }
 
-# Cluster DNS for the node, from github.com/coredns/coredns in a scratch module of its own.
-build_coredns() {
-  [ -x "$OUT/coredns" ] && return 0
-  local work="$CACHE_ROOT/build-coredns"
-  local t0
-  t0=$(date +%s)
-  mkdir -p "$work"
-  (
-    cd "$work"
-    if [ ! -f go.mod ] || ! grep -q "^require github.com/coredns/coredns $COREDNS_VERSION\$" go.mod; then
-      log "coredns: scratch module for $COREDNS_VERSION"
-      rm -f go.mod go.sum tools.go
-      printf 'module numaplane.local/build-coredns\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" > go.mod
-      printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/coredns/coredns"\n' > tools.go
-      go mod tidy
-    fi
-    log "coredns: building $COREDNS_VERSION (cold: several minutes)"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/coredns.tmp" github.com/coredns/coredns
-    mv "$OUT/coredns.tmp" "$OUT/coredns"
-  )
-  log "coredns: built in $(( $(date +%s) - t0 ))s"
-}
-
-# The node's registry and its client, from github.com/google/go-containerregistry in a scratch
-# module of its own.
-build_crane() {
-  [ -x "$OUT/crane" ] && return 0
-  local work="$CACHE_ROOT/build-crane"
-  local t0
-  t0=$(date +%s)
-  mkdir -p "$work"
-  (
-    cd "$work"
-    if [ ! -f go.mod ] || ! grep -q "^require github.com/google/go-containerregistry $GGCR_VERSION\$" go.mod; then
-      log "crane: scratch module for $GGCR_VERSION"
-      rm -f go.mod go.sum tools.go
-      printf 'module numaplane.local/build-crane\n\ngo 1.26\n\nrequire github.com/google/go-containerregistry %s\n' "$GGCR_VERSION" > go.mod
-      printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/google/go-containerregistry/cmd/crane"\n' > tools.go
-      go mod tidy
-    fi
-    log "crane: building $GGCR_VERSION"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/crane.tmp" github.com/google/go-containerregistry/cmd/crane
-    mv "$OUT/crane.tmp" "$OUT/crane"
-  )
-  log "crane: built in $(( $(date +%s) - t0 ))s"
-}
-
 # shellcheck source=hack/lib/oci.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/oci.sh"
 
@@ -165,8 +112,9 @@ start=$(date +%s)
 debian_packages
 build_node_cmd kubelet
 build_node_cmd kube-proxy
-build_coredns
-build_crane
+# Cluster DNS for the node; the node's registry and its client.
+go_build coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns
+go_build crane github.com/google/go-containerregistry "$GGCR_VERSION" github.com/google/go-containerregistry/cmd/crane
 pause_image
 busybox_image
 log "ready in $(( $(date +%s) - start ))s: $OUT (kubelet in $BIN)"

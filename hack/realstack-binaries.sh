@@ -21,38 +21,8 @@ mkdir -p "$OUT"
 
 log() { printf '[realstack-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# go_build NAME MODULE VERSION PACKAGE [copy-replaces]
-go_build() {
-  local name=$1 module=$2 version=$3 pkg=$4 replaces=${5:-}
-  [ -x "$OUT/$name" ] && return 0
-  local work="$CACHE_ROOT/build-$name"
-  local t0
-  t0=$(date +%s)
-  mkdir -p "$work"
-  (
-    cd "$work"
-    if [ ! -f go.mod ] || ! grep -q "^require $module $version\$" go.mod; then
-      log "$name: scratch module for $module@$version"
-      rm -f go.mod go.sum tools.go
-      printf 'module numaplane.local/build-%s\n\ngo 1.26\n\nrequire %s %s\n' "$name" "$module" "$version" > go.mod
-      printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" > tools.go
-      if [ -n "$replaces" ]; then
-        local gomod
-        gomod=$(go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-        [ -f "$gomod" ] || { log "could not download $module@$version"; exit 1; }
-        # Both the one-line and the block form of `replace` in the module's go.mod.
-        awk '/^replace \(/{b=1;next} b&&/^\)/{b=0;next} b{print "replace " $0; next} /^replace /{print}' \
-          "$gomod" | grep -v '=> \.' >> go.mod || true
-        log "$name: copied $(grep -c '^replace ' go.mod) replace directives"
-      fi
-      go mod tidy
-    fi
-    log "$name: building $pkg (cold: several minutes)"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/$name.tmp" "$pkg"
-    mv "$OUT/$name.tmp" "$OUT/$name"
-  )
-  log "$name: built in $(( $(date +%s) - t0 ))s"
-}
+# shellcheck source=hack/lib/gobuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/gobuild.sh"
 
 fetch_prometheus() {
   [ -x "$OUT/prometheus" ] && [ -x "$OUT/promtool" ] && return 0

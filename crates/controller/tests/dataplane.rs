@@ -93,20 +93,13 @@ progressive:
       schedule: "0,0,0,1"
 "#;
 
-/// The pipelines of the namespace not being deleted.
+/// The live pipelines and MonoVertices of the namespace, whatever their state.
 async fn pipelines(h: &Harness) -> Vec<String> {
-    let mut names: Vec<String> = h
-        .api::<Pipeline>()
-        .list(&Default::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.metadata.name)
-        .collect();
-    names.sort();
-    names
+    h.live_names::<Pipeline>(|_| true).await
+}
+
+async fn monovertices(h: &Harness) -> Vec<String> {
+    h.live_names::<MonoVertex>(|_| true).await
 }
 
 /// A progressive upgrade of a pipeline that succeeds: the trial runs beside the promoted
@@ -431,22 +424,6 @@ fn mvr(spec: Value) -> Value {
         "metadata": {"name": "mvr"},
         "spec": {"monoVertex": {"spec": spec}}
     })
-}
-
-/// The MonoVertices of the namespace not being deleted.
-async fn monovertices(h: &Harness) -> Vec<String> {
-    let mut names: Vec<String> = h
-        .api::<MonoVertex>()
-        .list(&Default::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .filter_map(|m| m.metadata.name)
-        .collect();
-    names.sort();
-    names
 }
 
 /// A progressive upgrade of a MonoVertex (`numaflow-rs processor`): the trial runs beside the

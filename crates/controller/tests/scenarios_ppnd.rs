@@ -9,7 +9,6 @@ mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use kube::api::ListParams;
 use numaplane_api::common::{Phase, UpgradeStrategy};
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::{
@@ -76,23 +75,8 @@ where
         + std::fmt::Debug
         + serde::de::DeserializeOwned,
 {
-    let mut names: Vec<String> = h
-        .api::<K>()
-        .list(&ListParams::default())
+    h.live_names::<K>(|s| s.is_none_or(|s| !s.starts_with("recyclable")))
         .await
-        .expect("list")
-        .items
-        .iter()
-        .filter(|c| {
-            c.meta().deletion_timestamp.is_none()
-                && c.labels()
-                    .get("numaplane.numaproj.io/upgrade-state")
-                    .is_none_or(|s| !s.starts_with("recyclable"))
-        })
-        .map(|c| c.name_any())
-        .collect();
-    names.sort();
-    names
 }
 
 /// The pipeline child the rollout currently has (its only non-recyclable one).
@@ -485,26 +469,37 @@ async fn concurrent(
 
 #[tokio::test]
 async fn concurrent_changes_with_an_isb_version_change() {
-    concurrent("concurrent-version", PPND, isb("2.10.11", "10Mi", None), |i| {
-        js(i, "/version") == json!("2.10.11")
-    })
+    concurrent(
+        "concurrent-version",
+        PPND,
+        isb("2.10.11", "10Mi", None),
+        |i| js(i, "/version") == json!("2.10.11"),
+    )
     .await;
 }
 
 #[tokio::test]
 async fn concurrent_changes_with_an_isb_recreate() {
-    concurrent("concurrent-recreate", PPND, isb("2.10.17", "20Mi", Some("2Gi")), |i| {
-        js(i, "/persistence/volumeSize") == json!("20Mi")
-            && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
-    })
+    concurrent(
+        "concurrent-recreate",
+        PPND,
+        isb("2.10.17", "20Mi", Some("2Gi")),
+        |i| {
+            js(i, "/persistence/volumeSize") == json!("20Mi")
+                && js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn concurrent_changes_with_a_direct_isb_change() {
-    concurrent("concurrent-direct", PPND, isb("2.10.17", "10Mi", Some("2Gi")), |i| {
-        js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi")
-    })
+    concurrent(
+        "concurrent-direct",
+        PPND,
+        isb("2.10.17", "10Mi", Some("2Gi")),
+        |i| js(i, "/containerTemplate/resources/limits/memory") == json!("2Gi"),
+    )
     .await;
 }
 

@@ -52,22 +52,7 @@ where
         + std::fmt::Debug
         + serde::de::DeserializeOwned,
 {
-    let mut names: Vec<String> = h
-        .api::<K>()
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .iter()
-        .filter(|c| {
-            c.meta().deletion_timestamp.is_none()
-                && c.labels().get("numaplane.numaproj.io/upgrade-state")
-                    == Some(&"promoted".to_string())
-        })
-        .map(|c| c.name_any())
-        .collect();
-    names.sort();
-    names
+    h.live_names::<K>(|s| s == Some("promoted")).await
 }
 
 /// Waits until exactly `want` is the promoted child of kind `K` and nothing else of that kind

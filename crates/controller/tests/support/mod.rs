@@ -383,6 +383,38 @@ impl Harness {
             .unwrap_or_else(|e| panic!("applying {name}: {e}"))
     }
 
+    /// The names, sorted, of the objects of kind `K` in the namespace that are not being
+    /// deleted and whose `numaplane.numaproj.io/upgrade-state` label passes `state`.
+    pub async fn live_names<K>(&self, state: impl Fn(Option<&str>) -> bool) -> Vec<String>
+    where
+        K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let mut names: Vec<String> = self
+            .api::<K>()
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .filter(|o| {
+                state(
+                    o.meta()
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("numaplane.numaproj.io/upgrade-state"))
+                        .map(String::as_str),
+                )
+            })
+            .filter_map(|o| o.meta().name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Merge-patches an object as the test user.
     pub async fn merge<K>(&self, name: &str, patch: serde_json::Value) -> K
     where
