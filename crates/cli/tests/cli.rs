@@ -1275,6 +1275,74 @@ async fn plan_places_the_child_on_the_promoted_controller_instance() {
     assert_eq!(p["fields"], json!([]), "{p}");
 }
 
+/// While its ISBServiceRollout asks its pipelines to pause (an ISB service upgrade under
+/// pause-and-drain), the controller keeps the pipeline paused: `plan` of the unchanged manifest
+/// is no change, and says why the pipeline is paused.
+#[tokio::test]
+async fn plan_keeps_the_pipeline_paused_while_a_pause_is_requested() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let ns = env.create_namespace("cli-plan-paused").await;
+    let ctl = env.create_namespace("cli-plan-paused-ctl").await;
+    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
+    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    create::<ISBServiceRollout>(
+        &client,
+        &ns,
+        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
+               "metadata": {"name": "default"},
+               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
+        Some(json!({"phase": "Pending", "observedGeneration": 1,
+                    "upgradeInProgress": "PipelinePauseAndDrain"})),
+    )
+    .await;
+    create::<InterStepBufferService>(
+        &client,
+        &ns,
+        child_manifest("InterStepBufferService", "default-0", "default", "promoted"),
+        None,
+    )
+    .await;
+    let applied = plan_rollout("cat:v1", 5);
+    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let mut live = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+        "metadata": {"name": "my-pipeline-0",
+            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
+                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: "default-0"},
+            "annotations": {"owner": "my-pipeline-0"}},
+        "spec": applied["spec"]["pipeline"]["spec"].clone()
+    });
+    live["spec"]["interStepBufferServiceName"] = json!("default-0");
+    live["spec"]["lifecycle"]["desiredPhase"] = json!("Paused");
+    create::<Pipeline>(&client, &ns, live, None).await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("same.yaml");
+    std::fs::write(&file, serde_saphyr::to_string(&applied).expect("yaml")).expect("write");
+    let file = file.display().to_string();
+    let args = [
+        "plan",
+        "-f",
+        &file,
+        "--controller-namespace",
+        &ctl,
+        "-o",
+        "json",
+    ];
+    let out = run(env, &ns, &args).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let p: Value = serde_json::from_str(&out.stdout).expect("json plan");
+    assert_eq!(p["strategy"], "no-op", "{p}");
+    assert_eq!(p["fields"], json!([]), "{p}");
+    assert!(
+        p["notes"].as_array().is_some_and(|n| n.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains("ISBServiceRollout default asks its pipelines to pause")))),
+        "{p}"
+    );
+}
+
 #[tokio::test]
 async fn plan_reports_the_strategy() {
     let env = TestEnv::shared().await;

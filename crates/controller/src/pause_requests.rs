@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use numaplane_api::PipelineRollout;
-use numaplane_api::common::{PauseStatus, Status, UpgradeStrategy};
+use numaplane_api::common::{PauseStatus, Status};
 use numaplane_api::keys::{annotations, condition, labels, message, reason};
 use numaplane_core::conditions::set_condition;
 use numaplane_core::health::HealthStatus;
@@ -22,9 +22,7 @@ use serde_json::Value;
 /// The rollouts currently asking the pipelines of PipelineRollouts on ISBServiceRollout
 /// `isb_rollout` in `ns` to pause, described for messages (empty: none).
 pub fn requests_for_pipeline(stores: &Stores, ns: &str, isb_rollout: &str) -> Vec<String> {
-    let requesting = |s: Option<&Status>| {
-        s.is_some_and(|s| s.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain)
-    };
+    let requesting = |s: Option<&Status>| s.is_some_and(numaplane_core::ppnd::requests_pause);
     let mut out: Vec<String> = stores
         .isb_rollouts
         .get(&ObjectRef::new(isb_rollout).within(ns))
@@ -51,8 +49,7 @@ pub fn drain_requested_since(stores: &Stores, ns: &str, isb_rollout: &str) -> Op
         .isb_rollouts
         .get(&ObjectRef::new(isb_rollout).within(ns))?;
     let st = r.status.as_ref()?;
-    let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
-    if !(requesting && st.pause_needs_drain) {
+    if !(numaplane_core::ppnd::requests_pause(&st.status) && st.pause_needs_drain) {
         return None;
     }
     let begin = st
@@ -197,7 +194,7 @@ pub async fn check_pipelines(
 /// `PausingPipelines` and `pauseRequestStatus` of a requesting rollout, from whether its request
 /// is active (`status.upgradeInProgress`).
 pub fn report(st: &mut Status, prs: &mut Option<PauseStatus>, generation: i64, now: &Time) {
-    let requesting = st.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    let requesting = numaplane_core::ppnd::requests_pause(st);
     let (status, r, m) = if requesting {
         (HealthStatus::True, reason::PAUSE, message::PAUSE_NEEDED)
     } else {

@@ -18,6 +18,7 @@ use numaplane_core::config::{
     ControllerConfig, UsdeConfig, UserStrategy, parse_controller_config, parse_namespace_config,
     parse_usde_configmap,
 };
+use numaplane_core::ppnd;
 use numaplane_core::riders::{ExistingRider, RiderSpec};
 use numaplane_core::template::TemplateVars;
 use numaplane_core::usde::{self, ChangeClass, ChildKind, DecisionInput};
@@ -373,6 +374,21 @@ async fn desired_child(
                 &isb_rollout,
                 &isb_child,
             );
+            let requests = pause_requests(cluster, ns, &isb_rollout).await?;
+            let allow = str_at(
+                manifest,
+                &format!(
+                    "/metadata/annotations/{}",
+                    json_pointer_escape(numaplane_api::keys::annotations::ALLOW_DATA_LOSS)
+                ),
+            ) == "true";
+            if let Some(paused) = ppnd::paused_on_request(&desired.spec, &requests, allow) {
+                notes.push(format!(
+                    "paused while {} asks its pipelines to pause: the controller keeps the pipeline paused until it is done",
+                    requests.join(" and ")
+                ));
+                desired.spec = paused;
+            }
         }
         RolloutKind::MonoVertex => {
             let fast = manifest
@@ -397,6 +413,41 @@ async fn desired_child(
         );
     }
     Ok(desired)
+}
+
+/// The rollouts asking the pipelines of ISBServiceRollout `isb_rollout` in `ns` to pause: it,
+/// and the namespace's NumaflowControllerRollouts, as the controller reads them.
+async fn pause_requests(cluster: &Cluster, ns: &str, isb_rollout: &str) -> Result<Vec<String>> {
+    let requesting = |r: &DynamicObject| {
+        r.data
+            .get("status")
+            .and_then(|s| serde_json::from_value::<numaplane_api::common::Status>(s.clone()).ok())
+            .is_some_and(|s| ppnd::requests_pause(&s))
+    };
+    let api = |kind: RolloutKind| -> Api<DynamicObject> {
+        Api::namespaced_with(cluster.client.clone(), ns, &kind.rollout_resource())
+    };
+    let mut out = Vec::new();
+    let isb = api(RolloutKind::IsbService)
+        .get_opt(isb_rollout)
+        .await
+        .with_context(|| format!("reading ISBServiceRollout {isb_rollout}"))?;
+    if isb.as_ref().is_some_and(requesting) {
+        out.push(format!("ISBServiceRollout {isb_rollout}"));
+    }
+    let ncrs = list_or_empty(
+        &api(RolloutKind::NumaflowController),
+        &ListParams::default(),
+    )
+    .await
+    .context("reading the namespace's NumaflowControllerRollouts")?;
+    out.extend(ncrs.iter().filter(|r| requesting(r)).map(|r| {
+        format!(
+            "NumaflowControllerRollout {}",
+            r.metadata.name.as_deref().unwrap_or_default()
+        )
+    }));
+    Ok(out)
 }
 
 /// Where the namespace's NumaflowControllerRollout places `rollout`'s child (the promoted

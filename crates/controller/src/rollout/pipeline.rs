@@ -571,10 +571,12 @@ impl Rollout for PipelineRollout {
             &isb.rollout,
             &isb.child,
         );
-        // While a pause is requested, new pipelines start paused and running ones are paused
-        // (see `paused_on_request`); allow-data-loss opts out.
-        if !isb.pause_requests.is_empty() && !allows_data_loss(self) {
-            desired.spec = numaplane_core::ppnd::paused(&desired.spec);
+        if let Some(paused) = numaplane_core::ppnd::paused_on_request(
+            &desired.spec,
+            &isb.pause_requests,
+            allows_data_loss(self),
+        ) {
+            desired.spec = paused;
         }
         // A pipeline that can take in data must drain before it is deleted (only our own
         // children are marked, unlike the reference's whole namespace).

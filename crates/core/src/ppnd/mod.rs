@@ -52,6 +52,24 @@ fn desired_phase(spec: &Value) -> &str {
         .unwrap_or("Running")
 }
 
+/// Whether a rollout with this status asks the pipelines it concerns to pause (an
+/// ISBServiceRollout for its pipelines, a NumaflowControllerRollout for its namespace's): its
+/// request is durable in `status.upgradeInProgress`.
+pub fn requests_pause(status: &numaplane_api::common::Status) -> bool {
+    status.upgrade_in_progress == numaplane_api::common::UpgradeStrategy::PipelinePauseAndDrain
+}
+
+/// The desired pipeline while rollouts ask it to pause (`requests`, described for messages):
+/// a new pipeline starts paused and a running one is paused, unless its rollout allows data
+/// loss. `None` when nothing changes.
+pub fn paused_on_request(
+    spec: &Value,
+    requests: &[String],
+    allow_data_loss: bool,
+) -> Option<Value> {
+    (!requests.is_empty() && !allow_data_loss).then(|| paused(spec))
+}
+
 /// `spec` with `lifecycle.desiredPhase: Paused`.
 pub fn paused(spec: &Value) -> Value {
     let mut spec = spec.clone();
