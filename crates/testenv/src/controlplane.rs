@@ -201,8 +201,9 @@ impl TestEnv {
     }
 
     /// A real node with Numaflow's data-plane images in its registry
-    /// ([`crate::binaries::DataPlaneImages`]), shared by every test in this test binary,
-    /// started on first use; panics like [`TestEnv::shared`] (missing images included).
+    /// ([`crate::binaries::DataPlaneImages`]) and the analysis path (Argo Rollouts, Prometheus
+    /// scraping the node's pods), shared by every test in this test binary, started on first
+    /// use; panics like [`TestEnv::shared`] (missing images included).
     pub async fn shared_dataplane() -> &'static TestEnv {
         let opts = TestEnvOptions {
             real_node: true,
