@@ -25,7 +25,9 @@ export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 ## Property tests run a fixed seed here so a CI verdict is reproducible; plain `cargo test`
 ## draws a fresh seed each run and keeps exploring (failures land in proptest-regressions/).
 PROPTEST_SEED ?= 20261130
-test: testenv-binaries dataplane-images lint deny
+test: testenv-binaries lint deny
+	# The data-plane slice needs Numaflow 1.8.1's images only (make dataplane builds 1.7.5 too).
+	NUMAFLOW_VERSIONS=v1.8.1 NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/dataplane-images.sh
 	PROPTEST_RNG_SEED=$(PROPTEST_SEED) $(CARGO) test --workspace --all-targets --no-fail-fast
 	$(MAKE) --no-print-directory demo
 

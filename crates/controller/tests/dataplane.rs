@@ -378,6 +378,11 @@ async fn vertex_images(h: &Harness) -> Vec<String> {
 /// the pipelines are paused and drained, the controller is upgraded, they resume and their
 /// vertex pods run the new data plane; no message is lost.
 async fn ppnd_numaflow_controller() -> Tally {
+    if let Err(e) = numaplane_testenv::binaries::DataPlaneImages::require(
+        numaplane_testenv::binaries::NUMAFLOW_PREVIOUS_ARCHIVE,
+    ) {
+        panic!("{e:#}");
+    }
     let h = Harness::start_dataplane_on(
         "dp-nc",
         "defaultUpgradeStrategy: pause-and-drain\n",

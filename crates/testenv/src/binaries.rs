@@ -330,10 +330,9 @@ pub struct DataPlaneImages {
     pub archives: Vec<PathBuf>,
 }
 
-/// The archives `hack/dataplane-images.sh` writes, by file name.
-pub const DATAPLANE_ARCHIVES: [&str; 7] = [
+/// The archives every data-plane scenario needs, by file name.
+pub const DATAPLANE_ARCHIVES: [&str; 6] = [
     "numaflow-v1.8.1.oci.tar",
-    "numaflow-v1.7.5.oci.tar",
     "nats-2.10.3.oci.tar",
     "nats-2.10.17.oci.tar",
     "nats-reloader.oci.tar",
@@ -341,30 +340,58 @@ pub const DATAPLANE_ARCHIVES: [&str; 7] = [
     "counting.oci.tar",
 ];
 
+/// Numaflow 1.7.5's image, for a Numaflow controller upgrade: `make test` does not build it
+/// (its scenarios are in `make dataplane` only), so it is published when it exists and a
+/// scenario that needs it asks for it ([`DataPlaneImages::require`]).
+pub const NUMAFLOW_PREVIOUS_ARCHIVE: &str = "numaflow-v1.7.5.oci.tar";
+
 /// The name the counting source, map and sink run under.
 pub const COUNTING_IMAGE: &str = "numaplane.local/counting:testenv";
 
+fn dataplane_dir() -> PathBuf {
+    cache_dir().map_or_else(
+        || PathBuf::from("dataplane"),
+        |c| c.with_file_name("dataplane"),
+    )
+}
+
+fn missing_images(missing: &[String]) -> anyhow::Error {
+    anyhow::anyhow!(
+        "data-plane images missing:\n  {}\nBuild them with `make dataplane-images` \
+         (`hack/dataplane-images.sh`: Numaflow's Rust data plane, NATS and the counting \
+         source and sink).",
+        missing.join("\n  ")
+    )
+}
+
 impl DataPlaneImages {
-    /// Finds every archive; fails listing the missing ones, with the command that builds them.
+    /// Finds every archive every scenario needs, and the optional ones that exist; fails
+    /// listing the missing ones, with the command that builds them.
     pub fn locate() -> Result<Self> {
-        let dir = cache_dir().map_or_else(
-            || PathBuf::from("dataplane"),
-            |c| c.with_file_name("dataplane"),
-        );
-        let archives: Vec<PathBuf> = DATAPLANE_ARCHIVES.iter().map(|a| dir.join(a)).collect();
+        let dir = dataplane_dir();
+        let mut archives: Vec<PathBuf> = DATAPLANE_ARCHIVES.iter().map(|a| dir.join(a)).collect();
         let missing: Vec<String> = archives
             .iter()
             .filter(|a| !a.is_file())
             .map(|a| a.display().to_string())
             .collect();
         if !missing.is_empty() {
-            bail!(
-                "data-plane images missing:\n  {}\nBuild them with `make dataplane-images` \
-                 (`hack/dataplane-images.sh`: Numaflow's Rust data plane, NATS and the counting \
-                 source and sink).",
-                missing.join("\n  ")
-            );
+            return Err(missing_images(&missing));
+        }
+        let previous = dir.join(NUMAFLOW_PREVIOUS_ARCHIVE);
+        if previous.is_file() {
+            archives.push(previous);
         }
         Ok(Self { archives })
+    }
+
+    /// Fails, with the command that builds it, unless the optional archive `name` exists.
+    pub fn require(name: &str) -> Result<()> {
+        let path = dataplane_dir().join(name);
+        if path.is_file() {
+            Ok(())
+        } else {
+            Err(missing_images(&[path.display().to_string()]))
+        }
     }
 }
