@@ -324,11 +324,37 @@ async fn publish_apiserver(client: &kube::Client, node_ip: Ipv4Addr, port: u16) 
 /// The name of the default StorageClass the real node's claims get.
 pub const STORAGE_CLASS: &str = "standard";
 
+/// Where kube-controller-manager's host-path provisioner puts volumes (fixed by Kubernetes).
+const HOSTPATH_VOLUMES: &str = "/tmp/hostpath_pv";
+
+/// An environment's volumes outlive it when it ends before its claims are deleted; those left
+/// longer than this by environments long gone are removed when a new one starts.
+const STALE_VOLUMES: Duration = Duration::from_secs(6 * 3600);
+
+fn remove_stale_volumes() {
+    let Ok(entries) = fs::read_dir(HOSTPATH_VOLUMES) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_VOLUMES);
+        if old {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A default StorageClass served by kube-controller-manager's host-path provisioner (volumes
 /// under `/tmp/hostpath_pv` on this machine, seen by the node as by the host): what a
-/// JetStream ISB service's claims need to bind, as on a cluster with a default class.
+/// JetStream ISB service's claims need to bind, as on a cluster with a default class. Volumes
+/// earlier environments left there for hours are removed first.
 pub async fn default_storage_class(client: &kube::Client) -> Result<()> {
     use k8s_openapi::api::storage::v1::StorageClass;
+    remove_stale_volumes();
     let class: StorageClass = serde_json::from_value(serde_json::json!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
