@@ -1204,6 +1204,43 @@ fn plan_rollout(image: &str, rpu: i64) -> Value {
     })
 }
 
+/// The promoted child `my-pipeline-<n>` the controller would have made of `applied`, on ISB
+/// service child `default-<n>`.
+fn promoted_pipeline(applied: &Value, n: u32) -> Value {
+    let (name, isb) = (format!("my-pipeline-{n}"), format!("default-{n}"));
+    let mut live = json!({
+        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
+        "metadata": {"name": name,
+            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
+                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: isb},
+            "annotations": {"owner": name}},
+        "spec": applied["spec"]["pipeline"]["spec"].clone()
+    });
+    live["spec"]["interStepBufferServiceName"] = json!(isb);
+    live
+}
+
+/// `plan -o json` of `manifest` in `ns`, with the controller's ConfigMaps in `ctl`; asserts it
+/// exits 0.
+async fn plan_json(env: &TestEnv, ns: &str, ctl: &str, manifest: &Value) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("manifest.yaml");
+    std::fs::write(&file, serde_saphyr::to_string(manifest).expect("yaml")).expect("write");
+    let file = file.display().to_string();
+    let args = [
+        "plan",
+        "-f",
+        &file,
+        "--controller-namespace",
+        ctl,
+        "-o",
+        "json",
+    ];
+    let out = run(env, ns, &args).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("json plan")
+}
+
 /// After a progressive Numaflow controller upgrade, children carry the promoted controller's
 /// instance annotation: `plan` renders the child there as the controller does, so an unchanged
 /// manifest is no change (it read as a data-loss change of the instance annotation).
@@ -1244,33 +1281,11 @@ async fn plan_places_the_child_on_the_promoted_controller_instance() {
     .await;
     let applied = plan_rollout("cat:v1", 5);
     create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
-    let mut live = json!({
-        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
-        "metadata": {"name": "my-pipeline-2",
-            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
-                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: "default-2"},
-            "annotations": {"owner": "my-pipeline-2", "numaflow.numaproj.io/instance": "1"}},
-        "spec": applied["spec"]["pipeline"]["spec"].clone()
-    });
-    live["spec"]["interStepBufferServiceName"] = json!("default-2");
+    let mut live = promoted_pipeline(&applied, 2);
+    live["metadata"]["annotations"]["numaflow.numaproj.io/instance"] = json!("1");
     create::<Pipeline>(&client, &ns, live, None).await;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("same.yaml");
-    std::fs::write(&file, serde_saphyr::to_string(&applied).expect("yaml")).expect("write");
-    let file = file.display().to_string();
-    let args = [
-        "plan",
-        "-f",
-        &file,
-        "--controller-namespace",
-        &ctl,
-        "-o",
-        "json",
-    ];
-    let out = run(env, &ns, &args).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let p: Value = serde_json::from_str(&out.stdout).expect("json plan");
+    let p = plan_json(env, &ns, &ctl, &applied).await;
     assert_eq!(p["strategy"], "no-op", "{p}");
     assert_eq!(p["fields"], json!([]), "{p}");
 }
@@ -1305,34 +1320,11 @@ async fn plan_keeps_the_pipeline_paused_while_a_pause_is_requested() {
     .await;
     let applied = plan_rollout("cat:v1", 5);
     create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
-    let mut live = json!({
-        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
-        "metadata": {"name": "my-pipeline-0",
-            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
-                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: "default-0"},
-            "annotations": {"owner": "my-pipeline-0"}},
-        "spec": applied["spec"]["pipeline"]["spec"].clone()
-    });
-    live["spec"]["interStepBufferServiceName"] = json!("default-0");
+    let mut live = promoted_pipeline(&applied, 0);
     live["spec"]["lifecycle"]["desiredPhase"] = json!("Paused");
     create::<Pipeline>(&client, &ns, live, None).await;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("same.yaml");
-    std::fs::write(&file, serde_saphyr::to_string(&applied).expect("yaml")).expect("write");
-    let file = file.display().to_string();
-    let args = [
-        "plan",
-        "-f",
-        &file,
-        "--controller-namespace",
-        &ctl,
-        "-o",
-        "json",
-    ];
-    let out = run(env, &ns, &args).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let p: Value = serde_json::from_str(&out.stdout).expect("json plan");
+    let p = plan_json(env, &ns, &ctl, &applied).await;
     assert_eq!(p["strategy"], "no-op", "{p}");
     assert_eq!(p["fields"], json!([]), "{p}");
     assert!(

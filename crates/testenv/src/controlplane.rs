@@ -422,51 +422,30 @@ impl TestEnv {
     /// `PodNodeSelector` and `PodTolerationRestriction` admission plugins before any pod exists
     /// (docs/real-node.md), so manifests need no change.
     pub async fn create_namespace_on_real_node(&self, prefix: &str) -> String {
-        let name = namespace_name(prefix).unwrap_or_else(|e| panic!("{e:#}"));
-        let tolerations = serde_json::json!([{
-            "key": crate::realnode::TAINT_KEY,
-            "operator": "Exists",
-            "effect": "NoSchedule"
-        }]);
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                annotations: Some(
-                    [
-                        (
-                            "scheduler.alpha.kubernetes.io/node-selector".to_string(),
-                            format!(
-                                "{}={}",
-                                crate::realnode::NODE_LABEL.0,
-                                crate::realnode::NODE_LABEL.1
-                            ),
-                        ),
-                        (
-                            "scheduler.alpha.kubernetes.io/defaultTolerations".to_string(),
-                            tolerations.to_string(),
-                        ),
-                    ]
-                    .into(),
-                ),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        if let Err(e) = Api::<Namespace>::all(self.client())
-            .create(&PostParams::default(), &ns)
+        match self
+            .create_namespace_with(prefix, crate::realnode::namespace_annotations())
             .await
         {
-            panic!("creating namespace {name}: {e}");
+            Ok(name) => name,
+            Err(e) => panic!("{e:#}"),
         }
-        name
     }
 
     /// [`TestEnv::create_namespace`], returning errors.
     pub async fn try_create_namespace(&self, prefix: &str) -> Result<String> {
+        self.create_namespace_with(prefix, Default::default()).await
+    }
+
+    async fn create_namespace_with(
+        &self,
+        prefix: &str,
+        annotations: std::collections::BTreeMap<String, String>,
+    ) -> Result<String> {
         let name = namespace_name(prefix)?;
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
+                annotations: (!annotations.is_empty()).then_some(annotations),
                 ..ObjectMeta::default()
             },
             ..Namespace::default()

@@ -321,6 +321,28 @@ async fn publish_apiserver(client: &kube::Client, node_ip: Ipv4Addr, port: u16) 
     Ok(())
 }
 
+/// The annotations that send every pod of a namespace to the real node, through the API
+/// server's `PodNodeSelector` and `PodTolerationRestriction` admission plugins
+/// (docs/real-node.md).
+pub fn namespace_annotations() -> std::collections::BTreeMap<String, String> {
+    let tolerations = serde_json::json!([{
+        "key": TAINT_KEY,
+        "operator": "Exists",
+        "effect": "NoSchedule"
+    }]);
+    [
+        (
+            "scheduler.alpha.kubernetes.io/node-selector".to_string(),
+            format!("{}={}", NODE_LABEL.0, NODE_LABEL.1),
+        ),
+        (
+            "scheduler.alpha.kubernetes.io/defaultTolerations".to_string(),
+            tolerations.to_string(),
+        ),
+    ]
+    .into()
+}
+
 /// The name of the default StorageClass the real node's claims get.
 pub const STORAGE_CLASS: &str = "standard";
 
