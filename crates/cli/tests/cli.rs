@@ -1204,6 +1204,24 @@ fn plan_rollout(image: &str, rpu: i64) -> Value {
     })
 }
 
+/// A namespace `<prefix>-…` for the rollouts, and `<prefix>-ctl-…` with the shipped USDE and
+/// controller ConfigMaps (`defaultUpgradeStrategy: progressive`) for `--controller-namespace`.
+async fn plan_namespaces(env: &TestEnv, prefix: &str) -> (String, String) {
+    let ns = env.create_namespace(prefix).await;
+    let ctl = env.create_namespace(&format!("{prefix}-ctl")).await;
+    let client = env.client();
+    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
+    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    (ns, ctl)
+}
+
+/// ISBServiceRollout `default` (JetStream 2.10.3).
+fn default_isb_rollout() -> Value {
+    json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
+           "metadata": {"name": "default"},
+           "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}})
+}
+
 /// The promoted child `my-pipeline-<n>` the controller would have made of `applied`, on ISB
 /// service child `default-<n>`.
 fn promoted_pipeline(applied: &Value, n: u32) -> Value {
@@ -1248,10 +1266,7 @@ async fn plan_json(env: &TestEnv, ns: &str, ctl: &str, manifest: &Value) -> Valu
 async fn plan_places_the_child_on_the_promoted_controller_instance() {
     let env = TestEnv::shared().await;
     let client = env.client();
-    let ns = env.create_namespace("cli-plan-placed").await;
-    let ctl = env.create_namespace("cli-plan-placed-ctl").await;
-    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
-    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    let (ns, ctl) = plan_namespaces(env, "cli-plan-placed").await;
     create::<NumaflowControllerRollout>(
         &client,
         &ns,
@@ -1263,15 +1278,7 @@ async fn plan_places_the_child_on_the_promoted_controller_instance() {
                 "name": "numaflow-controller-1", "instanceID": "1", "version": "1.8.1"}}})),
     )
     .await;
-    create::<ISBServiceRollout>(
-        &client,
-        &ns,
-        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
-               "metadata": {"name": "default"},
-               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
-        None,
-    )
-    .await;
+    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
     create::<InterStepBufferService>(
         &client,
         &ns,
@@ -1297,16 +1304,11 @@ async fn plan_places_the_child_on_the_promoted_controller_instance() {
 async fn plan_keeps_the_pipeline_paused_while_a_pause_is_requested() {
     let env = TestEnv::shared().await;
     let client = env.client();
-    let ns = env.create_namespace("cli-plan-paused").await;
-    let ctl = env.create_namespace("cli-plan-paused-ctl").await;
-    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
-    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    let (ns, ctl) = plan_namespaces(env, "cli-plan-paused").await;
     create::<ISBServiceRollout>(
         &client,
         &ns,
-        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
-               "metadata": {"name": "default"},
-               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
+        default_isb_rollout(),
         Some(json!({"phase": "Pending", "observedGeneration": 1,
                     "upgradeInProgress": "PipelinePauseAndDrain"})),
     )
@@ -1339,23 +1341,10 @@ async fn plan_keeps_the_pipeline_paused_while_a_pause_is_requested() {
 async fn plan_reports_the_strategy() {
     let env = TestEnv::shared().await;
     let client = env.client();
-    let ns = env.create_namespace("cli-plan").await;
-    // A controller namespace of its own: the shipped USDE and controller ConfigMaps
-    // (defaultUpgradeStrategy: progressive).
-    let ctl = env.create_namespace("cli-plan-ctl").await;
-    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
-    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    let (ns, ctl) = plan_namespaces(env, "cli-plan").await;
 
     // The live state the controller would have produced for plan_rollout("cat:v1", 5).
-    create::<ISBServiceRollout>(
-        &client,
-        &ns,
-        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
-               "metadata": {"name": "default"},
-               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
-        None,
-    )
-    .await;
+    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
     create::<InterStepBufferService>(
         &client,
         &ns,
@@ -1597,20 +1586,9 @@ fn every_command_has_help() {
 async fn plan_reports_a_progressive_controller_upgrade_only_when_opted_in() {
     let env = TestEnv::shared().await;
     let client = env.client();
-    let ns = env.create_namespace("cli-plan-nc").await;
-    let ctl = env.create_namespace("cli-plan-nc-ctl").await;
-    install_configmap(&client, &ctl, "config/manager/usde-config.yaml").await;
-    install_configmap(&client, &ctl, "config/manager/controller-config.yaml").await;
+    let (ns, ctl) = plan_namespaces(env, "cli-plan-nc").await;
     // The namespace: an ISB service with a pipeline on it, a MonoVertex, and the controller.
-    create::<ISBServiceRollout>(
-        &client,
-        &ns,
-        json!({"apiVersion": "numaplane.numaproj.io/v1alpha1", "kind": "ISBServiceRollout",
-               "metadata": {"name": "default"},
-               "spec": {"interStepBufferService": {"spec": {"jetstream": {"version": "2.10.3"}}}}}),
-        None,
-    )
-    .await;
+    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
     create::<PipelineRollout>(&client, &ns, plan_rollout("cat:v1", 5), None).await;
     create::<MonoVertexRollout>(&client, &ns, mono_vertex_rollout("mv"), None).await;
     let ncr = |strategy: Option<Value>| {
