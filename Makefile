@@ -69,11 +69,13 @@ image:
 ## then the real stack: the Numaflow controller (1.8.1, 1.7.5), KWOK, the Argo Rollouts controller
 ## and Prometheus, the real node's kubelet, containerd, runc, CNI plugins and images (all cached
 ## outside the repository; the scripts return at once when cached), and Debian's chromium and
-## chromium-driver for the dashboard's browser test (apt, when missing)
+## chromium-driver for the dashboard's browser test (apt, when missing), and Argo CD's built-in
+## Numaplane health checks (downloaded from the Go module proxy, not built) for docs/gitops.md
 testenv-binaries:
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/testenv-binaries.sh
 	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realstack-binaries.sh
 	K8S_VERSION=$(K8S_VERSION) NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/realnode-binaries.sh
+	NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/argocd-builtins.sh
 	./hack/browser.sh
 
 ## dataplane-images: Numaflow's data-plane images for the real node (its Rust data plane built

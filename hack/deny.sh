@@ -11,6 +11,10 @@ if ! "$cache/tools/bin/cargo-deny" --version 2>/dev/null | grep -q " $version\$"
   log "installing cargo-deny $version into $cache/tools (cold: a few minutes)"
   cargo install --locked --root "$cache/tools" --version "$version" cargo-deny
 fi
+# cargo-deny reads the whole graph offline, the crates of every platform included (not only the
+# ones this host builds): fetch them first, or a new machine fails on a crate it never needed.
+cargo fetch --locked -q
+cargo fetch --locked -q --manifest-path dataplane/counting/Cargo.toml
 checks=${DENY_CHECKS:-licenses bans sources}
 # shellcheck disable=SC2086
 "$cache/tools/bin/cargo-deny" --locked --offline check $checks

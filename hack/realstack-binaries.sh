@@ -4,17 +4,19 @@
 #   KWOK from sigs.k8s.io/kwok,
 #   the Argo Rollouts controller from github.com/argoproj/argo-rollouts (its replace directives
 #   copied into the scratch module, as its own build needs them),
-#   Prometheus and promtool from Debian trixie's `prometheus` and `promtool` packages.
+#   Prometheus and promtool from Debian trixie's `prometheus` and `promtool` packages,
+#   Helm from helm.sh/helm/v4 (the chart's tests render and install charts/numaplane with it).
 # Each is built from a scratch module of its own (no shared dependency graph, so no version
 # conflicts) into a cache outside the repository:
 #   ${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}/realstack/
-#     numaflow-v1.8.1  numaflow-v1.7.5  kwok  rollouts-controller  prometheus  promtool
+#     numaflow-v1.8.1  numaflow-v1.7.5  kwok  rollouts-controller  prometheus  promtool  helm
 # Idempotent: a binary that exists is not rebuilt. Prints the directory on the last line.
 set -euo pipefail
 
 NUMAFLOW_VERSIONS="${NUMAFLOW_VERSIONS:-v1.8.1 v1.7.5}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 ARGO_ROLLOUTS_VERSION="${ARGO_ROLLOUTS_VERSION:-v1.8.5}"
+HELM_VERSION="${HELM_VERSION:-v4.3.2}"
 CACHE_ROOT="${NUMAPLANE_TESTENV_CACHE:-$HOME/.cache/numaplane/testenv}"
 OUT="$CACHE_ROOT/realstack"
 mkdir -p "$OUT"
@@ -53,5 +55,6 @@ done
 go_build kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
 go_build rollouts-controller github.com/argoproj/argo-rollouts "$ARGO_ROLLOUTS_VERSION" \
   github.com/argoproj/argo-rollouts/cmd/rollouts-controller copy-replaces
+go_build helm helm.sh/helm/v4 "$HELM_VERSION" helm.sh/helm/v4/cmd/helm
 log "ready in $(( $(date +%s) - start ))s: $OUT"
 echo "$OUT"

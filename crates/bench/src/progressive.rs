@@ -5,10 +5,11 @@
 //! (and, on success, every replaced child drained and deleted), and how late each verdict came
 //! against the moment it was due: for a promotion the end of the trial's continuous healthy
 //! `period`, for a failure the end of the assessment window. A third run upgrades them once more
-//! judged also by the shipped samples' AnalysisTemplates, evaluated by the real Argo Rollouts
-//! analysis controller with PromQL against a real Prometheus scraping the metrics stand-in (the
-//! counters of the simulator's Ready pods); a promotion is then due once the healthy period has
-//! passed and the AnalysisRun has succeeded, whichever comes last.
+//! judged also by the shipped AnalysisTemplates (config/samples/analysis-templates.yaml),
+//! evaluated by the real Argo Rollouts analysis controller with PromQL against a real Prometheus
+//! scraping the metrics stand-in (the counters of the simulator's Ready pods); a promotion is
+//! then due once the healthy period has passed and the AnalysisRun has succeeded, whichever
+//! comes last.
 
 use crate::workload::{self, ISB_NAME, converged, reflect};
 use anyhow::{Result, bail};
@@ -62,12 +63,11 @@ pub fn monovertex_names(n: usize) -> Vec<String> {
         .collect()
 }
 
-/// The samples whose AnalysisTemplates the analysis run uses, and the templates' names.
-const PIPELINE_SAMPLE: &str = "config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml";
-const MONOVERTEX_SAMPLE: &str =
-    "config/samples/numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml";
-const PIPELINE_TEMPLATE: &str = "pipeline-template";
-const MONOVERTEX_TEMPLATE: &str = "mvtx-acknowledged-messages";
+/// The AnalysisTemplates Numaplane ships for Numaflow's real metric names (the reference
+/// samples' templates query names no pod exports), and the two the analysis run uses.
+const SHIPPED_TEMPLATES: &str = "config/samples/analysis-templates.yaml";
+const PIPELINE_TEMPLATE: &str = "pipeline-acknowledges-what-it-reads";
+const MONOVERTEX_TEMPLATE: &str = "monovertex-acknowledges-what-it-reads";
 
 /// The templates' arguments in seconds (they default to minutes): a measurement a second,
 /// eight successes in a row pass, so the run outlasts the 5 s healthy period and its verdict is
@@ -90,7 +90,7 @@ fn strategy(schedule: Schedule, template: Option<&str>) -> Value {
 }
 
 /// A three-vertex pipeline whose `cat` vertex runs `tag` of the map-cat image; judged by the
-/// sample AnalysisTemplate too when `analysis`.
+/// shipped AnalysisTemplate too when `analysis`.
 pub fn pipeline_rollout(name: &str, tag: &str, analysis: bool, schedule: Schedule) -> Value {
     json!({
         "apiVersion": "numaplane.numaproj.io/v1alpha1",
@@ -162,7 +162,8 @@ pub async fn configure(client: &Client, ns: &str) -> Result<()> {
     crate::rbac::apply(Api::namespaced(client.clone(), ns), &strategy).await
 }
 
-/// The samples' AnalysisTemplates, as shipped but for their namespace, in `ns`.
+/// The shipped AnalysisTemplates (config/samples/analysis-templates.yaml), as shipped but for their
+/// namespace, in `ns`.
 pub async fn apply_templates(client: &Client, ns: &str) -> Result<()> {
     use kube::api::{DynamicObject, Patch, PatchParams};
     use kube::core::{ApiResource, GroupVersionKind};
@@ -172,10 +173,8 @@ pub async fn apply_templates(client: &Client, ns: &str) -> Result<()> {
         "AnalysisTemplate",
     ));
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
-    for (file, name) in [
-        (PIPELINE_SAMPLE, PIPELINE_TEMPLATE),
-        (MONOVERTEX_SAMPLE, MONOVERTEX_TEMPLATE),
-    ] {
+    for name in [PIPELINE_TEMPLATE, MONOVERTEX_TEMPLATE] {
+        let file = SHIPPED_TEMPLATES;
         let Some(mut template) = crate::rbac::read_documents(file)?
             .into_iter()
             .find(|d| d["kind"] == "AnalysisTemplate" && d["metadata"]["name"] == name)
@@ -196,7 +195,7 @@ pub async fn apply_templates(client: &Client, ns: &str) -> Result<()> {
 }
 
 /// Creates (or updates) every progressive rollout with image tag `tag`, the ones whose index
-/// `fails` picks with a tag that never comes up, judged by the sample AnalysisTemplates too when
+/// `fails` picks with a tag that never comes up, judged by the shipped AnalysisTemplates too when
 /// `analysis`; returns each rollout's generation.
 pub async fn apply(
     client: &Client,

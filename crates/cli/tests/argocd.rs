@@ -4,9 +4,11 @@
 //! progressive upgrade, a trial child) are derived from them here, field by field.
 //!
 //! Also checks that `config/argocd/argocd-cm-patch.yaml` carries exactly these scripts
-//! (`UPDATE_ARGOCD_CM=1` regenerates it).
+//! (`UPDATE_ARGOCD_CM=1` regenerates it), and that docs/gitops.md shows what Argo CD's built-in
+//! Numaplane health checks say on the same objects (`UPDATE_ARGOCD_COMPARISON=1`).
 
 use mlua::{Lua, LuaSerdeExt, SerializeOptions, Table};
+use numaplane_testenv::binaries::ARGOCD_VERSION;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -525,5 +527,140 @@ fn argocd_cm_patch_is_current() {
     assert_eq!(
         actions["definitions"][1]["action.lua"],
         json!(read("actions/mark-for-deletion.lua"))
+    );
+}
+
+/// Where `hack/argocd-builtins.sh` put Argo CD's built-in health checks, one directory per kind.
+fn builtins_dir() -> PathBuf {
+    numaplane_testenv::binaries::argocd_builtins().unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// `status: message` of a health script's verdict, or the error Argo CD would show.
+fn verdict(script: &str, object: &Value) -> String {
+    let lua = Lua::new();
+    let options = SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    let obj = lua.to_value_with(object, options).expect("object to lua");
+    lua.globals().set("obj", obj).expect("set obj");
+    match lua.load(script).eval::<mlua::Value>() {
+        Ok(mlua::Value::Table(t)) => format!(
+            "{}: {}",
+            t.get::<Option<String>>("status")
+                .ok()
+                .flatten()
+                .unwrap_or_default(),
+            t.get::<Option<String>>("message")
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        ),
+        Ok(other) => format!("(no verdict: {})", other.type_name()),
+        Err(e) => format!(
+            "(script error: {})",
+            e.to_string().lines().next().unwrap_or_default()
+        ),
+    }
+}
+
+/// The comparison table of docs/gitops.md: every fixture of a kind Argo CD has a built-in check
+/// for (ours, a failed progressive trial derived from them, and Argo CD's own testdata), judged
+/// by `config/argocd/health.lua` and by Argo CD's built-in script for its kind.
+fn builtin_comparison() -> String {
+    let dir = builtins_dir();
+    let ours = read("health.lua");
+    let mut rows: Vec<(String, Value)> = Vec::new();
+    for name in [
+        "pipelinerollout-deployed",
+        "pipelinerollout-paused",
+        "pipelinerollout-pausing",
+        "pipelinerollout-pause-and-drain",
+        "pipelinerollout-failed",
+        "monovertexrollout-deployed",
+        "monovertexrollout-paused",
+        "isbservicerollout-deployed",
+        "numaflowcontrollerrollout-deployed",
+    ] {
+        rows.push((format!("`testdata/{name}.json`"), fixture(name)));
+    }
+    let mut failed_trial = fixture("pipelinerollout-deployed");
+    failed_trial["status"]["phase"] = json!("Pending");
+    failed_trial["status"]["upgradeInProgress"] = json!("Progressive");
+    set_condition(
+        &mut failed_trial,
+        "ProgressiveUpgradeSucceeded",
+        "False",
+        "Failed",
+        "New Child Object demo/my-pipeline-1 Failed",
+    );
+    rows.push((
+        "`pipelinerollout-deployed` with a failed trial".to_string(),
+        failed_trial,
+    ));
+    let mut kinds: Vec<String> = std::fs::read_dir(&dir)
+        .expect("builtins dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("health.lua").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    kinds.sort();
+    for kind in &kinds {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(kind).join("testdata"))
+            .expect("testdata")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("Argo CD testdata");
+            let obj: Value = serde_saphyr::from_str(&text).expect("Argo CD testdata YAML");
+            let file = f.file_name().unwrap_or_default().to_string_lossy();
+            rows.push((format!("Argo CD's `{kind}/{file}`"), obj));
+        }
+    }
+    let mut out = format!(
+        "| fixture | `config/argocd/health.lua` | Argo CD {ARGOCD_VERSION} built-in |\n|---|---|---|\n"
+    );
+    for (label, obj) in rows {
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        assert!(
+            kinds.contains(&kind),
+            "{label}: Argo CD {ARGOCD_VERSION} has no built-in check for {kind}"
+        );
+        let builtin = std::fs::read_to_string(dir.join(&kind).join("health.lua"))
+            .expect("built-in health.lua");
+        let cell = |s: String| s.replace('|', "\\|");
+        out.push_str(&format!(
+            "| {label} | {} | {} |\n",
+            cell(verdict(&ours, &obj)),
+            cell(verdict(&builtin, &obj))
+        ));
+    }
+    out
+}
+
+const COMPARISON_BEGIN: &str =
+    "<!-- argocd-builtin-comparison: generated by crates/cli/tests/argocd.rs -->\n";
+const COMPARISON_END: &str = "<!-- /argocd-builtin-comparison -->";
+
+/// docs/gitops.md shows what Argo CD's built-in checks and ours say on the same objects; the
+/// table is what this test computes (`UPDATE_ARGOCD_COMPARISON=1` rewrites it).
+#[test]
+fn builtin_health_checks_are_compared_in_the_docs() {
+    let table = builtin_comparison();
+    let path = argocd_dir().join("../../docs/gitops.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/gitops.md");
+    let (start, end) = match (doc.find(COMPARISON_BEGIN), doc.find(COMPARISON_END)) {
+        (Some(s), Some(e)) if s < e => (s + COMPARISON_BEGIN.len(), e),
+        _ => panic!("docs/gitops.md has no {COMPARISON_BEGIN:?} … {COMPARISON_END:?} section"),
+    };
+    if std::env::var_os("UPDATE_ARGOCD_COMPARISON").is_some() {
+        let updated = format!("{}{table}{}", &doc[..start], &doc[end..]);
+        std::fs::write(&path, updated).expect("write docs/gitops.md");
+        return;
+    }
+    pretty_assertions::assert_eq!(
+        &doc[start..end],
+        table.as_str(),
+        "docs/gitops.md's comparison is out of date: rerun with UPDATE_ARGOCD_COMPARISON=1"
     );
 }

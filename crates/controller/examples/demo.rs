@@ -67,6 +67,10 @@ const ISBR_SAMPLE: &str = "config/samples/numaplane.numaproj.io_v1alpha1_isbserv
 const NCR_SAMPLE: &str =
     "config/samples/numaplane.numaproj.io_v1alpha1_numaflowcontrollerrollout.yaml";
 const NS_CONFIG_SAMPLE: &str = "config/samples/namespace-level-config.yaml";
+/// The AnalysisTemplates Numaplane ships for Numaflow's real metric names: the samples'
+/// templates query names no Numaflow pod exports (docs/compatibility.md), so the demo's rollouts
+/// are judged by these too.
+const SHIPPED_TEMPLATES: &str = "config/samples/analysis-templates.yaml";
 
 const CAT_V1: &str = "quay.io/numaio/numaflow-go/map-cat:v1";
 /// An unpullable tag: KWOK reports its pods in ImagePullBackOff.
@@ -96,13 +100,25 @@ fn docs(rel: &str) -> anyhow::Result<Vec<Value>> {
 }
 
 /// The Numaplane object of a sample file (its AnalysisTemplates are applied separately). A
-/// rollout with analysis passes the templates arguments of seconds (a measurement a second,
-/// three successes in a row), as a user shortening them would; the templates stay unchanged.
+/// rollout with analysis also names the shipped template for its kind and passes the templates
+/// arguments of seconds (a measurement a second, three successes in a row), as a user
+/// shortening them would; the templates stay unchanged.
 fn rollout_sample(rel: &str) -> anyhow::Result<Value> {
     let mut r = docs(rel)?
         .into_iter()
         .find(|d| d["apiVersion"] == numaplane_api::API_VERSION)
         .with_context(|| format!("no Numaplane object in {rel}"))?;
+    let shipped = match r["kind"].as_str() {
+        Some("PipelineRollout") => Some("pipeline-acknowledges-what-it-reads"),
+        Some("MonoVertexRollout") => Some("monovertex-acknowledges-what-it-reads"),
+        _ => None,
+    };
+    if let (Some(shipped), Some(templates)) = (
+        shipped,
+        r["spec"]["strategy"]["analysis"]["templates"].as_array_mut(),
+    ) {
+        templates.push(json!({"templateName": shipped}));
+    }
     if r["spec"]["strategy"]["analysis"].is_object() {
         r["spec"]["strategy"]["analysis"]["args"] = json!([
             {"name": "interval", "value": "1s"},
@@ -578,8 +594,12 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     s.say(
         "Samples: NumaflowControllerRollout (1.5.2), ISBServiceRollout my-isbsvc,\n\
          PipelineRollout my-pipeline and MonoVertexRollout my-monovertex (with their\n\
-         AnalysisTemplates). The cluster default strategy is progressive.",
+         AnalysisTemplates, and the ones Numaplane ships for Numaflow's real metric names).\n\
+         The cluster default strategy is progressive.",
     );
+    for template in docs(SHIPPED_TEMPLATES)? {
+        c.apply(&template).await?;
+    }
     for rel in [NCR_SAMPLE, ISBR_SAMPLE, PR_SAMPLE, MVR_SAMPLE] {
         for extra in sample_extras(rel)? {
             c.apply(&extra).await?;

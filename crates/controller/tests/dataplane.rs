@@ -17,8 +17,12 @@ use numaplane_api::progressive::AssessmentResult;
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
 };
+use numaplane_testenv::realstack::metrics;
 use serde_json::{Value, json};
 use support::Harness;
+use support::analysis::{
+    MONOVERTEX_TEMPLATE, PIPELINE_TEMPLATE, SHIPPED_TEMPLATES, apply_sample_template, run_phase,
+};
 use support::dataplane::{
     CountDir, Tally, counting_monovertex, counting_pipeline, monovertex_with_failing_sink,
     with_crashing_map, with_failing_sink, with_map_renamed, with_slow_map,
@@ -56,7 +60,8 @@ async fn ppnd_pipeline() -> Tally {
     assert_real_metric_names(
         &h,
         "numaflow.numaproj.io/pipeline-name=pr-0,numaflow.numaproj.io/vertex-name=out",
-        "forwarder_read_total",
+        &metrics::VERTEX_FAMILIES,
+        &metrics::VERTEX_LABELS,
     )
     .await;
 
@@ -338,23 +343,62 @@ fn exports(text: &str, metric: &str) -> bool {
         .any(|l| !l.starts_with('#') && l.split(['{', ' ']).next() == Some(metric))
 }
 
-/// What the real pods export, checked where the shipped AnalysisTemplates look
-/// (docs/dataplane.md): the names carry no `numaflow_` prefix.
-async fn assert_real_metric_names(h: &Harness, selector: &str, read: &str) {
-    let text = pod_metrics(h, selector).await;
-    assert!(exports(&text, read), "{selector} exports {read}:\n{text}");
-    let prefixed = format!("numaflow_{read}");
-    assert!(
-        !exports(&text, &prefixed),
-        "{selector} exports no {prefixed} (the reference samples' name)"
-    );
+/// The label names of `metric`'s samples in `text`, over all its series.
+fn label_names(text: &str, metric: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.split(['{', ' ']).next() == Some(metric))
+        .filter_map(|l| {
+            l.split_once('{')?
+                .1
+                .split_once('}')
+                .map(|(ls, _)| ls.to_string())
+        })
+        .flat_map(|ls| {
+            ls.split(',')
+                .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim().to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
-/// The images of a pipeline's vertex pods, each once.
-async fn vertex_images(h: &Harness) -> Vec<String> {
+/// What the real pods export, checked where the shipped AnalysisTemplates look
+/// (docs/dataplane.md): the names carry no `numaflow_` prefix, and the metrics stand-in that
+/// serves KWOK's pods exports the same families with labels the real series carry.
+async fn assert_real_metric_names(
+    h: &Harness,
+    selector: &str,
+    families: &[&str],
+    standin_labels: &[&str],
+) {
+    let text = pod_metrics(h, selector).await;
+    for family in families {
+        assert!(
+            exports(&text, family),
+            "{selector} exports {family}:\n{text}"
+        );
+        let prefixed = format!("numaflow_{family}");
+        assert!(
+            !exports(&text, &prefixed),
+            "{selector} exports no {prefixed} (the reference samples' name)"
+        );
+        let real = label_names(&text, family);
+        for label in standin_labels {
+            assert!(
+                real.contains(*label),
+                "{family} of {selector} carries {label}, as the metrics stand-in's does: {real:?}"
+            );
+        }
+    }
+}
+
+/// The images of pipeline `pipeline`'s vertex pods, each once.
+async fn vertex_images(h: &Harness, pipeline: &str) -> Vec<String> {
     let pods: Vec<k8s_openapi::api::core::v1::Pod> = h
         .api::<k8s_openapi::api::core::v1::Pod>()
-        .list(&kube::api::ListParams::default().labels("numaflow.numaproj.io/pipeline-name=pr-0"))
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&format!("numaflow.numaproj.io/pipeline-name={pipeline}")),
+        )
         .await
         .map(|l| l.items)
         .unwrap_or_default();
@@ -392,7 +436,7 @@ async fn ppnd_numaflow_controller() -> Tally {
     let count = CountDir::new();
     flowing_pipeline(&h, &count).await;
     assert_eq!(
-        vertex_images(&h).await,
+        vertex_images(&h, "pr-0").await,
         ["quay.io/numaproj/numaflow:v1.7.5"],
         "the vertices run Numaflow 1.7.5's data plane"
     );
@@ -407,7 +451,7 @@ async fn ppnd_numaflow_controller() -> Tally {
     )
     .await;
     support::eventually_within(UPGRADE, "the vertices on 1.8.1's data plane", || async {
-        (vertex_images(&h).await == ["quay.io/numaproj/numaflow:v1.8.1"]).then_some(())
+        (vertex_images(&h, "pr-0").await == ["quay.io/numaproj/numaflow:v1.8.1"]).then_some(())
     })
     .await;
     h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
@@ -415,6 +459,58 @@ async fn ppnd_numaflow_controller() -> Tally {
     assert!(
         paused_drained_at(&seen).is_some(),
         "the pipeline was paused and drained before the controller changed"
+    );
+    count
+        .flowing(FLOWING, UPGRADE, "messages after the controller upgrade")
+        .await;
+    finish(&h, &count, false).await
+}
+
+/// A progressive Numaflow controller upgrade (1.7.5 to 1.8.1,
+/// docs/progressive-numaflow-controller.md): a trial controller on an instance of its own, the
+/// ISB service and the pipeline carried onto it as trials and promoted together; the replaced
+/// pipeline is drained by the old controller before it goes; no message is lost.
+async fn progressive_numaflow_controller() -> Tally {
+    if let Err(e) = numaplane_testenv::binaries::DataPlaneImages::require(
+        numaplane_testenv::binaries::NUMAFLOW_PREVIOUS_ARCHIVE,
+    ) {
+        panic!("{e:#}");
+    }
+    let h = Harness::start_dataplane_on("dp-ncp", PROGRESSIVE, "1.7.5").await;
+    let count = CountDir::new();
+    flowing_pipeline(&h, &count).await;
+    assert_eq!(
+        vertex_images(&h, "pr-0").await,
+        ["quay.io/numaproj/numaflow:v1.7.5"],
+        "the vertices run Numaflow 1.7.5's data plane"
+    );
+    let seen = record::<Pipeline>(&h, "pr-0").await;
+    let mut ncr = nc_rollout("1.8.1");
+    ncr["spec"]["strategy"] = json!({"progressive": {"assessmentSchedule": "0,600,0,2"}});
+    h.apply::<NumaflowControllerRollout>(ncr).await;
+    support::eventually_within(UPGRADE, "pr-1 promoted on 1.8.1, pr-0 deleted", || async {
+        (pipelines(&h).await == ["pr-1"]
+            && vertex_images(&h, "pr-1").await == ["quay.io/numaproj/numaflow:v1.8.1"])
+        .then_some(())
+    })
+    .await;
+    h.until_within(
+        UPGRADE,
+        "ncr settled on 1.8.1",
+        "numaflow-controller",
+        settled::<NumaflowControllerRollout>,
+    )
+    .await;
+    h.until_within(
+        UPGRADE,
+        "pr settled on pr-1",
+        "pr",
+        settled::<PipelineRollout>,
+    )
+    .await;
+    assert!(
+        paused_drained_at(&seen).is_some(),
+        "the replaced pipeline was drained by its own controller before it went"
     );
     count
         .flowing(FLOWING, UPGRADE, "messages after the controller upgrade")
@@ -446,7 +542,8 @@ async fn progressive_monovertex() -> Tally {
     assert_real_metric_names(
         &h,
         "numaflow.numaproj.io/mono-vertex-name=mvr-0",
-        "monovtx_read_total",
+        &metrics::MONOVERTEX_FAMILIES,
+        &metrics::MONOVERTEX_LABELS,
     )
     .await;
     h.apply::<MonoVertexRollout>(mvr(counting_monovertex(count.path(), 2)))
@@ -468,9 +565,6 @@ async fn progressive_monovertex() -> Tally {
     finish(&h, &count, false).await
 }
 
-/// The shipped AnalysisTemplates that judge real data (config/samples/analysis-templates.yaml).
-const TEMPLATES: &str = "analysis-templates.yaml";
-
 /// A rollout judged by the shipped template `template`, measured every 2 s: 5 successes in a
 /// row pass, a third failure fails.
 fn analysed(mut rollout: Value, template: &str) -> Value {
@@ -489,7 +583,7 @@ fn analysed(mut rollout: Value, template: &str) -> Value {
 async fn run_ended(h: &Harness, name: &str) -> String {
     support::eventually_within(UPGRADE, &format!("AnalysisRun {name} ended"), || async {
         let run: numaplane_api::numaflow::AnalysisRun = h.api().get_opt(name).await.ok()??;
-        let phase = support::analysis::run_phase(&run);
+        let phase = run_phase(&run);
         matches!(
             phase.as_str(),
             "Successful" | "Failed" | "Error" | "Inconclusive"
@@ -505,7 +599,7 @@ async fn run_ended(h: &Harness, name: &str) -> String {
 /// is promoted and the failed trial force-drained; no message is lost.
 async fn progressive_analysis_pipeline() -> Tally {
     let h = Harness::start_dataplane("dp-ana", PROGRESSIVE).await;
-    support::analysis::apply_sample_template(&h, TEMPLATES).await;
+    apply_sample_template(&h, SHIPPED_TEMPLATES).await;
     let count = CountDir::new();
     let judged = |g| {
         analysed(
@@ -567,7 +661,7 @@ async fn progressive_analysis_pipeline() -> Tally {
 /// message, so the failing trial holds nothing).
 async fn progressive_analysis_monovertex() -> Tally {
     let h = Harness::start_dataplane("dp-anamv", PROGRESSIVE).await;
-    support::analysis::apply_sample_template(&h, TEMPLATES).await;
+    apply_sample_template(&h, SHIPPED_TEMPLATES).await;
     let count = CountDir::new();
     let judged = |spec| analysed(mvr(spec), MONOVERTEX_TEMPLATE);
     h.apply::<MonoVertexRollout>(judged(counting_monovertex(count.path(), 1)))
@@ -608,9 +702,6 @@ async fn progressive_analysis_monovertex() -> Tally {
     finish(&h, &count, false).await
 }
 
-const PIPELINE_TEMPLATE: &str = "pipeline-acknowledges-what-it-reads";
-const MONOVERTEX_TEMPLATE: &str = "monovertex-acknowledges-what-it-reads";
-
 type Scenario = fn() -> BoxFuture<'static, Tally>;
 
 /// Every scenario: name, what it shows, how it runs.
@@ -629,6 +720,11 @@ const SCENARIOS: &[(&str, &str, Scenario)] = &[
         "progressive-pipeline",
         "progressive upgrade of a pipeline, trial promoted, replaced pipeline recycled",
         || Box::pin(progressive_pipeline()),
+    ),
+    (
+        "progressive-numaflow-controller",
+        "progressive Numaflow controller upgrade (1.7.5 to 1.8.1): the pipeline's trial on the trial controller promoted, the old one drained",
+        || Box::pin(progressive_numaflow_controller()),
     ),
     (
         "ppnd-isbsvc",

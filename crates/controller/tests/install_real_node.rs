@@ -11,147 +11,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use numaplane_api::common::{Phase, Status};
-use numaplane_api::{ISBServiceRollout, PipelineRollout};
 use numaplane_testenv::{TestEnv, TestEnvOptions};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
+use support::install::*;
 use support::invariants::Recorder;
-use support::{eventually, install_numaflow, lease_holder, repo};
+use support::{eventually, lease_holder, repo};
 
-const NS: &str = "numaplane-system";
-const SAMPLES: &str = "example-namespace";
 const DEPLOYMENT: &str = "numaplane-controller-manager";
 const OPERATOR_USER: &str = "system:serviceaccount:numaplane-system:numaplane-sa";
-const BIN: &str = env!("CARGO_BIN_EXE_numaplane");
-
-/// Runs kubectl against `env` as its administrator; panics with its output if it fails.
-fn kubectl(env: &TestEnv, args: &[&str]) -> String {
-    let bin = numaplane_testenv::binaries::kubectl().expect("kubectl");
-    let out = Command::new(&bin)
-        .current_dir(repo(""))
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The commands of the first `sh` block under README.md's "## Install".
-fn readme_install_commands() -> Vec<String> {
-    let readme = std::fs::read_to_string(repo("README.md")).expect("README.md");
-    let section = readme
-        .split("\n## Install\n")
-        .nth(1)
-        .expect("README.md has an `## Install` section");
-    let block = section
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|b| b.split("\n```").next())
-        .expect("the Install section opens with a sh block");
-    let commands: Vec<String> = block
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect();
-    assert!(!commands.is_empty(), "README.md's install block is empty");
-    commands
-}
-
-/// Builds the image from this build's operator binary with `tag`; `epoch` sets every time
-/// stamp of the image, so another epoch gives another digest, as a new release would.
-fn build_image(out: &Path, tag: &str, epoch: &str) -> PathBuf {
-    let result = Command::new(repo("hack/image.sh"))
-        .env("NUMAPLANE_IMAGE_BIN", BIN)
-        .env("NUMAPLANE_IMAGE_OUT", out)
-        .env("NUMAPLANE_IMAGE_TAG", tag)
-        .env("SOURCE_DATE_EPOCH", epoch)
-        .env_remove("NUMAPLANE_IMAGE_NAME")
-        .output()
-        .expect("run hack/image.sh");
-    assert!(
-        result.status.success(),
-        "hack/image.sh failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    let version = env!("CARGO_PKG_VERSION");
-    out.join(format!("numaplane-{version}.oci.tar"))
-}
-
-/// The operator's pods, oldest first.
-async fn operator_pods(pods: &Api<Pod>) -> Vec<Pod> {
-    let lp = ListParams::default().labels("app.kubernetes.io/name=controller-manager");
-    let mut list = pods.list(&lp).await.map(|l| l.items).unwrap_or_default();
-    list.retain(|p| p.metadata.deletion_timestamp.is_none());
-    list.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-    list
-}
-
-fn name(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
-fn ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn restarts(p: &Pod) -> i32 {
-    p.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
-        .unwrap_or(0)
-}
-
-fn image_id(p: &Pod) -> String {
-    p.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.first())
-        .map(|c| c.image_id.clone())
-        .unwrap_or_default()
-}
-
-/// `count` Ready pods of the operator, all on the real node, none restarted.
-async fn wait_for_pods(pods: &Api<Pod>, count: usize, what: &str) -> Vec<Pod> {
-    eventually(what, || async {
-        let list = operator_pods(pods).await;
-        (list.len() == count && list.iter().all(ready)).then_some(list)
-    })
-    .await
-    .into_iter()
-    .inspect(|p| {
-        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-        assert_eq!(
-            node.as_deref(),
-            Some(numaplane_testenv::realnode::NODE_NAME),
-            "{} runs on the real node",
-            name(p)
-        );
-        assert_eq!(restarts(p), 0, "{} never restarted (liveness)", name(p));
-    })
-    .collect()
-}
-
-/// A GET through the API server's proxy to a pod's port.
-async fn pod_get(client: &kube::Client, pod: &str, port: u16, path: &str) -> Option<String> {
-    let uri = format!("/api/v1/namespaces/{NS}/pods/{pod}:{port}/proxy{path}");
-    let req = http::Request::get(uri).body(Vec::new()).ok()?;
-    client.request_text(req).await.ok()
-}
 
 /// What the kernel says about the container's process: the one process named `numaplane` in
 /// the pod's cgroup (kubelet's cgroupfs layout names it `pod<uid>`).
@@ -243,31 +112,6 @@ async fn lease_holder_pod(leases: &Api<Lease>) -> Option<String> {
     Some(holder.split('_').next().unwrap_or_default().to_string())
 }
 
-/// Every rollout of the samples' namespace Deployed for its current generation.
-async fn samples_converged(client: &kube::Client, what: &str) {
-    let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), SAMPLES);
-    let isbs: Api<ISBServiceRollout> = Api::namespaced(client.clone(), SAMPLES);
-    eventually(what, || async {
-        let pr = prs.get("my-pipeline").await.ok()?;
-        let isb = isbs.get("my-isbsvc").await.ok()?;
-        let done = |generation: Option<i64>, status: Option<&Status>| {
-            status.is_some_and(|s| {
-                s.phase == Phase::Deployed && Some(s.observed_generation) == generation
-            })
-        };
-        let pr_done = done(
-            pr.metadata.generation,
-            pr.status.as_ref().map(|s| &s.status),
-        );
-        let isb_done = done(
-            isb.metadata.generation,
-            isb.status.as_ref().map(|s| &s.status),
-        );
-        (pr_done && isb_done).then_some(())
-    })
-    .await;
-}
-
 /// The operator's writes in the audit log from byte `from` on: `(verb, resource, name)` of every
 /// create, update, patch or delete.
 fn operator_writes(audit: &Path, from: usize) -> (Vec<(String, String, String)>, usize) {
@@ -337,44 +181,13 @@ async fn the_readme_install_runs_the_operator_as_a_pod_on_a_real_node() {
     // The test stack's way to send a namespace's pods to the real node (docs/real-node.md); the
     // install itself stays exactly as the README gives it.
     kubectl(&env, &["create", "namespace", NS]);
-    kubectl(
-        &env,
-        &[
-            "annotate",
-            "namespace",
-            NS,
-            "scheduler.alpha.kubernetes.io/node-selector=type=real",
-            r#"scheduler.alpha.kubernetes.io/defaultTolerations=[{"key":"numaplane.io/real-node","operator":"Exists","effect":"NoSchedule"}]"#,
-        ],
-    );
-    let kubectl_dir = numaplane_testenv::binaries::kubectl()
-        .expect("kubectl")
-        .parent()
-        .expect("kubectl's directory")
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        kubectl_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    for command in readme_install_commands() {
+    send_to_real_node(&env, NS);
+    for command in doc_commands("README.md", "Install", 0) {
         assert!(
             command.starts_with("kubectl "),
             "README's install runs kubectl only here: {command}"
         );
-        let out = Command::new("sh")
-            .args(["-c", &command])
-            .current_dir(repo(""))
-            .env("PATH", &path)
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .output()
-            .expect("run a README install command");
-        assert!(
-            out.status.success(),
-            "`{command}` failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_doc_command(&env, &command, "");
     }
 
     // Up under its ServiceAccount, Ready (the readiness probe passed), on the real node.
@@ -409,21 +222,20 @@ async fn the_readme_install_runs_the_operator_as_a_pod_on_a_real_node() {
     );
     assert_confined(pod);
 
-    // A reference sample, unchanged, to Deployed: the Numaflow controller first (the samples'
-    // NumaflowControllerRollout names a version this stack does not build), then the ISB
-    // service and the pipeline from config/samples.
-    kubectl(&env, &["create", "namespace", SAMPLES]);
+    // docs/getting-started.md's "On a real cluster", as written: the install again (a no-op),
+    // its rollout status, the reference samples (`kubectl apply -k config/samples`: the Numaflow
+    // controller, an ISB service, a pipeline, a MonoVertex, AnalysisTemplates) and
+    // `kubectl numaplane get -w` showing them. `cargo install` is left to the test build, whose
+    // plugin is on the PATH.
     let recorder = Recorder::start(&client, SAMPLES).await;
     recorder.configure(
         &std::fs::read_to_string(repo("config/manager/controller-config.yaml"))
             .expect("controller-config.yaml"),
     );
-    install_numaflow(&client, NS, SAMPLES, "1.8.1").await;
-    for sample in [
-        "config/samples/numaplane.numaproj.io_v1alpha1_isbservicerollout.yaml",
-        "config/samples/numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml",
-    ] {
-        kubectl(&env, &["apply", "--server-side", "-f", sample]);
+    for block in 0..2 {
+        for command in doc_commands("docs/getting-started.md", "On a real cluster", block) {
+            run_doc_command(&env, &command, "my-pipeline");
+        }
     }
     samples_converged(&client, "the samples Deployed by the operator in its pod").await;
 

@@ -1,8 +1,9 @@
-//! Progressive pipeline upgrades judged for real: the AnalysisTemplate shipped in
-//! `config/samples` (unchanged; only its namespace is the test's), evaluated by the real Argo
-//! Rollouts controller with real PromQL against a real Prometheus, which scrapes the metrics a
-//! running pipeline would export (the metrics stand-in, counting while KWOK's pods are Ready).
-//! Pipelines run under the real Numaflow controller.
+//! Progressive upgrades judged for real: the AnalysisTemplates shipped in `config/samples`
+//! (unchanged; only their namespace is the test's), evaluated by the real Argo Rollouts
+//! controller with real PromQL against a real Prometheus, which scrapes the metrics a running
+//! pipeline exports under Numaflow's real names (the metrics stand-in, counting while KWOK's pods
+//! are Ready). Pipelines run under the real Numaflow controller. The reference sample's template
+//! runs beside the shipped one, to show that it passes a trial whose sink never acknowledges.
 
 mod support;
 
@@ -28,11 +29,16 @@ async fn a_healthy_trial_is_promoted_by_real_analysis() {
         })
         .await;
     assert_eq!(r.1.child.assessment_result, Some(AssessmentResult::Success));
-    // Argo decided it, from Prometheus: every measurement of every metric is a success, and
-    // acknowledged messages were seen (the query returns 1 only when read == 0 or acks > 0).
+    // Argo decided it, from Prometheus: every measurement of every metric is a success; the
+    // shipped template counted no vertex reading without acknowledging.
     let run: AnalysisRun = h.api().get("pipeline-pr-1").await.expect("AnalysisRun");
     assert_eq!(run_phase(&run), "Successful", "{:?}", run.status);
     let ms = measurements(&run);
+    assert!(
+        ms.iter()
+            .any(|(m, v, p)| m == SHIPPED_METRIC && p == "Successful" && v == "[0]"),
+        "{ms:?}"
+    );
     for metric in ["in", "cat", "out"] {
         assert!(
             ms.iter()
@@ -86,8 +92,15 @@ async fn a_trial_whose_sink_never_acks_is_rolled_back_by_real_analysis() {
     let ms = measurements(&run);
     assert!(
         ms.iter()
-            .any(|(m, v, p)| m == "out" && p == "Failed" && v == "[0]"),
-        "the sink's metric failed on real data: {ms:?}"
+            .any(|(m, v, p)| m == SHIPPED_METRIC && p == "Failed" && v == "[1]"),
+        "the shipped template counted the sink reading without acknowledging: {ms:?}"
+    );
+    // The reference sample's template queries names no Numaflow pod exports: it finds nothing
+    // and passes the same trial (docs/compatibility.md).
+    assert!(
+        ms.iter().any(|(m, _, p)| m == "out" && p == "Successful")
+            && !ms.iter().any(|(m, _, p)| m == "out" && p != "Successful"),
+        "the sample's metric passed what the shipped one failed: {ms:?}"
     );
     // Rolled back: pr-0 stays promoted with its scale back, pr-1 is not promoted.
     h.until::<Pipeline, _, _>("pr-0 promoted, scale restored", "pr-0", |p| {
@@ -103,7 +116,12 @@ async fn a_trial_whose_sink_never_acks_is_rolled_back_by_real_analysis() {
     h.assert_invariants().await;
 }
 
-/// The sample MonoVertexRollout with its sink running `sink`.
+/// The metric of the shipped pipeline template.
+const SHIPPED_METRIC: &str = "vertices-reading-without-acknowledging";
+/// The metric of the shipped MonoVertex template.
+const SHIPPED_MV_METRIC: &str = "reading-without-acknowledging";
+
+/// The sample MonoVertexRollout with its sink running `sink`, judged by the shipped template.
 fn mvr(sink: &str) -> Value {
     let mut r = sample("numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml")
         .into_iter()
@@ -111,6 +129,7 @@ fn mvr(sink: &str) -> Value {
         .expect("the sample has a MonoVertexRollout");
     r["metadata"] = json!({"name": "mvr"});
     r["spec"]["monoVertex"]["spec"]["sink"]["udsink"]["container"]["image"] = json!(sink);
+    r["spec"]["strategy"]["analysis"]["templates"] = json!([{"templateName": MONOVERTEX_TEMPLATE}]);
     r["spec"]["strategy"]["analysis"]["args"] = fast_args();
     r
 }
@@ -121,11 +140,11 @@ const SINK2: &str = "quay.io/numaio/numaflow-go/sink-log:v1";
 const FAILING_SINK: &str = "quay.io/numaio/numaflow-go/sink-log-failure:stable";
 
 #[tokio::test]
-async fn monovertex_trials_are_judged_by_the_sample_template() {
+async fn monovertex_trials_are_judged_by_the_shipped_template() {
     use numaplane_api::MonoVertexRollout;
     use numaplane_api::numaflow::MonoVertex;
     let h = Harness::start_real("real-ar-mv", CONFIG).await;
-    apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml").await;
+    apply_sample_template(&h, SHIPPED_TEMPLATES).await;
     h.apply::<MonoVertexRollout>(mvr(SINK)).await;
     h.until::<MonoVertexRollout, _, _>("mvr-0 deployed", "mvr", settled)
         .await;
@@ -150,7 +169,7 @@ async fn monovertex_trials_are_judged_by_the_sample_template() {
     assert!(
         measurements(&run)
             .iter()
-            .any(|(m, v, p)| m == "acknowledged-messages" && p == "Successful" && v == "[1]")
+            .any(|(m, v, p)| m == SHIPPED_MV_METRIC && p == "Successful" && v == "[0]")
     );
 
     // The sample's failing sink: reads, never acknowledges; the run fails and mvr-1 stays.
@@ -166,7 +185,7 @@ async fn monovertex_trials_are_judged_by_the_sample_template() {
     assert!(
         measurements(&run)
             .iter()
-            .any(|(m, v, p)| m == "acknowledged-messages" && p == "Failed" && v == "[0]"),
+            .any(|(m, v, p)| m == SHIPPED_MV_METRIC && p == "Failed" && v == "[1]"),
         "{:?}",
         measurements(&run)
     );
@@ -214,7 +233,7 @@ async fn monovertex_trials_are_judged_by_merged_nested_templates() {
     let h = Harness::start_real("real-ar-mv2", CONFIG).await;
     apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml").await;
     let cluster = format!("read-messages-{}", h.ns);
-    let query = "sum(numaflow_monovtx_read_total{namespace=\"{{args.monovertex-namespace}}\", \
+    let query = "sum(monovtx_read_total{namespace=\"{{args.monovertex-namespace}}\", \
                  mvtx_name=\"{{args.upgrading-monovertex-name}}\"}) or vector(0)";
     apply_template(
         &h,
@@ -315,7 +334,7 @@ async fn a_finished_run_is_acted_on_before_the_next_sample() {
     use numaplane_api::numaflow::MonoVertex;
     use std::time::{Duration, Instant};
     let h = Harness::start_real("real-ar-wake", CONFIG).await;
-    apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_monovertexrollout.yaml").await;
+    apply_sample_template(&h, SHIPPED_TEMPLATES).await;
     let slow_samples = |sink: &str| {
         let mut r = mvr(sink);
         r["spec"]["strategy"]["progressive"] = json!({"assessmentSchedule": "0,120,1,30"});

@@ -115,6 +115,25 @@ pub fn cache_dir() -> Option<PathBuf> {
     Some(root.join(K8S_VERSION))
 }
 
+/// The Argo CD release whose built-in Numaplane health checks are compared with config/argocd.
+pub const ARGOCD_VERSION: &str = "v3.6.2";
+
+/// Where `hack/argocd-builtins.sh` put Argo CD's built-in Numaplane health checks (one directory
+/// per kind: `health.lua`, `testdata/*.yaml`).
+pub fn argocd_builtins() -> Result<PathBuf> {
+    let dir = cache_dir()
+        .map(|c| c.with_file_name(format!("argocd-{ARGOCD_VERSION}")))
+        .unwrap_or_default();
+    if !dir.join(".complete").is_file() {
+        bail!(
+            "Argo CD's built-in health checks are missing at {}: fetch them with `make \
+             testenv-binaries` (hack/argocd-builtins.sh)",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata()
@@ -147,6 +166,8 @@ pub struct RealStackBinaries {
     pub prometheus: PathBuf,
     /// Prometheus's rule checker and tester (the shipped alerting rules are tested with it).
     pub promtool: PathBuf,
+    /// Helm, which renders and installs charts/numaplane in its tests.
+    pub helm: PathBuf,
 }
 
 impl RealStackBinaries {
@@ -173,6 +194,7 @@ impl RealStackBinaries {
             rollouts_controller: in_cache("rollouts-controller"),
             prometheus: in_cache("prometheus"),
             promtool: in_cache("promtool"),
+            helm: in_cache("helm"),
         };
         let mut all = vec![
             &bins.kube_scheduler,
@@ -180,6 +202,7 @@ impl RealStackBinaries {
             &bins.rollouts_controller,
             &bins.prometheus,
             &bins.promtool,
+            &bins.helm,
         ];
         all.extend(bins.numaflow.iter().map(|(_, p)| p));
         let missing: Vec<String> = all

@@ -1,4 +1,4 @@
-//! The real-analysis suites' shared pieces: the shipped samples (their AnalysisTemplates applied
+//! The real-analysis suites' shared pieces: the shipped samples and AnalysisTemplates (applied
 //! unchanged), template arguments of seconds, a pipeline on the real stack under progressive, and
 //! readers of what Argo Rollouts recorded in an AnalysisRun.
 
@@ -25,6 +25,13 @@ progressive:
 
 pub const CAT: &str = "quay.io/numaio/numaflow-go/map-cat:stable";
 pub const CAT2: &str = "quay.io/numaio/numaflow-go/map-cat:v1";
+
+/// The AnalysisTemplates Numaplane ships for Numaflow's real metric names, and their names.
+pub const SHIPPED_TEMPLATES: &str = "analysis-templates.yaml";
+pub const PIPELINE_TEMPLATE: &str = "pipeline-acknowledges-what-it-reads";
+pub const MONOVERTEX_TEMPLATE: &str = "monovertex-acknowledges-what-it-reads";
+/// The reference sample's pipeline template (it queries `numaflow_`-prefixed names).
+pub const SAMPLE_PIPELINE_TEMPLATE: &str = "pipeline-template";
 
 /// The documents of a file in `config/samples`.
 pub fn sample(file: &str) -> Vec<Value> {
@@ -77,8 +84,9 @@ pub fn fast_args() -> Value {
     ])
 }
 
-/// The sample PipelineRollout with `cat` running `image`, on the ISB service `default`; the
-/// template's arguments shortened to seconds (the template itself is unchanged).
+/// The sample PipelineRollout with `cat` running `image`, on the ISB service `default`, judged by
+/// the shipped template and the sample's own (side by side, to show what each sees); the
+/// templates' arguments shortened to seconds (the templates themselves are unchanged).
 pub fn pr(image: &str) -> Value {
     let mut r = sample("numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml")
         .into_iter()
@@ -88,6 +96,10 @@ pub fn pr(image: &str) -> Value {
     let spec = &mut r["spec"]["pipeline"]["spec"];
     spec["interStepBufferServiceName"] = json!("default");
     spec["vertices"][1]["udf"]["container"]["image"] = json!(image);
+    r["spec"]["strategy"]["analysis"]["templates"] = json!([
+        {"templateName": PIPELINE_TEMPLATE},
+        {"templateName": SAMPLE_PIPELINE_TEMPLATE}
+    ]);
     r["spec"]["strategy"]["analysis"]["args"] = fast_args();
     r
 }
@@ -96,6 +108,7 @@ pub async fn setup(prefix: &str) -> Harness {
     let h = Harness::start_real(prefix, CONFIG).await;
     h.apply::<ISBServiceRollout>(isb_rollout("default", json!({"version": "2.10.17"})))
         .await;
+    apply_sample_template(&h, SHIPPED_TEMPLATES).await;
     apply_sample_template(&h, "numaplane.numaproj.io_v1alpha1_pipelinerollout.yaml").await;
     h.apply::<PipelineRollout>(pr(CAT)).await;
     h.until::<PipelineRollout, _, _>("pr-0 deployed", "pr", settled)

@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod dataplane;
 pub mod fixtures;
+pub mod install;
 pub mod invariants;
 pub mod scenario;
 

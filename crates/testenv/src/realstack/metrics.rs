@@ -1,8 +1,11 @@
 //! The metrics stand-in: what Numaflow's vertex and MonoVertex pods would export for Prometheus
-//! to scrape, since no container runs here. While a pod is Ready its counters grow:
-//! `numaflow_forwarder_read_total` / `numaflow_forwarder_ack_total{namespace, pipeline, vertex}`
-//! for pipeline vertices, `numaflow_monovtx_read_total` / `numaflow_monovtx_ack_total{namespace,
-//! mvtx_name}` for MonoVertices (Numaflow's names and labels). A pod running a sink image whose
+//! to scrape, since no container runs on KWOK's pods. While a pod is Ready its counters grow:
+//! `forwarder_read_total` / `forwarder_ack_total{pipeline, vertex}` for pipeline vertices,
+//! `monovtx_read_total` / `monovtx_ack_total{mvtx_name}` for MonoVertices: the names and labels
+//! Numaflow 1.8.1's data plane exports (checked against the real pods by the data-plane suite,
+//! docs/dataplane.md), without the `numaflow_` prefix the reference's sample templates query.
+//! Each series also carries `namespace`, which a cluster's Prometheus adds from Kubernetes
+//! discovery and which this statically scraped target must add itself. A pod running a sink image whose
 //! name contains `failure` (the samples' `sink-log-failure`) reads without acknowledging
 //! anything, the way a failing sink looks from outside; a test can also direct any vertex or
 //! MonoVertex to do so ([`MetricsStandIn::never_ack`]).
@@ -17,6 +20,14 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
+
+/// The counters a pipeline vertex exports (read, then acknowledged) and the labels of theirs the
+/// stand-in sets besides `namespace`; the data-plane suite checks both against the real pods.
+pub const VERTEX_FAMILIES: [&str; 2] = ["forwarder_read_total", "forwarder_ack_total"];
+pub const VERTEX_LABELS: [&str; 2] = ["pipeline", "vertex"];
+/// The same for a MonoVertex.
+pub const MONOVERTEX_FAMILIES: [&str; 2] = ["monovtx_read_total", "monovtx_ack_total"];
+pub const MONOVERTEX_LABELS: [&str; 1] = ["mvtx_name"];
 
 /// Messages per second a Ready pod reads (and acknowledges, unless told not to).
 const RATE: f64 = 10.0;
@@ -129,10 +140,10 @@ impl MetricsStandIn {
         };
         let mut out = String::new();
         let families = [
-            ("numaflow_forwarder_read_total", false, true),
-            ("numaflow_forwarder_ack_total", false, false),
-            ("numaflow_monovtx_read_total", true, true),
-            ("numaflow_monovtx_ack_total", true, false),
+            (VERTEX_FAMILIES[0], false, true),
+            (VERTEX_FAMILIES[1], false, false),
+            (MONOVERTEX_FAMILIES[0], true, true),
+            (MONOVERTEX_FAMILIES[1], true, false),
         ];
         for (family, mono, read) in families {
             let _ = writeln!(out, "# TYPE {family} counter");
@@ -142,9 +153,12 @@ impl MetricsStandIn {
                 }
                 let v = if read { c.read } else { c.ack };
                 let labels = if mono {
-                    format!("namespace=\"{ns}\",mvtx_name=\"{name}\"")
+                    format!("namespace=\"{ns}\",{}=\"{name}\"", MONOVERTEX_LABELS[0])
                 } else {
-                    format!("namespace=\"{ns}\",pipeline=\"{name}\",vertex=\"{vertex}\"")
+                    format!(
+                        "namespace=\"{ns}\",{}=\"{name}\",{}=\"{vertex}\"",
+                        VERTEX_LABELS[0], VERTEX_LABELS[1]
+                    )
                 };
                 let _ = writeln!(out, "{family}{{{labels}}} {v}");
             }
@@ -224,6 +238,40 @@ mod tests {
             .expect("spec"),
         );
         assert!(!runs_failing_sink(&p));
+    }
+
+    #[test]
+    fn the_exposition_carries_numaflows_names_and_labels() {
+        let standin = MetricsStandIn {
+            addr: (Ipv4Addr::LOCALHOST, 0).into(),
+            state: Arc::default(),
+        };
+        if let Ok(mut st) = standin.state.lock() {
+            st.series.insert(
+                ("ns".into(), "pr-1".into(), "out".into()),
+                Counters {
+                    read: 5.0,
+                    ack: 4.0,
+                },
+            );
+            st.series.insert(
+                ("ns".into(), "mv-0".into(), String::new()),
+                Counters {
+                    read: 3.0,
+                    ack: 0.0,
+                },
+            );
+        }
+        let text = standin.exposition();
+        for line in [
+            "forwarder_read_total{namespace=\"ns\",pipeline=\"pr-1\",vertex=\"out\"} 5",
+            "forwarder_ack_total{namespace=\"ns\",pipeline=\"pr-1\",vertex=\"out\"} 4",
+            "monovtx_read_total{namespace=\"ns\",mvtx_name=\"mv-0\"} 3",
+            "monovtx_ack_total{namespace=\"ns\",mvtx_name=\"mv-0\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        assert!(!text.contains("numaflow_"), "{text}");
     }
 
     #[test]
