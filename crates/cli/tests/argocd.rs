@@ -581,7 +581,7 @@ fn builtin_comparison() -> String {
         "isbservicerollout-deployed",
         "numaflowcontrollerrollout-deployed",
     ] {
-        rows.push((format!("`testdata/{name}.json`"), fixture(name)));
+        rows.push((format!("`config/argocd/testdata/{name}.json`"), fixture(name)));
     }
     let mut failed_trial = fixture("pipelinerollout-deployed");
     failed_trial["status"]["phase"] = json!("Pending");
@@ -614,7 +614,7 @@ fn builtin_comparison() -> String {
             let text = std::fs::read_to_string(&f).expect("Argo CD testdata");
             let obj: Value = serde_saphyr::from_str(&text).expect("Argo CD testdata YAML");
             let file = f.file_name().unwrap_or_default().to_string_lossy();
-            rows.push((format!("Argo CD's `{kind}/{file}`"), obj));
+            rows.push((format!("Argo CD's {kind}/{file}"), obj));
         }
     }
     let mut out = format!(
