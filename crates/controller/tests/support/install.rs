@@ -24,13 +24,14 @@ pub fn doc_commands(file: &str, section: &str, block: usize) -> Vec<String> {
         .nth(1)
         .unwrap_or_else(|| panic!("{file} has a `## {section}` section"));
     let body = body.split("\n## ").next().unwrap_or_default();
+    // Blocks may be indented (inside a list); each ends at its closing fence.
     let code = body
         .split("```sh\n")
         .nth(block + 1)
-        .and_then(|b| b.split("\n```").next())
         .unwrap_or_else(|| panic!("{file} `## {section}` has sh block {block}"));
     let commands: Vec<String> = code
         .lines()
+        .take_while(|l| l.trim() != "```")
         .map(|l| l.split(" # ").next().unwrap_or_default().trim())
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(String::from)
