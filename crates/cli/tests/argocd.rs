@@ -581,7 +581,10 @@ fn builtin_comparison() -> String {
         "isbservicerollout-deployed",
         "numaflowcontrollerrollout-deployed",
     ] {
-        rows.push((format!("`config/argocd/testdata/{name}.json`"), fixture(name)));
+        rows.push((
+            format!("`config/argocd/testdata/{name}.json`"),
+            fixture(name),
+        ));
     }
     let mut failed_trial = fixture("pipelinerollout-deployed");
     failed_trial["status"]["phase"] = json!("Pending");
