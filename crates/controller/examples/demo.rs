@@ -3,8 +3,9 @@
 //! It starts the real stack on loopback (etcd, kube-apiserver, kube-controller-manager,
 //! kube-scheduler, KWOK, the real Numaflow controller the NumaflowControllerRollout renders, the
 //! real Argo Rollouts analysis controller and Prometheus, with the daemon and metrics stand-ins)
-//! and Numaplane (progressive by default, with assessment schedules of seconds; the samples'
-//! AnalysisTemplates are applied unchanged and given arguments of seconds by the rollouts), then
+//! and Numaplane (progressive by default, with assessment schedules of seconds; the rollouts are
+//! judged by the AnalysisTemplates of config/samples/analysis-templates.yaml, unchanged, given
+//! arguments of seconds), then
 //! walks the reference samples through:
 //! install, a successful progressive upgrade, a failed one and its rollback, a fix that
 //! force-drains the failed pipeline, an ISB service upgrade carrying its pipeline along, a
@@ -69,7 +70,7 @@ const NCR_SAMPLE: &str =
 const NS_CONFIG_SAMPLE: &str = "config/samples/namespace-level-config.yaml";
 /// The AnalysisTemplates Numaplane ships for Numaflow's real metric names: the samples'
 /// templates query names no Numaflow pod exports (docs/compatibility.md), so the demo's rollouts
-/// are judged by these too.
+/// are judged by these.
 const SHIPPED_TEMPLATES: &str = "config/samples/analysis-templates.yaml";
 
 const CAT_V1: &str = "quay.io/numaio/numaflow-go/map-cat:v1";
@@ -100,9 +101,10 @@ fn docs(rel: &str) -> anyhow::Result<Vec<Value>> {
 }
 
 /// The Numaplane object of a sample file (its AnalysisTemplates are applied separately). A
-/// rollout with analysis also names the shipped template for its kind and passes the templates
-/// arguments of seconds (a measurement a second, three successes in a row), as a user
-/// shortening them would; the templates stay unchanged.
+/// rollout with analysis is judged by the shipped template for its kind instead of the sample's
+/// (which queries metric names no Numaflow pod exports; one rollout cannot name both, their
+/// `interval` defaults differ) and passes it arguments of seconds (a measurement a second, three
+/// successes in a row), as a user shortening them would; the templates stay unchanged.
 fn rollout_sample(rel: &str) -> anyhow::Result<Value> {
     let mut r = docs(rel)?
         .into_iter()
@@ -113,11 +115,8 @@ fn rollout_sample(rel: &str) -> anyhow::Result<Value> {
         Some("MonoVertexRollout") => Some("monovertex-acknowledges-what-it-reads"),
         _ => None,
     };
-    if let (Some(shipped), Some(templates)) = (
-        shipped,
-        r["spec"]["strategy"]["analysis"]["templates"].as_array_mut(),
-    ) {
-        templates.push(json!({"templateName": shipped}));
+    if let (Some(shipped), true) = (shipped, r["spec"]["strategy"]["analysis"].is_object()) {
+        r["spec"]["strategy"]["analysis"]["templates"] = json!([{"templateName": shipped}]);
     }
     if r["spec"]["strategy"]["analysis"].is_object() {
         r["spec"]["strategy"]["analysis"]["args"] = json!([
@@ -593,9 +592,9 @@ async fn story(s: &mut Story<'_>) -> anyhow::Result<()> {
     s.step("Install the Numaflow controller, an ISB service, a pipeline and a MonoVertex");
     s.say(
         "Samples: NumaflowControllerRollout (1.5.2), ISBServiceRollout my-isbsvc,\n\
-         PipelineRollout my-pipeline and MonoVertexRollout my-monovertex (with their\n\
-         AnalysisTemplates, and the ones Numaplane ships for Numaflow's real metric names).\n\
-         The cluster default strategy is progressive.",
+         PipelineRollout my-pipeline and MonoVertexRollout my-monovertex, judged by the\n\
+         AnalysisTemplates Numaplane ships for Numaflow's real metric names. The cluster\n\
+         default strategy is progressive.",
     );
     for template in docs(SHIPPED_TEMPLATES)? {
         c.apply(&template).await?;
