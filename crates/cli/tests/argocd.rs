@@ -126,6 +126,23 @@ fn set_condition(obj: &mut Value, type_: &str, status: &str, reason: &str, messa
     );
 }
 
+/// `deployed` with a failed progressive trial, as Numaplane writes it: a failed trial keeps the
+/// rollout Pending with upgradeInProgress Progressive.
+fn with_failed_trial(deployed: &Value) -> Value {
+    let mut failed_trial = deployed.clone();
+    failed_trial["status"]["phase"] = json!("Pending");
+    failed_trial["status"]["message"] = json!("Progressing");
+    failed_trial["status"]["upgradeInProgress"] = json!("Progressive");
+    set_condition(
+        &mut failed_trial,
+        "ProgressiveUpgradeSucceeded",
+        "False",
+        "Failed",
+        "New Child Object demo/my-pipeline-1 Failed",
+    );
+    failed_trial
+}
+
 #[test]
 fn health_of_derived_states() {
     let deployed = fixture("pipelinerollout-deployed");
@@ -176,18 +193,7 @@ fn health_of_derived_states() {
         h("Degraded", "Pipeline Phase=Failed")
     );
 
-    // A failed trial keeps the rollout Pending with upgradeInProgress Progressive.
-    let mut failed_trial = deployed.clone();
-    failed_trial["status"]["phase"] = json!("Pending");
-    failed_trial["status"]["message"] = json!("Progressing");
-    failed_trial["status"]["upgradeInProgress"] = json!("Progressive");
-    set_condition(
-        &mut failed_trial,
-        "ProgressiveUpgradeSucceeded",
-        "False",
-        "Failed",
-        "New Child Object demo/my-pipeline-1 Failed",
-    );
+    let failed_trial = with_failed_trial(&deployed);
     assert_eq!(
         health(&failed_trial),
         h(
@@ -586,16 +592,7 @@ fn builtin_comparison() -> String {
             fixture(name),
         ));
     }
-    let mut failed_trial = fixture("pipelinerollout-deployed");
-    failed_trial["status"]["phase"] = json!("Pending");
-    failed_trial["status"]["upgradeInProgress"] = json!("Progressive");
-    set_condition(
-        &mut failed_trial,
-        "ProgressiveUpgradeSucceeded",
-        "False",
-        "Failed",
-        "New Child Object demo/my-pipeline-1 Failed",
-    );
+    let failed_trial = with_failed_trial(&fixture("pipelinerollout-deployed"));
     rows.push((
         "`pipelinerollout-deployed` with a failed trial".to_string(),
         failed_trial,

@@ -73,17 +73,13 @@ async fn ppnd_pipeline() -> Tally {
         (sink_generation(p) == Some("2") && phase(p) == "Running").then_some(())
     })
     .await;
-    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
-        .await;
-    assert!(
-        paused_drained_at(&seen).is_some(),
-        "Numaflow reported the pipeline paused and drained before the update"
-    );
-    count
-        .flowing(FLOWING, UPGRADE, "messages after the upgrade")
-        .await;
-
-    finish(&h, &count, false).await
+    drained_then_flowing(
+        &h,
+        &count,
+        &seen,
+        "Numaflow reported the pipeline paused and drained before the update",
+    )
+    .await
 }
 
 const PROGRESSIVE: &str = r#"
@@ -150,6 +146,24 @@ async fn flowing_pipeline(h: &Harness, count: &CountDir) {
         .await;
 }
 
+/// The end of an upgrade of pipeline `pr` whose history `seen` recorded: the rollout settles,
+/// the pipeline had been paused and drained (`why` says by whom and before what), messages flow
+/// again, then [`finish`].
+async fn drained_then_flowing(
+    h: &Harness,
+    count: &CountDir,
+    seen: &std::sync::Mutex<Vec<Pipeline>>,
+    why: &str,
+) -> Tally {
+    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
+        .await;
+    assert!(paused_drained_at(seen).is_some(), "{why}");
+    count
+        .flowing(FLOWING, UPGRADE, "messages after the upgrade")
+        .await;
+    finish(h, count, false).await
+}
+
 /// The end of every scenario: the sources stop, everything produced is delivered (or the
 /// rest counted lost), the invariant checker judges the namespace's history.
 async fn finish(h: &Harness, count: &CountDir, may_lose: bool) -> Tally {
@@ -182,16 +196,13 @@ async fn ppnd_isbsvc() -> Tally {
     .await;
     h.until_within(UPGRADE, "isb settled", ISB, settled::<ISBServiceRollout>)
         .await;
-    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
-        .await;
-    assert!(
-        paused_drained_at(&seen).is_some(),
-        "the pipeline was paused and drained before its ISB service changed"
-    );
-    count
-        .flowing(FLOWING, UPGRADE, "messages after the ISB service upgrade")
-        .await;
-    finish(&h, &count, false).await
+    drained_then_flowing(
+        &h,
+        &count,
+        &seen,
+        "the pipeline was paused and drained before its ISB service changed",
+    )
+    .await
 }
 
 /// A progressive upgrade whose trial cannot run (its map exits): the trial fails and the
@@ -454,16 +465,13 @@ async fn ppnd_numaflow_controller() -> Tally {
         (vertex_images(&h, "pr-0").await == ["quay.io/numaproj/numaflow:v1.8.1"]).then_some(())
     })
     .await;
-    h.until_within(UPGRADE, "pr settled", "pr", settled::<PipelineRollout>)
-        .await;
-    assert!(
-        paused_drained_at(&seen).is_some(),
-        "the pipeline was paused and drained before the controller changed"
-    );
-    count
-        .flowing(FLOWING, UPGRADE, "messages after the controller upgrade")
-        .await;
-    finish(&h, &count, false).await
+    drained_then_flowing(
+        &h,
+        &count,
+        &seen,
+        "the pipeline was paused and drained before the controller changed",
+    )
+    .await
 }
 
 /// A progressive Numaflow controller upgrade (1.7.5 to 1.8.1,
@@ -501,21 +509,13 @@ async fn progressive_numaflow_controller() -> Tally {
         settled::<NumaflowControllerRollout>,
     )
     .await;
-    h.until_within(
-        UPGRADE,
-        "pr settled on pr-1",
-        "pr",
-        settled::<PipelineRollout>,
+    drained_then_flowing(
+        &h,
+        &count,
+        &seen,
+        "the replaced pipeline was drained by its own controller before it went",
     )
-    .await;
-    assert!(
-        paused_drained_at(&seen).is_some(),
-        "the replaced pipeline was drained by its own controller before it went"
-    );
-    count
-        .flowing(FLOWING, UPGRADE, "messages after the controller upgrade")
-        .await;
-    finish(&h, &count, false).await
+    .await
 }
 
 fn mvr(spec: Value) -> Value {

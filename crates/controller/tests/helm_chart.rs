@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role};
 use kube::api::{Api, Patch, PatchParams};
 use numaplane_api::PipelineRollout;
-use numaplane_testenv::{TestEnv, TestEnvOptions};
+use numaplane_testenv::TestEnv;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -265,19 +265,8 @@ async fn change_reaches_the_pipeline(client: &kube::Client, value: i64, what: &s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_installs_the_operator_on_a_real_node() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let env = TestEnv::start_with(TestEnvOptions {
-        real_stack: true,
-        real_node: true,
-        ..Default::default()
-    })
-    .await
-    .expect("start the test stack with a real node");
+    let env = real_node_with_operator_image(dir.path()).await;
     let client = env.client();
-    let tag = format!("v{}", env!("CARGO_PKG_VERSION"));
-    env.import_image(&build_image(&dir.path().join("image"), &tag, "1700000000"))
-        .expect("import the image into the real node");
-    kubectl(&env, &["create", "namespace", NS]);
-    send_to_real_node(&env, NS);
 
     // As docs/install.md gives it.
     helm_ok(
@@ -300,7 +289,13 @@ async fn the_chart_installs_the_operator_on_a_real_node() {
         first[0].spec.as_ref().expect("spec").containers[0]
             .image
             .as_deref(),
-        Some(format!("ghcr.io/numaproj/numaplane-rs:{tag}").as_str())
+        Some(
+            format!(
+                "ghcr.io/numaproj/numaplane-rs:v{}",
+                env!("CARGO_PKG_VERSION")
+            )
+            .as_str()
+        )
     );
 
     // The reference samples, unchanged, to Deployed, under the chart's Numaflow controller

@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use numaplane_api::PipelineRollout;
 use numaplane_api::numaflow::Pipeline;
-use numaplane_testenv::{TestEnv, TestEnvOptions};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::install::*;
@@ -47,21 +46,8 @@ fn desired_phase(p: &Pipeline) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_operators_mid_update_finishes_the_update_after_the_drain() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let env = TestEnv::start_with(TestEnvOptions {
-        real_stack: true,
-        real_node: true,
-        ..Default::default()
-    })
-    .await
-    .expect("start the test stack with a real node");
+    let env = real_node_with_operator_image(dir.path()).await;
     let client = env.client();
-    let tag = format!("v{}", env!("CARGO_PKG_VERSION"));
-    env.import_image(&build_image(&dir.path().join("image"), &tag, "1700000000"))
-        .expect("import the image into the real node");
-
-    // The install the cluster had, with the Go operator's ConfigMaps.
-    kubectl(&env, &["create", "namespace", NS]);
-    send_to_real_node(&env, NS);
     kubectl(
         &env,
         &["apply", "--server-side", "-f", "config/install.yaml"],

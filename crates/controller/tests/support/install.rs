@@ -131,6 +131,25 @@ fn watch_until(mut cmd: Command, needle: &str, limit: std::time::Duration) -> St
     String::from_utf8_lossy(&seen).into_owned()
 }
 
+/// The test stack with a real node, this build's image imported under the workspace version's
+/// tag (the one the install and the chart name), and the operator's namespace created and sent
+/// to the real node. `dir` holds the image while the test runs.
+pub async fn real_node_with_operator_image(dir: &Path) -> TestEnv {
+    let env = TestEnv::start_with(numaplane_testenv::TestEnvOptions {
+        real_stack: true,
+        real_node: true,
+        ..Default::default()
+    })
+    .await
+    .expect("start the test stack with a real node");
+    let tag = format!("v{}", env!("CARGO_PKG_VERSION"));
+    env.import_image(&build_image(&dir.join("image"), &tag, "1700000000"))
+        .expect("import the image into the real node");
+    kubectl(&env, &["create", "namespace", NS]);
+    send_to_real_node(&env, NS);
+    env
+}
+
 /// The annotations that send a namespace's pods to the real node (docs/real-node.md), so the
 /// install itself stays as users run it.
 pub fn send_to_real_node(env: &TestEnv, ns: &str) {
