@@ -484,7 +484,11 @@ async fn progressive_numaflow_controller() -> Tally {
     ) {
         panic!("{e:#}");
     }
-    let h = Harness::start_dataplane_on("dp-ncp", PROGRESSIVE, "1.7.5").await;
+    // The pipeline's trial waits for the ISB service's trial (three NATS servers starting on the
+    // real node), which takes longer than PROGRESSIVE's 30 s end: Numaflow marks a pipeline on
+    // an ISB service that is not healthy yet Failed, a transient failure until the end passes.
+    let config = PROGRESSIVE.replace("\"0,30,5,1\"", "\"0,300,5,1\"");
+    let h = Harness::start_dataplane_on("dp-ncp", &config, "1.7.5").await;
     let count = CountDir::new();
     flowing_pipeline(&h, &count).await;
     assert_eq!(
