@@ -24,8 +24,9 @@ use support::analysis::{
     MONOVERTEX_TEMPLATE, PIPELINE_TEMPLATE, SHIPPED_TEMPLATES, apply_sample_template, run_phase,
 };
 use support::dataplane::{
-    CountDir, Tally, counting_monovertex, counting_pipeline, monovertex_with_failing_sink,
-    with_crashing_map, with_failing_sink, with_map_renamed, with_slow_map,
+    CountDir, SCENARIO_NAMESPACES, Tally, counting_monovertex, counting_pipeline,
+    monovertex_with_failing_sink, with_crashing_map, with_failing_sink, with_map_renamed,
+    with_slow_map,
 };
 use support::fixtures::{nc_rollout, paused_drained_at, phase, record};
 use support::scenario::{ISB, isb, js, settled, upgrading_pipeline};
@@ -772,6 +773,19 @@ const SCENARIOS: &[(&str, &str, Scenario)] = &[
     ),
 ];
 
+/// Deletes the namespaces a failed scenario left (a passing one deletes its own in [`finish`]).
+async fn remove_namespaces(spaces: &std::sync::Mutex<Vec<String>>) {
+    let names = spaces.lock().map(|s| s.clone()).unwrap_or_default();
+    let client = numaplane_testenv::TestEnv::shared_dataplane()
+        .await
+        .client();
+    let api = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client);
+    for ns in names {
+        eprintln!("removing {ns}, left by a failed scenario");
+        let _ = api.delete(&ns, &Default::default()).await;
+    }
+}
+
 /// What `make test` runs.
 const SLICE: &[&str] = &["ppnd-pipeline", "progressive-pipeline"];
 
@@ -799,7 +813,9 @@ async fn every_message_is_counted_through_every_upgrade() {
     let runs: Vec<(String, String, Result<Tally, String>, u64)> = futures::stream::iter(chosen())
         .map(|&(name, what, run)| async move {
             let started = Instant::now();
-            let outcome = tokio::spawn(run()).await.map_err(|e| {
+            let spaces = std::sync::Arc::default();
+            let scoped = SCENARIO_NAMESPACES.scope(std::sync::Arc::clone(&spaces), run());
+            let outcome = tokio::spawn(scoped).await.map_err(|e| {
                 let panic = e.try_into_panic().ok();
                 panic
                     .as_ref()
@@ -807,6 +823,9 @@ async fn every_message_is_counted_through_every_upgrade() {
                     .or_else(|| panic.and_then(|p| p.downcast_ref::<&str>().map(|s| s.to_string())))
                     .unwrap_or_else(|| "cancelled".into())
             });
+            if outcome.is_err() {
+                remove_namespaces(&spaces).await;
+            }
             (
                 name.to_string(),
                 what.to_string(),

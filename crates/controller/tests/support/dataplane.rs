@@ -10,6 +10,13 @@ use std::time::{Duration, Instant};
 use numaplane_testenv::binaries::COUNTING_IMAGE;
 use serde_json::{Value, json};
 
+tokio::task_local! {
+    /// The namespaces a scenario's harnesses made, so that its runner can remove them when the
+    /// scenario fails: their pods would otherwise hold the real node's capacity and starve the
+    /// scenarios after it.
+    pub static SCENARIO_NAMESPACES: std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+}
+
 /// Messages a second each counting source emits.
 pub const RATE: u32 = 20;
 

@@ -1,6 +1,7 @@
 //! Installing the operator as users do, on the test stack's real node: kubectl as the
 //! administrator, the image built from this build's binary, the operator's pods and the
-//! reference samples converging (`install_real_node.rs`, `helm_chart.rs`).
+//! reference samples converging, and the documentation's commands run as written
+//! (`install_real_node.rs`, `helm_chart.rs`, `migration.rs`).
 
 use super::{eventually, repo};
 use k8s_openapi::api::core::v1::Pod;
@@ -100,7 +101,7 @@ fn watch_until(mut cmd: Command, needle: &str, limit: std::time::Duration) -> St
     use std::io::Read;
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
         .spawn()
         .expect("start a watch");
     let mut stdout = child.stdout.take().expect("stdout");

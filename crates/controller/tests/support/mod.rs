@@ -196,6 +196,11 @@ impl Harness {
     pub async fn start_dataplane_on(prefix: &str, config: &str, version: &str) -> Harness {
         let env = TestEnv::shared_dataplane().await;
         let ns = env.create_namespace_on_real_node(prefix).await;
+        let _ = dataplane::SCENARIO_NAMESPACES.try_with(|spaces| {
+            if let Ok(mut spaces) = spaces.lock() {
+                spaces.push(ns.clone());
+            }
+        });
         let mut h = Self::start_in(env, ns, config, true, true).await;
         h.install_numaflow_controller(version).await;
         h

@@ -1,5 +1,6 @@
 //! The metrics stand-in: what Numaflow's vertex and MonoVertex pods would export for Prometheus
-//! to scrape, since no container runs on KWOK's pods. While a pod is Ready its counters grow:
+//! to scrape, since no container runs on KWOK's pods (pods on the real node are left to their own
+//! metrics). While a pod is Ready its counters grow:
 //! `forwarder_read_total` / `forwarder_ack_total{pipeline, vertex}` for pipeline vertices,
 //! `monovtx_read_total` / `monovtx_ack_total{mvtx_name}` for MonoVertices: the names and labels
 //! Numaflow 1.8.1's data plane exports (checked against the real pods by the data-plane suite,
@@ -119,7 +120,10 @@ impl MetricsStandIn {
             return;
         };
         for pod in pods.state() {
-            if !is_ready(&pod) {
+            // Pods on the real node export their own metrics, which Prometheus scrapes from them;
+            // counting them here too would hide what they really do (a sink failing every message
+            // would look like one acknowledging).
+            if !is_ready(&pod) || on_real_node(&pod) {
                 continue;
             }
             let Some(key) = series_of(&pod) else {
@@ -181,6 +185,10 @@ fn runs_failing_sink(pod: &Pod) -> bool {
                     .is_some_and(|last| last.contains("failure"))
             })
     })
+}
+
+fn on_real_node(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(crate::realnode::NODE_NAME)
 }
 
 pub(crate) fn is_ready(pod: &Pod) -> bool {
@@ -302,5 +310,18 @@ mod tests {
             true,
         );
         assert_eq!(series_of(&daemon), None);
+    }
+
+    #[test]
+    fn pods_on_the_real_node_are_left_to_their_own_metrics() {
+        let mut p = pod(&[(PIPELINE, "pr-1"), (VERTEX, "out")], true);
+        assert!(!on_real_node(&p));
+        p.spec = Some(
+            serde_json::from_value(serde_json::json!({
+                "nodeName": crate::realnode::NODE_NAME, "containers": []
+            }))
+            .expect("spec"),
+        );
+        assert!(on_real_node(&p));
     }
 }
