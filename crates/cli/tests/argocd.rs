@@ -25,14 +25,20 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&read(&format!("testdata/{name}.json"))).expect("fixture json")
 }
 
-/// Runs `script` with the global `obj` set to `object`, as Argo CD does; JSON null is nil.
-fn run_script(script: &str, object: &Value) -> (Lua, mlua::Value) {
+/// A Lua state whose global `obj` is `object`, as Argo CD sets it; JSON null is nil.
+fn with_obj(object: &Value) -> Lua {
     let lua = Lua::new();
     let options = SerializeOptions::new()
         .serialize_none_to_null(false)
         .serialize_unit_to_null(false);
     let obj = lua.to_value_with(object, options).expect("object to lua");
     lua.globals().set("obj", obj).expect("set obj");
+    lua
+}
+
+/// Runs `script` with the global `obj` set to `object`, as Argo CD does; JSON null is nil.
+fn run_script(script: &str, object: &Value) -> (Lua, mlua::Value) {
+    let lua = with_obj(object);
     let version: String = lua.globals().get("_VERSION").expect("_VERSION");
     assert_eq!(version, "Lua 5.1", "Argo CD's dialect");
     let out: mlua::Value = lua
@@ -543,12 +549,7 @@ fn builtins_dir() -> PathBuf {
 
 /// `status: message` of a health script's verdict, or the error Argo CD would show.
 fn verdict(script: &str, object: &Value) -> String {
-    let lua = Lua::new();
-    let options = SerializeOptions::new()
-        .serialize_none_to_null(false)
-        .serialize_unit_to_null(false);
-    let obj = lua.to_value_with(object, options).expect("object to lua");
-    lua.globals().set("obj", obj).expect("set obj");
+    let lua = with_obj(object);
     match lua.load(script).eval::<mlua::Value>() {
         Ok(mlua::Value::Table(t)) => format!(
             "{}: {}",

@@ -430,21 +430,22 @@ async fn vertex_images(h: &Harness, pipeline: &str) -> Vec<String> {
     images
 }
 
-/// A Numaflow controller upgrade (1.7.5 to 1.8.1, a data-loss change) under pause-and-drain:
-/// the pipelines are paused and drained, the controller is upgraded, they resume and their
-/// vertex pods run the new data plane; no message is lost.
-async fn ppnd_numaflow_controller() -> Tally {
+/// A namespace on Numaflow 1.7.5 (controller and data plane) with [`flowing_pipeline`], and the
+/// history of its pipeline `pr-0` from now on.
+async fn flowing_on_1_7_5(
+    prefix: &str,
+    config: &str,
+) -> (
+    Harness,
+    CountDir,
+    std::sync::Arc<std::sync::Mutex<Vec<Pipeline>>>,
+) {
     if let Err(e) = numaplane_testenv::binaries::DataPlaneImages::require(
         numaplane_testenv::binaries::NUMAFLOW_PREVIOUS_ARCHIVE,
     ) {
         panic!("{e:#}");
     }
-    let h = Harness::start_dataplane_on(
-        "dp-nc",
-        "defaultUpgradeStrategy: pause-and-drain\n",
-        "1.7.5",
-    )
-    .await;
+    let h = Harness::start_dataplane_on(prefix, config, "1.7.5").await;
     let count = CountDir::new();
     flowing_pipeline(&h, &count).await;
     assert_eq!(
@@ -453,6 +454,15 @@ async fn ppnd_numaflow_controller() -> Tally {
         "the vertices run Numaflow 1.7.5's data plane"
     );
     let seen = record::<Pipeline>(&h, "pr-0").await;
+    (h, count, seen)
+}
+
+/// A Numaflow controller upgrade (1.7.5 to 1.8.1, a data-loss change) under pause-and-drain:
+/// the pipelines are paused and drained, the controller is upgraded, they resume and their
+/// vertex pods run the new data plane; no message is lost.
+async fn ppnd_numaflow_controller() -> Tally {
+    let (h, count, seen) =
+        flowing_on_1_7_5("dp-nc", "defaultUpgradeStrategy: pause-and-drain\n").await;
     h.apply::<NumaflowControllerRollout>(nc_rollout("1.8.1"))
         .await;
     h.until_within(
@@ -480,24 +490,11 @@ async fn ppnd_numaflow_controller() -> Tally {
 /// ISB service and the pipeline carried onto it as trials and promoted together; the replaced
 /// pipeline is drained by the old controller before it goes; no message is lost.
 async fn progressive_numaflow_controller() -> Tally {
-    if let Err(e) = numaplane_testenv::binaries::DataPlaneImages::require(
-        numaplane_testenv::binaries::NUMAFLOW_PREVIOUS_ARCHIVE,
-    ) {
-        panic!("{e:#}");
-    }
     // The pipeline's trial waits for the ISB service's trial (three NATS servers starting on the
     // real node), which takes longer than PROGRESSIVE's 30 s end: Numaflow marks a pipeline on
     // an ISB service that is not healthy yet Failed, a transient failure until the end passes.
     let config = PROGRESSIVE.replace("\"0,30,5,1\"", "\"0,300,5,1\"");
-    let h = Harness::start_dataplane_on("dp-ncp", &config, "1.7.5").await;
-    let count = CountDir::new();
-    flowing_pipeline(&h, &count).await;
-    assert_eq!(
-        vertex_images(&h, "pr-0").await,
-        ["quay.io/numaproj/numaflow:v1.7.5"],
-        "the vertices run Numaflow 1.7.5's data plane"
-    );
-    let seen = record::<Pipeline>(&h, "pr-0").await;
+    let (h, count, seen) = flowing_on_1_7_5("dp-ncp", &config).await;
     let mut ncr = nc_rollout("1.8.1");
     ncr["spec"]["strategy"] = json!({"progressive": {"assessmentSchedule": "0,600,0,2"}});
     h.apply::<NumaflowControllerRollout>(ncr).await;
