@@ -494,6 +494,10 @@ async fn progressive_numaflow_controller() -> Tally {
     // real node), which takes longer than PROGRESSIVE's 30 s end: Numaflow marks a pipeline on
     // an ISB service that is not healthy yet Failed, a transient failure until the end passes.
     let config = PROGRESSIVE.replace("\"0,30,5,1\"", "\"0,300,5,1\"");
+    assert_ne!(
+        config, PROGRESSIVE,
+        "PROGRESSIVE's pipeline schedule widened"
+    );
     let (h, count, seen) = flowing_on_1_7_5("dp-ncp", &config).await;
     let mut ncr = nc_rollout("1.8.1");
     ncr["spec"]["strategy"] = json!({"progressive": {"assessmentSchedule": "0,600,0,2"}});

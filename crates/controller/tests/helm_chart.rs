@@ -44,22 +44,7 @@ fn helm(env: Option<&TestEnv>, args: &[&str]) -> Output {
 }
 
 fn helm_ok(env: Option<&TestEnv>, args: &[&str]) -> String {
-    let out = helm(env, args);
-    assert!(
-        out.status.success(),
-        "helm {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn documents(text: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .expect("YAML documents")
-        .into_iter()
-        .filter(Value::is_object)
-        .collect()
+    succeeded(&format!("helm {args:?}"), helm(env, args))
 }
 
 /// `helm template` of the chart in `numaplane-system`, CRDs included, with `--set` values.
@@ -75,7 +60,7 @@ fn render(set: &[&str]) -> Vec<Value> {
     for s in set {
         args.extend(["--set", s]);
     }
-    documents(&helm_ok(None, &args))
+    yaml_documents(&helm_ok(None, &args))
 }
 
 type Key = (String, String, String);
@@ -107,7 +92,7 @@ fn find<'a>(objects: &'a [Value], kind: &str, ns: &str, name: &str) -> Option<&'
 #[test]
 fn the_chart_renders_the_install_for_its_defaults() {
     let install = std::fs::read_to_string(repo("config/install.yaml")).expect("install.yaml");
-    let mut want = by_key(documents(&install));
+    let mut want = by_key(yaml_documents(&install));
     let namespace = want.remove(&("Namespace".into(), String::new(), NS.into()));
     assert!(namespace.is_some(), "install.yaml creates {NS}");
     let got = by_key(render(&[]));
@@ -163,7 +148,7 @@ fn the_charts_values_change_what_they_say() {
     // Namespace-scoped RBAC: the ClusterRole's rules as Roles where the operator watches and
     // where its configuration and lease live; no ClusterRole or ClusterRoleBinding of its own.
     let install =
-        documents(&std::fs::read_to_string(repo("config/install.yaml")).expect("install"));
+        yaml_documents(&std::fs::read_to_string(repo("config/install.yaml")).expect("install"));
     let cluster_rules =
         &find(&install, "ClusterRole", "", "numaplane-role").expect("role")["rules"];
     for ns in ["team-a", NS] {
@@ -201,7 +186,8 @@ fn the_charts_values_change_what_they_say() {
     ] {
         let o = find(&objects, kind, NS, name).unwrap_or_else(|| panic!("{kind}"));
         let file = format!("config/monitoring/{}.yaml", kind.to_lowercase());
-        let shipped = documents(&std::fs::read_to_string(repo(&file)).expect("monitoring file"));
+        let shipped =
+            yaml_documents(&std::fs::read_to_string(repo(&file)).expect("monitoring file"));
         assert_eq!(o["spec"], shipped[0]["spec"], "{kind} as shipped in {file}");
     }
     let dashboard =
@@ -348,14 +334,11 @@ async fn the_chart_installs_the_operator_on_a_real_node() {
         ],
     );
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    eventually("the ClusterRoleBinding gone", || async {
-        bindings
-            .get_opt("numaplane-rolebinding")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    until_gone(
+        &bindings,
+        "numaplane-rolebinding",
+        "the ClusterRoleBinding gone",
+    )
     .await;
     for ns in [SAMPLES, NS] {
         let roles: Api<Role> = Api::namespaced(client.clone(), ns);
@@ -389,14 +372,11 @@ async fn the_chart_installs_the_operator_on_a_real_node() {
         &["uninstall", RELEASE, "--namespace", NS, "--wait"],
     );
     let operator = Api::<Deployment>::namespaced(client.clone(), NS);
-    eventually("the operator's Deployment gone", || async {
-        operator
-            .get_opt("numaplane-controller-manager")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
+    until_gone(
+        &operator,
+        "numaplane-controller-manager",
+        "the operator's Deployment gone",
+    )
     .await;
     let prs: Api<PipelineRollout> = Api::namespaced(client.clone(), SAMPLES);
     assert!(

@@ -22,15 +22,6 @@ use support::{eventually, install_numaflow, repo};
 
 const DEPLOYMENT: &str = "numaplane-controller-manager";
 
-fn documents(path: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(repo(path)).expect("read");
-    serde_saphyr::from_multiple::<Value>(&text)
-        .expect("YAML")
-        .into_iter()
-        .filter(Value::is_object)
-        .collect()
-}
-
 /// The env of the samples' `cat` vertex in the pipeline `p` (a data-loss field).
 fn cat_env(p: &Pipeline) -> Value {
     p.spec["vertices"][1]["containerTemplate"]["env"].clone()
@@ -139,7 +130,7 @@ async fn switching_operators_mid_update_finishes_the_update_after_the_drain() {
         "testdata/reference-config/controller-config.yaml",
         "testdata/reference-config/usde-config.yaml",
     ] {
-        let want = &documents(file)[0];
+        let want = &yaml_documents(&std::fs::read_to_string(repo(file)).expect("read"))[0];
         let name = want["metadata"]["name"].as_str().expect("name");
         let got = cms.get(name).await.expect("ConfigMap");
         assert_eq!(

@@ -37,12 +37,7 @@ pub const SAMPLE_PIPELINE_TEMPLATE: &str = "pipeline-template";
 /// The documents of a file in `config/samples`.
 pub fn sample(file: &str) -> Vec<Value> {
     let path = format!("{}/../../config/samples/{file}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).expect("sample");
-    serde_saphyr::from_multiple::<Value>(&text)
-        .expect("sample YAML")
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect()
+    super::install::yaml_documents(&std::fs::read_to_string(&path).expect("sample"))
 }
 
 /// Applies the AnalysisTemplates of a sample file, as shipped, in the test namespace.

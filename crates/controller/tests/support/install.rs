@@ -86,12 +86,9 @@ pub fn run_doc_command_in(env: &TestEnv, command: &str, watched: &str, cwd: &Pat
         );
         return;
     }
-    let out = cmd.output().expect("run a documented command");
-    assert!(
-        out.status.success(),
-        "`{command}` failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        &format!("`{command}`"),
+        cmd.output().expect("run a documented command"),
     );
 }
 
@@ -176,13 +173,38 @@ pub fn kubectl(env: &TestEnv, args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("run kubectl");
+    succeeded(&format!("kubectl {args:?}"), out)
+}
+
+/// The standard output of a command that must have succeeded; `what` names it when it did not.
+pub fn succeeded(what: &str, out: std::process::Output) -> String {
     assert!(
         out.status.success(),
-        "kubectl {args:?} failed:\n{}{}",
+        "{what} failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The objects of a multi-document YAML text (empty documents left out).
+pub fn yaml_documents(text: &str) -> Vec<serde_json::Value> {
+    serde_saphyr::from_multiple::<serde_json::Value>(text)
+        .expect("YAML documents")
+        .into_iter()
+        .filter(serde_json::Value::is_object)
+        .collect()
+}
+
+/// Waits until `api` has no object `name` (deleted, not only terminating or not).
+pub async fn until_gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    eventually(what, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
 
 /// Builds the image from this build's operator binary with `tag`; `epoch` sets every time
