@@ -16,20 +16,28 @@ export ETCD_BIN := $(TESTENV_BIN)/etcd
 export KUBE_SCHEDULER_BIN := $(TESTENV_BIN)/kube-scheduler
 export KUBECTL_BIN := $(TESTENV_BIN)/kubectl
 
-.PHONY: test deny release dataplane dataplane-images lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
+.PHONY: test test-images test-build deny release dataplane dataplane-images lint fmt manifests image testenv-binaries demo dev-up dev-down build bench bench-large bench-progressive-large fuzz fuzz-specs fuzz-parsers chaos
 
-## test: everything CI runs — formatting, clippy, unit, drift and integration tests, then the
-## demo story (it fails if any step does not reach its expected state); the image test
+## test: everything CI runs — formatting, clippy, cargo-deny, unit, drift and integration tests
+## and the demo story (it fails if any step does not reach its expected state), the test binaries
+## and the demo two at a time (hack/test-parallel.sh: one real node at a time); the image test
 ## (crates/controller/tests/image.rs) builds the image twice from the test build's binary with
 ## hack/image.sh, so `make test` needs no release build
 ## Property tests run a fixed seed here so a CI verdict is reproducible; plain `cargo test`
 ## draws a fresh seed each run and keeps exploring (failures land in proptest-regressions/).
 PROPTEST_SEED ?= 20261130
-test: testenv-binaries lint deny
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-images test-build
+	PROPTEST_RNG_SEED=$(PROPTEST_SEED) CARGO=$(CARGO) ./hack/test-parallel.sh
+
+## The two chains `make test` runs side by side before the tests: the Go and image builds, and the
+## Rust checks and test build (each leaves a core idle at times: downloads, links, a crate's tail).
+test-images: testenv-binaries
 	# The data-plane slice needs Numaflow 1.8.1's images only (make dataplane builds 1.7.5 too).
 	NUMAFLOW_VERSIONS=v1.8.1 NUMAPLANE_TESTENV_CACHE=$(TESTENV_CACHE) ./hack/dataplane-images.sh
-	PROPTEST_RNG_SEED=$(PROPTEST_SEED) $(CARGO) test --workspace --all-targets --no-fail-fast
-	$(MAKE) --no-print-directory demo
+
+test-build: lint deny
+	$(CARGO) test --workspace --all-targets --no-run
 
 lint:
 	$(CARGO) fmt --all -- --check
