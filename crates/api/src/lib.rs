@@ -11,6 +11,7 @@ pub mod crds;
 pub mod free_form;
 pub mod isbservice_rollout;
 pub mod keys;
+pub mod kind;
 pub mod label_index;
 pub mod manifests;
 pub mod monovertex_rollout;
@@ -25,6 +26,7 @@ pub mod strategy;
 
 pub use common::{ChildMetadata, Phase, RiderStatus, Status, UpgradeStrategy};
 pub use isbservice_rollout::{ISBServiceRollout, ISBServiceRolloutSpec, ISBServiceRolloutStatus};
+pub use kind::{Kind, Reconciled, Subject};
 pub use monovertex_rollout::{MonoVertexRollout, MonoVertexRolloutSpec, MonoVertexRolloutStatus};
 pub use numaflow_controller::{
     NumaflowController, NumaflowControllerSpec, NumaflowControllerStatus,

@@ -6,7 +6,7 @@
 //! - every repository path in code (inline or fenced) that looks like a file exists: a path
 //!   under a top-level entry of the repository (`crates/...`, `config/...`, `hack/...`) from the
 //!   root, a relative source path (`tests/install.rs`, `rollout/mod.rs`) as the end of some file
-//!   under `crates/`, a bare `name.rs` as the name of one;
+//!   under `crates/`, a bare file name as the name of one;
 //! - every `make <target>` is a target of the Makefile, every `kubectl numaplane <subcommand>`
 //!   a subcommand of the plugin (read from the clap definitions in `crates/cli/src/cli.rs`), and
 //!   every `cargo ... -p <package>` / `--test <test>` / `--example <example>` / `--bin <bin>`

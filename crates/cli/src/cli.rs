@@ -1,7 +1,7 @@
 //! Command-line definitions.
 
-use crate::kinds::{RolloutKind, parse_kind};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use numaplane_api::Kind;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -203,7 +203,7 @@ pub struct GetArgs {
     /// Kind: pipelinerollout (pr), monovertexrollout (mvr), isbservicerollout (isbr),
     /// numaflowcontrollerrollout (ncr); default all four.
     #[arg(value_parser = parse_kind, value_name = "KIND")]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
     /// Only the rollout of this name.
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
@@ -223,7 +223,7 @@ pub struct ListArgs {
     /// Kind: pipelinerollout (pr), monovertexrollout (mvr), isbservicerollout (isbr),
     /// numaflowcontrollerrollout (ncr); default all four.
     #[arg(value_parser = parse_kind, value_name = "KIND")]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
     /// After the list, print a line for each rollout that changes (Ctrl-C to stop).
     #[arg(short = 'w', long)]
     pub watch: bool,
@@ -245,7 +245,7 @@ pub struct PauseArgs {
     pub rollout: String,
     /// Kind, when a PipelineRollout and a MonoVertexRollout share the name (pr or mvr).
     #[arg(long, value_parser = parse_kind)]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
 }
 
 #[derive(Args, Debug)]
@@ -254,7 +254,7 @@ pub struct ResumeArgs {
     pub rollout: String,
     /// Kind, when a PipelineRollout and a MonoVertexRollout share the name (pr or mvr).
     #[arg(long, value_parser = parse_kind)]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
     /// Keep the previous replica counts instead of restarting at scale.min (sets
     /// spec.strategy.pauseResume.fastResume: true).
     #[arg(long)]
@@ -284,7 +284,7 @@ pub struct WaitArgs {
     pub timeout: Duration,
     /// Kind, when rollouts of several kinds share the name.
     #[arg(long, value_parser = parse_kind)]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,7 +300,7 @@ pub struct TrialArgs {
     pub rollout: String,
     /// Kind, when rollouts of several kinds share the name (pr, mvr or isbr).
     #[arg(long, value_parser = parse_kind)]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
 }
 
 #[derive(Args, Debug)]
@@ -309,7 +309,7 @@ pub struct HistoryArgs {
     pub rollout: String,
     /// Kind, when rollouts of several kinds share the name.
     #[arg(long, value_parser = parse_kind)]
-    pub kind: Option<RolloutKind>,
+    pub kind: Option<Kind>,
     /// Output format: a table (default), or the records as json or yaml.
     #[arg(short = 'o', long, value_enum, default_value_t = HistoryOutput::Table)]
     pub output: HistoryOutput,
@@ -416,12 +416,31 @@ mod tests {
         assert_eq!(cli.global.namespace.as_deref(), Some("ns"));
         match cli.command {
             Command::Get(g) => {
-                assert_eq!(g.kind, Some(RolloutKind::Pipeline));
+                assert_eq!(g.kind, Some(Kind::Pipeline));
                 assert_eq!(g.name.as_deref(), Some("my-pipeline"));
                 assert_eq!(g.output, Output::Json);
             }
             other => panic!("unexpected {other:?}"),
         }
         assert!(Cli::try_parse_from(["kubectl-numaplane", "get", "pipelines"]).is_err());
+    }
+}
+
+/// clap value parser for a kind argument: kubectl's names for the rollout kinds.
+fn parse_kind(s: &str) -> Result<Kind, String> {
+    Kind::parse_resource(s).ok_or_else(|| {
+        format!(
+            "unknown kind {s:?}: use pipelinerollout (pr), monovertexrollout (mvr), \
+             isbservicerollout (isbr) or numaflowcontrollerrollout (ncr)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod kind_tests {
+    #[test]
+    fn a_child_kind_is_not_a_kind_argument() {
+        assert!(super::parse_kind("pipeline").is_err());
+        assert!(super::parse_kind("pr").is_ok());
     }
 }

@@ -1,11 +1,11 @@
 //! Connecting like kubectl, and finding rollouts by name.
 
 use crate::cli::GlobalArgs;
-use crate::kinds::RolloutKind;
 use anyhow::{Context, Result, anyhow, bail};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use numaplane_api::Kind;
 
 /// Field manager of every write the plugin makes.
 pub const FIELD_MANAGER: &str = "kubectl-numaplane";
@@ -49,7 +49,7 @@ impl Cluster {
         Ok(Cluster { client, namespace })
     }
 
-    pub fn rollouts(&self, kind: RolloutKind) -> Api<DynamicObject> {
+    pub fn rollouts(&self, kind: Kind) -> Api<DynamicObject> {
         Api::namespaced_with(
             self.client.clone(),
             &self.namespace,
@@ -62,10 +62,10 @@ impl Cluster {
     pub async fn find(
         &self,
         name: &str,
-        kinds: &[RolloutKind],
-        wanted: Option<RolloutKind>,
-    ) -> Result<(RolloutKind, DynamicObject)> {
-        let candidates: Vec<RolloutKind> = match wanted {
+        kinds: &[Kind],
+        wanted: Option<Kind>,
+    ) -> Result<(Kind, DynamicObject)> {
+        let candidates: Vec<Kind> = match wanted {
             Some(k) => vec![k],
             None => kinds.to_vec(),
         };
@@ -75,7 +75,7 @@ impl Cluster {
                 .rollouts(kind)
                 .get_opt(name)
                 .await
-                .with_context(|| format!("getting {} {name}", kind.kind()))?
+                .with_context(|| format!("getting {} {name}", kind.rollout_kind()))?
             {
                 found.push((kind, obj));
             }
@@ -83,8 +83,8 @@ impl Cluster {
         match found.len() {
             0 => {
                 let kinds: Vec<&str> = match wanted {
-                    Some(k) => vec![k.kind()],
-                    None => kinds.iter().map(|k| k.kind()).collect(),
+                    Some(k) => vec![k.rollout_kind()],
+                    None => kinds.iter().map(|k| k.rollout_kind()).collect(),
                 };
                 Err(anyhow!(
                     "no {} named {name:?} in namespace {}",
@@ -94,7 +94,7 @@ impl Cluster {
             }
             1 => Ok(found.remove(0)),
             _ => {
-                let kinds: Vec<&str> = found.iter().map(|(k, _)| k.kind()).collect();
+                let kinds: Vec<&str> = found.iter().map(|(k, _)| k.rollout_kind()).collect();
                 bail!(
                     "{name:?} names a {} in namespace {}: choose one with --kind",
                     kinds.join(" and a "),

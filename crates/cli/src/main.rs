@@ -4,7 +4,6 @@ mod cli;
 mod cluster;
 mod commands;
 mod dashboard;
-mod kinds;
 mod manifests;
 mod render;
 mod tree;

@@ -296,7 +296,7 @@ MonoVertexRollout/my-mvtx  Deployed  [HealthUnknown, Paused]  age 3h10m
                             {"kind": "MonoVertexRollout", "rollout": "mvr", "state": "Waiting"}]}}}
         });
         let objects = vec![crate::tree::RolloutObjects {
-            kind: crate::kinds::RolloutKind::NumaflowController,
+            kind: numaplane_api::Kind::NumaflowController,
             rollout: ncr,
             children: vec![],
         }];

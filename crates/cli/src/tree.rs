@@ -1,8 +1,8 @@
 //! The tree `get` shows: built from raw objects (pure, no API calls), serialised as-is for
 //! `-o json|yaml` and drawn by [`crate::render`].
 
-use crate::kinds::RolloutKind;
 use chrono::{DateTime, Utc};
+use numaplane_api::Kind;
 use numaplane_api::keys::{condition, labels, reason, upgrade_state};
 use serde::Serialize;
 use serde_json::Value;
@@ -10,7 +10,7 @@ use serde_json::Value;
 /// Objects fetched for one rollout.
 #[derive(Clone, Debug)]
 pub struct RolloutObjects {
-    pub kind: RolloutKind,
+    pub kind: Kind,
     pub rollout: Value,
     pub children: Vec<ChildObjects>,
 }
@@ -194,7 +194,7 @@ fn conditions(v: &Value) -> Vec<ConditionNode> {
         .unwrap_or_default()
 }
 
-fn summary(kind: RolloutKind, conds: &[ConditionNode]) -> Vec<String> {
+fn summary(kind: Kind, conds: &[ConditionNode]) -> Vec<String> {
     let mut out = Vec::new();
     for c in conds {
         let t = c.type_.as_str();
@@ -204,7 +204,7 @@ fn summary(kind: RolloutKind, conds: &[ConditionNode]) -> Vec<String> {
                 "False" => "Unhealthy".to_string(),
                 _ => "HealthUnknown".to_string(),
             });
-        } else if Some(t) == kind.pause_condition() && c.status == "True" {
+        } else if t == kind.pause_condition() && c.status == "True" {
             out.push(match c.reason.as_str() {
                 reason::PIPELINE_PAUSING => "Pausing".to_string(),
                 reason::PAUSE => "PausingPipelines".to_string(),
@@ -276,7 +276,7 @@ fn rollout_node(o: &RolloutObjects, now: DateTime<Utc>) -> RolloutNode {
     let v = &o.rollout;
     let conds = conditions(v);
     let upgrade = s(v, "/status/upgradeInProgress");
-    let allow_data_loss = (o.kind == RolloutKind::Pipeline).then(|| {
+    let allow_data_loss = (o.kind == Kind::Pipeline).then(|| {
         v.pointer("/metadata/annotations")
             .and_then(|a| a.get(numaplane_api::keys::annotations::ALLOW_DATA_LOSS))
             .and_then(Value::as_str)
@@ -305,7 +305,7 @@ fn rollout_node(o: &RolloutObjects, now: DateTime<Utc>) -> RolloutNode {
             })
     });
     RolloutNode {
-        kind: o.kind.kind().to_string(),
+        kind: o.kind.rollout_kind().to_string(),
         namespace: s(v, "/metadata/namespace"),
         name: s(v, "/metadata/name"),
         phase: s(v, "/status/phase"),
@@ -368,7 +368,7 @@ fn state_rank(state: Option<&str>) -> u8 {
     }
 }
 
-fn child_node(kind: RolloutKind, c: &ChildObjects, now: DateTime<Utc>) -> ChildNode {
+fn child_node(kind: Kind, c: &ChildObjects, now: DateTime<Utc>) -> ChildNode {
     let v = &c.object;
     let conds = conditions(v);
     let unhealthy: Vec<String> = conds
@@ -393,7 +393,7 @@ fn child_node(kind: RolloutKind, c: &ChildObjects, now: DateTime<Utc>) -> ChildN
         "Unhealthy"
     };
     let pods = match kind {
-        RolloutKind::Pipeline if !c.vertices.is_empty() => Some(c.vertices.iter().fold(
+        Kind::Pipeline if !c.vertices.is_empty() => Some(c.vertices.iter().fold(
             Pods {
                 ready: 0,
                 desired: 0,
@@ -403,7 +403,7 @@ fn child_node(kind: RolloutKind, c: &ChildObjects, now: DateTime<Utc>) -> ChildN
                 desired: acc.desired + i(vx, "/status/desiredReplicas").unwrap_or_default(),
             },
         )),
-        RolloutKind::MonoVertex => {
+        Kind::MonoVertex => {
             let ready = i(v, "/status/readyReplicas");
             let desired = i(v, "/status/desiredReplicas");
             (ready.is_some() || desired.is_some()).then(|| Pods {
@@ -413,7 +413,7 @@ fn child_node(kind: RolloutKind, c: &ChildObjects, now: DateTime<Utc>) -> ChildN
         }
         _ => None,
     };
-    let pause = matches!(kind, RolloutKind::Pipeline | RolloutKind::MonoVertex).then(|| {
+    let pause = matches!(kind, Kind::Pipeline | Kind::MonoVertex).then(|| {
         let desired = s(v, "/spec/lifecycle/desiredPhase");
         PauseNode {
             desired_phase: if desired.is_empty() {
@@ -601,12 +601,12 @@ pub mod fixture {
         };
         vec![
             RolloutObjects {
-                kind: RolloutKind::Pipeline,
+                kind: Kind::Pipeline,
                 rollout: pr,
                 children: vec![trial, promoted],
             },
             RolloutObjects {
-                kind: RolloutKind::MonoVertex,
+                kind: Kind::MonoVertex,
                 rollout: mvr,
                 children: vec![mv],
             },

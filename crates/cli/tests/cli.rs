@@ -1223,7 +1223,7 @@ fn default_isb_rollout() -> Value {
 }
 
 /// The promoted child `my-pipeline-<n>` the controller would have made of `applied`, on ISB
-/// service child `default-<n>`.
+/// service child `default-<n>` (its source takes in data: marked to drain before deletion).
 fn promoted_pipeline(applied: &Value, n: u32) -> Value {
     let (name, isb) = (format!("my-pipeline-{n}"), format!("default-{n}"));
     let mut live = json!({
@@ -1231,7 +1231,7 @@ fn promoted_pipeline(applied: &Value, n: u32) -> Value {
         "metadata": {"name": name,
             "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
                        labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: isb},
-            "annotations": {"owner": name}},
+            "annotations": {"owner": name, annotations::REQUIRES_DRAIN: "true"}},
         "spec": applied["spec"]["pipeline"]["spec"].clone()
     });
     live["spec"]["interStepBufferServiceName"] = json!(isb);
@@ -1297,6 +1297,42 @@ async fn plan_places_the_child_on_the_promoted_controller_instance() {
     assert_eq!(p["fields"], json!([]), "{p}");
 }
 
+/// A pipeline that takes in data is marked `requires-drain` by the controller, so that it is
+/// drained before it is deleted. A live pipeline without the mark (the Go operator's, say) is
+/// given it directly: `plan` of the unchanged manifest says so, as the controller does it (the
+/// plugin's own rendering left the mark out and answered no change).
+#[tokio::test]
+async fn plan_adds_the_drain_mark_as_the_controller_does() {
+    let env = TestEnv::shared().await;
+    let client = env.client();
+    let (ns, ctl) = plan_namespaces(env, "cli-plan-drain-mark").await;
+    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
+    create::<InterStepBufferService>(
+        &client,
+        &ns,
+        child_manifest("InterStepBufferService", "default-0", "default", "promoted"),
+        None,
+    )
+    .await;
+    let applied = plan_rollout("cat:v1", 5);
+    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let mut live = promoted_pipeline(&applied, 0);
+    live["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("annotations")
+        .remove(annotations::REQUIRES_DRAIN);
+    create::<Pipeline>(&client, &ns, live, None).await;
+
+    let p = plan_json(env, &ns, &ctl, &applied).await;
+    assert_eq!(p["strategy"], "direct-apply", "{p}");
+    assert_eq!(
+        p["fields"],
+        json!([{"path": format!("metadata.annotations[{}]", annotations::REQUIRES_DRAIN),
+                "class": "metadata"}]),
+        "{p}"
+    );
+}
+
 /// While its ISBServiceRollout asks its pipelines to pause (an ISB service upgrade under
 /// pause-and-drain), the controller keeps the pipeline paused: `plan` of the unchanged manifest
 /// is no change, and says why the pipeline is paused.
@@ -1354,16 +1390,7 @@ async fn plan_reports_the_strategy() {
     .await;
     let applied = plan_rollout("cat:v1", 5);
     create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
-    let mut live = json!({
-        "apiVersion": "numaflow.numaproj.io/v1alpha1", "kind": "Pipeline",
-        "metadata": {"name": "my-pipeline-0",
-            "labels": {labels::PARENT_ROLLOUT_NAME: "my-pipeline", labels::UPGRADE_STATE: "promoted",
-                       labels::ISBSVC_NAME: "default", labels::ISBSVC_CHILD_NAME: "default-0"},
-            "annotations": {"owner": "my-pipeline-0"}},
-        "spec": applied["spec"]["pipeline"]["spec"].clone()
-    });
-    live["spec"]["interStepBufferServiceName"] = json!("default-0");
-    create::<Pipeline>(&client, &ns, live, None).await;
+    create::<Pipeline>(&client, &ns, promoted_pipeline(&applied, 0), None).await;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let write = |name: &str, manifest: &Value| {

@@ -232,12 +232,8 @@ pub fn kind_str<K: Resource<DynamicType = ()>>() -> &'static str {
 }
 
 fn owner_kind_str(kind: &str) -> &'static str {
-    match kind {
-        "PipelineRollout" => "PipelineRollout",
-        "MonoVertexRollout" => "MonoVertexRollout",
-        "ISBServiceRollout" => "ISBServiceRollout",
-        _ => "rollout",
-    }
+    numaplane_api::Kind::from_rollout_kind(kind)
+        .map_or("rollout", numaplane_api::Kind::rollout_kind)
 }
 
 /// Children of a rollout read from the API server (not the cache), for decisions where a stale

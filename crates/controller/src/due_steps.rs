@@ -39,7 +39,7 @@ pub const LANE_PASSES: usize = 64;
 /// How often the lane looks whether a runner pass of its rollout has ended.
 const RUNNER_POLL: Duration = Duration::from_millis(10);
 
-/// The rollout a step belongs to: its controller (`Rollout::CONTROLLER`), where and which.
+/// The rollout a step belongs to: its controller (`Kind::controller`), where and which.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StepOf {
     pub controller: &'static str,

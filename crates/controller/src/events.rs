@@ -8,31 +8,16 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use numaplane_api::{Reconciled, Subject};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tracing::debug;
 
-/// Event sources (reporting controllers) as the reference names them.
+/// Event sources (reporting controllers) beside those of the reconciled kinds
+/// ([`numaplane_api::Subject::event_source`]).
 pub mod source {
-    pub const PIPELINE_ROLLOUT: &str = "pipeline-rollout";
-    pub const MONOVERTEX_ROLLOUT: &str = "monovertex-rollout";
-    pub const ISBSVC_ROLLOUT: &str = "isbsvc-rollout";
-    pub const NUMAFLOW_CONTROLLER_ROLLOUT: &str = "numaflow-controller-rollout";
-    pub const NUMAFLOW_CONTROLLER: &str = "numaflow-controller";
     /// Configuration problems not tied to one rollout.
     pub const NUMAPLANE: &str = "numaplane";
-
-    /// The source of Events about an object of `kind`.
-    pub fn of_kind(kind: &str) -> Option<&'static str> {
-        Some(match kind {
-            "PipelineRollout" => PIPELINE_ROLLOUT,
-            "MonoVertexRollout" => MONOVERTEX_ROLLOUT,
-            "ISBServiceRollout" => ISBSVC_ROLLOUT,
-            "NumaflowControllerRollout" => NUMAFLOW_CONTROLLER_ROLLOUT,
-            "NumaflowController" => NUMAFLOW_CONTROLLER,
-            _ => return None,
-        })
-    }
 }
 
 #[derive(Clone)]
@@ -44,23 +29,18 @@ pub struct EventSink {
 
 impl EventSink {
     pub fn new(client: Client, instance: Option<String>) -> Self {
-        let recorders = [
-            source::PIPELINE_ROLLOUT,
-            source::MONOVERTEX_ROLLOUT,
-            source::ISBSVC_ROLLOUT,
-            source::NUMAFLOW_CONTROLLER_ROLLOUT,
-            source::NUMAFLOW_CONTROLLER,
-            source::NUMAPLANE,
-        ]
-        .into_iter()
-        .map(|s| {
-            let reporter = Reporter {
-                controller: s.to_string(),
-                instance: instance.clone(),
-            };
-            (s, Recorder::new(client.clone(), reporter))
-        })
-        .collect();
+        let recorders = Subject::ALL
+            .map(Subject::event_source)
+            .into_iter()
+            .chain([source::NUMAPLANE])
+            .map(|s| {
+                let reporter = Reporter {
+                    controller: s.to_string(),
+                    instance: instance.clone(),
+                };
+                (s, Recorder::new(client.clone(), reporter))
+            })
+            .collect();
         Self {
             recorders: Arc::new(recorders),
             client,
@@ -140,17 +120,20 @@ impl EventSink {
 
     /// The reference's Warning for a write of Numaplane's own object that the API server refused
     /// (`UpdateStatusFailed`, `UpdateFailed`…), from the source of the object's kind.
-    pub async fn write_refused<K: kube::Resource<DynamicType = ()>>(
+    pub async fn write_refused<K: kube::Resource<DynamicType = ()> + Reconciled>(
         &self,
         obj: &K,
         reason: &str,
         note: String,
     ) {
-        let Some(src) = source::of_kind(&K::kind(&())) else {
-            return;
-        };
-        self.publish(src, &obj.object_ref(&()), EventType::Warning, reason, note)
-            .await;
+        self.publish(
+            K::SUBJECT.event_source(),
+            &obj.object_ref(&()),
+            EventType::Warning,
+            reason,
+            note,
+        )
+        .await;
     }
 
     pub async fn config_warning(&self, namespace: &str, configmap: &str, note: &str) {

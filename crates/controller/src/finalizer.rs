@@ -6,6 +6,7 @@ use crate::error::{Error, KubeContext, is_not_found};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Reconciled;
 use numaplane_api::keys::FINALIZER;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -31,7 +32,8 @@ where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + Debug
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Reconciled,
 {
     ctx.ensure_leader()?;
     let patch = if obj.finalizers().is_empty() {
@@ -61,7 +63,12 @@ where
 }
 
 /// The reference's `UpdateFailed` Warning for a refused finalizer patch.
-async fn refused<K: Resource<DynamicType = ()>>(ctx: &Ctx, obj: &K, doing: &str, e: &kube::Error) {
+async fn refused<K: Resource<DynamicType = ()> + Reconciled>(
+    ctx: &Ctx,
+    obj: &K,
+    doing: &str,
+    e: &kube::Error,
+) {
     ctx.events
         .write_refused(
             obj,
@@ -76,7 +83,8 @@ where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + Debug
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Reconciled,
 {
     let Some(idx) = obj.finalizers().iter().position(|f| f == FINALIZER) else {
         return Ok(());

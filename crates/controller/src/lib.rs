@@ -18,6 +18,7 @@ pub mod logging;
 pub mod metrics;
 pub mod numaflow_controller;
 pub mod pause_requests;
+pub mod reconcile;
 pub mod riders;
 pub mod rollout;
 pub mod run_watch;

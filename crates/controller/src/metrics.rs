@@ -3,6 +3,7 @@
 //! and API requests by verb, resource and code. Label values are bounded: object names only in
 //! the per-object health gauges (one series per object), reasons from a fixed set.
 
+use numaplane_api::{Kind, Subject};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -41,7 +42,7 @@ fn histogram() -> Histogram {
 }
 
 /// A rollout as `(kind, namespace, name)`.
-type RolloutKey = (String, String, String);
+type RolloutKey = (Kind, String, String);
 
 /// A progressive verdict: the trial judged and whether it succeeded.
 type Verdict = (String, bool);
@@ -54,15 +55,15 @@ pub struct Metrics {
     pub monovertex_rollout_health: Family<Labels, Gauge>,
     pub numaflow_controller_rollout_health: Family<Labels, Gauge>,
     pub numaflow_controller_health: Family<Labels, Gauge>,
-    current_health: Mutex<HashMap<(&'static str, String, String), Labels>>,
+    current_health: Mutex<HashMap<(Subject, String, String), Labels>>,
     // Rollouts per namespace.
     pub pipeline_rollouts_running: Family<Labels, Gauge>,
     pub isb_service_rollouts_running: Family<Labels, Gauge>,
     pub monovertex_rollouts_running: Family<Labels, Gauge>,
     pub numaflow_controller_rollouts_running: Family<Labels, Gauge>,
-    known: Mutex<HashMap<&'static str, HashMap<String, std::collections::BTreeSet<String>>>>,
+    known: Mutex<HashMap<Kind, HashMap<String, std::collections::BTreeSet<String>>>>,
     // Reconcile counts per controller (the reference's unlabelled counters).
-    syncs: HashMap<&'static str, (Counter, Counter)>,
+    syncs: HashMap<Subject, (Counter, Counter)>,
     pub pipeline_rollout_queue_length: Gauge,
     pub progressive_pipeline_drains: Family<Labels, Counter>,
     pub pipeline_system_paused_seconds: Family<Labels, GaugeF>,
@@ -74,10 +75,10 @@ pub struct Metrics {
     pub kube_resource_monitored: Gauge,
     pub kube_resource_cache: Family<Labels, Gauge>,
     pub cluster_cache_error_total: Counter,
-    pub progressive_started: HashMap<&'static str, Family<Labels, Counter>>,
-    pub progressive_completed: HashMap<&'static str, Family<Labels, Counter>>,
+    pub progressive_started: HashMap<Kind, Family<Labels, Counter>>,
+    pub progressive_completed: HashMap<Kind, Family<Labels, Counter>>,
     /// The last verdict counted per rollout `(kind, namespace, name)`.
-    last_verdict: Mutex<HashMap<(String, String, String), Verdict>>,
+    last_verdict: Mutex<HashMap<RolloutKey, Verdict>>,
     pub numaflow_controller_kubectl_execution_total: Counter,
     // Ours.
     pub reconcile_duration: Family<Labels, Histogram>,
@@ -118,14 +119,16 @@ const RECONCILE_TIME_BUCKETS: [f64; 40] = [
     25.0, 30.0, 40.0, 50.0, 60.0,
 ];
 
-/// Controller names as the reference names them; also the `type` label of durations.
-pub const CONTROLLERS: [&str; 5] = [
-    "pipeline-rollout-controller",
-    "monovertex-rollout-controller",
-    "isbsvc-rollout-controller",
-    "numaflow-controller-rollout-controller",
-    "numaflowcontroller-controller",
-];
+/// The metric name part of a kind's progressive upgrades (`numaplane_<part>_progressive_started`),
+/// as the reference names them.
+fn progressive_prefix(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Pipeline => "pipeline",
+        Kind::MonoVertex => "monovertex",
+        Kind::IsbService => "isbsvc",
+        Kind::NumaflowController => "numaflowcontroller",
+    }
+}
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -206,16 +209,14 @@ impl Metrics {
             Family::<Labels, Gauge>::default()
         );
         let mut syncs = HashMap::new();
-        for (controller, prefix) in [
-            ("pipeline-rollout-controller", "pipeline_rollout"),
-            ("isbsvc-rollout-controller", "isb_service_rollout"),
-            ("monovertex-rollout-controller", "monovertex_rollout"),
-            (
-                "numaflow-controller-rollout-controller",
-                "numaflow_controller_rollout",
-            ),
-            ("numaflowcontroller-controller", "numaflow_controller"),
-        ] {
+        for subject in Subject::ALL {
+            let prefix = match subject {
+                Subject::Rollout(Kind::Pipeline) => "pipeline_rollout",
+                Subject::Rollout(Kind::IsbService) => "isb_service_rollout",
+                Subject::Rollout(Kind::MonoVertex) => "monovertex_rollout",
+                Subject::Rollout(Kind::NumaflowController) => "numaflow_controller_rollout",
+                Subject::NumaflowController => "numaflow_controller",
+            };
             let total = reg!(
                 format!("{prefix}_syncs"),
                 "Reconciles started",
@@ -226,7 +227,7 @@ impl Metrics {
                 "Reconciles that failed",
                 Counter::default()
             );
-            syncs.insert(controller, (total, errors));
+            syncs.insert(subject, (total, errors));
         }
         let pipeline_rollout_queue_length = reg!(
             "pipeline_rollout_queue_length",
@@ -295,11 +296,12 @@ impl Metrics {
         );
         let mut progressive_started = HashMap::new();
         let mut progressive_completed = HashMap::new();
-        for kind in ["pipeline", "isbsvc", "monovertex"] {
+        for kind in Kind::PROGRESSIVE {
+            let k = progressive_prefix(kind);
             progressive_started.insert(
                 kind,
                 reg!(
-                    format!("numaplane_{kind}_progressive_started"),
+                    format!("numaplane_{k}_progressive_started"),
                     "Progressive upgrades started",
                     Family::<Labels, Counter>::default()
                 ),
@@ -307,7 +309,7 @@ impl Metrics {
             progressive_completed.insert(
                 kind,
                 reg!(
-                    format!("numaplane_{kind}_progressive_completed"),
+                    format!("numaplane_{k}_progressive_completed"),
                     "Progressive upgrades completed",
                     Family::<Labels, Counter>::default()
                 ),
@@ -426,12 +428,17 @@ impl Metrics {
             leader,
             fenced_writes,
             unsuffixed: std::iter::once("progressive_pipeline_drains".to_string())
-                .chain(["pipeline", "isbsvc", "monovertex"].iter().flat_map(|k| {
-                    [
-                        format!("numaplane_{k}_progressive_started"),
-                        format!("numaplane_{k}_progressive_completed"),
-                    ]
-                }))
+                .chain(
+                    Kind::PROGRESSIVE
+                        .map(progressive_prefix)
+                        .iter()
+                        .flat_map(|k| {
+                            [
+                                format!("numaplane_{k}_progressive_started"),
+                                format!("numaplane_{k}_progressive_completed"),
+                            ]
+                        }),
+                )
                 .collect(),
         }
     }
@@ -471,27 +478,24 @@ impl Metrics {
         out
     }
 
-    fn health_family(&self, kind: &'static str) -> Option<&Family<Labels, Gauge>> {
-        match kind {
-            "PipelineRollout" => Some(&self.pipeline_rollout_health),
-            "ISBServiceRollout" => Some(&self.isb_services_rollout_health),
-            "MonoVertexRollout" => Some(&self.monovertex_rollout_health),
-            "NumaflowControllerRollout" => Some(&self.numaflow_controller_rollout_health),
-            "NumaflowController" => Some(&self.numaflow_controller_health),
-            _ => None,
+    fn health_family(&self, subject: Subject) -> &Family<Labels, Gauge> {
+        match subject {
+            Subject::Rollout(Kind::Pipeline) => &self.pipeline_rollout_health,
+            Subject::Rollout(Kind::IsbService) => &self.isb_services_rollout_health,
+            Subject::Rollout(Kind::MonoVertex) => &self.monovertex_rollout_health,
+            Subject::Rollout(Kind::NumaflowController) => &self.numaflow_controller_rollout_health,
+            Subject::NumaflowController => &self.numaflow_controller_health,
         }
     }
 
     /// Sets an object's one-hot health series, removing its previous combination.
-    pub fn set_health(&self, kind: &'static str, ns: &str, name: &str, labels: Labels) {
-        let Some(family) = self.health_family(kind) else {
-            return;
-        };
+    pub fn set_health(&self, subject: Subject, ns: &str, name: &str, labels: Labels) {
+        let family = self.health_family(subject);
         let mut cur = self
             .current_health
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let key = (kind, ns.to_string(), name.to_string());
+        let key = (subject, ns.to_string(), name.to_string());
         if let Some(old) = cur.get(&key)
             && *old != labels
         {
@@ -502,17 +506,19 @@ impl Metrics {
     }
 
     /// Forgets a deleted object: its health series and its count in its namespace.
-    pub fn forget(&self, kind: &'static str, ns: &str, name: &str) {
-        if let Some(family) = self.health_family(kind) {
-            let mut cur = self
-                .current_health
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if let Some(old) = cur.remove(&(kind, ns.to_string(), name.to_string())) {
-                family.remove(&old);
-            }
+    pub fn forget(&self, subject: Subject, ns: &str, name: &str) {
+        let family = self.health_family(subject);
+        let mut cur = self
+            .current_health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = cur.remove(&(subject, ns.to_string(), name.to_string())) {
+            family.remove(&old);
         }
-        self.count(kind, ns, name, false);
+        drop(cur);
+        if let Subject::Rollout(kind) = subject {
+            self.count(kind, ns, name, false);
+        }
         self.last_verdict
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -524,12 +530,13 @@ impl Metrics {
     }
 
     /// Tracks that a rollout exists (or not) and updates its namespace's `*_running` gauge.
-    pub fn count(&self, kind: &'static str, ns: &str, name: &str, exists: bool) {
+    pub fn count(&self, kind: Kind, ns: &str, name: &str, exists: bool) {
         let family = match kind {
-            "PipelineRollout" => &self.pipeline_rollouts_running,
-            "ISBServiceRollout" => &self.isb_service_rollouts_running,
-            "MonoVertexRollout" => &self.monovertex_rollouts_running,
-            _ => return,
+            Kind::Pipeline => &self.pipeline_rollouts_running,
+            Kind::IsbService => &self.isb_service_rollouts_running,
+            Kind::MonoVertex => &self.monovertex_rollouts_running,
+            // Counted by the NumaflowControllerRollout reconciler, with the controllers it runs.
+            Kind::NumaflowController => return,
         };
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         let set = known
@@ -550,13 +557,9 @@ impl Metrics {
     }
 
     /// Counts a reconcile start, and its failure when `error_reason` is set.
-    pub fn reconciled(
-        &self,
-        controller: &'static str,
-        secs: f64,
-        error_reason: Option<&'static str>,
-    ) {
-        if let Some((total, errors)) = self.syncs.get(controller) {
+    pub fn reconciled(&self, subject: Subject, secs: f64, error_reason: Option<&'static str>) {
+        let controller = subject.controller();
+        if let Some((total, errors)) = self.syncs.get(&subject) {
             total.inc();
             if error_reason.is_some() {
                 errors.inc();
@@ -621,8 +624,8 @@ impl Metrics {
     }
 
     /// A progressive upgrade started (a trial was created).
-    pub fn progressive_started(&self, kind: &str, ns: &str, rollout: &str, child: &str) {
-        if let Some(f) = self.progressive_started.get(kind) {
+    pub fn progressive_started(&self, kind: Kind, ns: &str, rollout: &str, child: &str) {
+        if let Some(f) = self.progressive_started.get(&kind) {
             f.get_or_create(&vec![
                 ("namespace", ns.to_string()),
                 ("rolloutName", rollout.to_string()),
@@ -637,7 +640,7 @@ impl Metrics {
     /// verdict on the same trial (a failed one force-promoted) does.
     pub fn progressive_completed(
         &self,
-        kind: &str,
+        kind: Kind,
         ns: &str,
         rollout: &str,
         child: &str,
@@ -645,14 +648,14 @@ impl Metrics {
         forced: bool,
     ) {
         let verdict = (child.to_string(), success);
-        let key = (kind.to_string(), ns.to_string(), rollout.to_string());
+        let key = (kind, ns.to_string(), rollout.to_string());
         let mut last = self.last_verdict.lock().unwrap_or_else(|e| e.into_inner());
         if last.get(&key) == Some(&verdict) {
             return;
         }
         last.insert(key, verdict);
         drop(last);
-        if let Some(f) = self.progressive_completed.get(kind) {
+        if let Some(f) = self.progressive_completed.get(&kind) {
             f.get_or_create(&vec![
                 ("namespace", ns.to_string()),
                 ("rolloutName", rollout.to_string()),
@@ -670,14 +673,14 @@ impl Metrics {
     /// again (its status write failed, a held status) adds nothing.
     pub fn upgrades_finished(
         &self,
-        kind: &str,
+        kind: Kind,
         ns: &str,
         rollout: &str,
         before: &[numaplane_api::common::UpgradeRecord],
         after: &[numaplane_api::common::UpgradeRecord],
     ) {
         for (r, secs) in numaplane_core::history::finished_since(before, after) {
-            let key = (kind.to_string(), ns.to_string(), rollout.to_string());
+            let key = (kind, ns.to_string(), rollout.to_string());
             let id = (r.child.clone(), r.start_time.0.to_string());
             let mut last = self.last_upgrade.lock().unwrap_or_else(|e| e.into_inner());
             if last.get(&key) == Some(&id) {
@@ -688,7 +691,7 @@ impl Metrics {
             let outcome = r.outcome.map(|o| format!("{o:?}")).unwrap_or_default();
             self.upgrade_duration
                 .get_or_create(&vec![
-                    ("kind", kind.to_string()),
+                    ("kind", kind.metric_label().to_string()),
                     ("strategy", format!("{:?}", r.strategy)),
                     ("outcome", outcome),
                 ])
@@ -831,7 +834,7 @@ mod tests {
             "pr-0",
             numaplane_core::recycle::DrainResult::ForceDrain,
         );
-        m.reconciled("pipeline-rollout-controller", 0.01, None);
+        m.reconciled(Subject::Rollout(Kind::Pipeline), 0.01, None);
         let text = m.encode();
         assert!(
             text.contains("# TYPE progressive_pipeline_drains counter\n"),
@@ -894,13 +897,13 @@ mod tests {
             "pr-0",
             numaplane_core::recycle::DrainResult::DrainIncomplete,
         );
-        m.reconciled("pipeline-rollout-controller", 0.01, Some("conflict"));
-        m.progressive_completed("monovertex", "ns", "mv", "mv-1", false, false);
+        m.reconciled(Subject::Rollout(Kind::Pipeline), 0.01, Some("conflict"));
+        m.progressive_completed(Kind::MonoVertex, "ns", "mv", "mv-1", false, false);
         m.pause_seconds(PauseGauge::IsbService, "ns", "isb", 3.0);
         m.rest_request("GET", "h", 200);
         m.kube_request("get", "pipelines", 200);
         m.set_health(
-            "NumaflowController",
+            Subject::NumaflowController,
             "ns",
             "nc",
             vec![("phase", "Deployed".into())],
@@ -943,14 +946,14 @@ mod tests {
         };
         let m = Metrics::new();
         m.upgrades_finished(
-            "pipeline",
+            Kind::Pipeline,
             "ns",
             "p",
             std::slice::from_ref(&open),
             std::slice::from_ref(&done),
         );
         // The same end seen again (a retried status write) is not counted twice.
-        m.upgrades_finished("pipeline", "ns", "p", &[open], &[done]);
+        m.upgrades_finished(Kind::Pipeline, "ns", "p", &[open], &[done]);
         let text = m.encode();
         let count = text
             .lines()
@@ -983,13 +986,13 @@ mod tests {
                 ("phase", phase.to_string()),
             ]
         };
-        m.set_health("PipelineRollout", "ns", "p", l("Pending"));
-        m.set_health("PipelineRollout", "ns", "p", l("Deployed"));
+        m.set_health(Subject::Rollout(Kind::Pipeline), "ns", "p", l("Pending"));
+        m.set_health(Subject::Rollout(Kind::Pipeline), "ns", "p", l("Deployed"));
         let text = m.encode();
         assert!(text.contains(r#"phase="Deployed""#), "{text}");
         assert!(!text.contains(r#"phase="Pending""#), "{text}");
         assert!(text.contains(r#"intuit_alert="true""#), "{text}");
-        m.forget("PipelineRollout", "ns", "p");
+        m.forget(Subject::Rollout(Kind::Pipeline), "ns", "p");
         assert!(!m.encode().contains(r#"pipeline="p""#));
     }
 
@@ -999,7 +1002,10 @@ mod tests {
         let Some(kind) = m.progressive_completed.keys().next().copied() else {
             panic!("no progressive_completed family");
         };
-        let name = format!("numaplane_{kind}_progressive_completed");
+        let name = format!(
+            "numaplane_{}_progressive_completed",
+            progressive_prefix(kind)
+        );
         let count = |m: &Metrics, success: &str| {
             value(
                 &m.encode(),
@@ -1014,7 +1020,7 @@ mod tests {
         m.progressive_completed(kind, "ns", "r", "r-1", true, true);
         assert_eq!(count(&m, "true"), Some(1.0));
         // A rollout deleted and created again under the same name starts afresh.
-        m.forget("PipelineRollout", "ns", "r");
+        m.forget(Subject::Rollout(Kind::Pipeline), "ns", "r");
         m.progressive_completed(kind, "ns", "r", "r-1", true, true);
         assert_eq!(count(&m, "true"), Some(2.0));
     }
@@ -1031,9 +1037,9 @@ mod tests {
     #[test]
     fn running_gauge_counts_rollouts_per_namespace() {
         let m = Metrics::new();
-        m.count("PipelineRollout", "a", "x", true);
-        m.count("PipelineRollout", "a", "y", true);
-        m.count("PipelineRollout", "a", "y", true);
+        m.count(Kind::Pipeline, "a", "x", true);
+        m.count(Kind::Pipeline, "a", "y", true);
+        m.count(Kind::Pipeline, "a", "y", true);
         let running = |m: &Metrics| {
             value(
                 &m.encode(),
@@ -1042,14 +1048,14 @@ mod tests {
             )
         };
         assert_eq!(running(&m), Some(2.0));
-        m.forget("PipelineRollout", "a", "x");
+        m.forget(Subject::Rollout(Kind::Pipeline), "a", "x");
         assert_eq!(running(&m), Some(1.0));
     }
 
     #[test]
     fn counters_carry_the_reference_names() {
         let m = Metrics::new();
-        m.reconciled("pipeline-rollout-controller", 0.01, Some("InvalidSpec"));
+        m.reconciled(Subject::Rollout(Kind::Pipeline), 0.01, Some("InvalidSpec"));
         m.kube_request("PATCH", "pipelines", 200);
         let text = m.encode();
         let cases: [(&str, &[&str]); 5] = [

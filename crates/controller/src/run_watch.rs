@@ -102,12 +102,12 @@ fn finished(run: &AnalysisRunPhase, trials: &Trials) -> Option<(Announced, Optio
         "Pipeline" => (
             trials.pipelines.read_meta(&ns, &owner.name, trial_of),
             PIPELINE_RUN,
-            PipelineRollout::CONTROLLER,
+            PipelineRollout::KIND.controller(),
         ),
         "MonoVertex" => (
             trials.monovertices.read_meta(&ns, &owner.name, trial_of),
             MONOVERTEX_RUN,
-            MonoVertexRollout::CONTROLLER,
+            MonoVertexRollout::KIND.controller(),
         ),
         _ => return None,
     };

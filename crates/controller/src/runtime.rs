@@ -730,7 +730,7 @@ fn run_controller<R: Rollout, O: Cached<R>>(
     // A step falling due gets its pass at once, beside the workers (`due_steps.rs`).
     let (store, lane_ctx) = (controller.store(), ctx.clone());
     ctx.due_steps
-        .spawn_lane(tasks, cancel, R::CONTROLLER, move |due: Due| {
+        .spawn_lane(tasks, cancel, R::KIND.controller(), move |due: Due| {
             let (store, ctx) = (store.clone(), lane_ctx.clone());
             async move {
                 let at = ObjectRef::new(&due.name).within(&due.namespace);
@@ -748,7 +748,11 @@ fn run_controller<R: Rollout, O: Cached<R>>(
         controller
             .reconcile_all_on(gained)
             .graceful_shutdown_on(async move { token.cancelled().await })
-            .run(reconcile_cached::<R, O>, rollout::error_policy::<O>, ctx)
+            .run(
+                reconcile_cached::<R, O>,
+                crate::reconcile::error_policy,
+                ctx,
+            )
             .for_each(|res| async move {
                 if let Err(e) = res {
                     tracing::debug!(error = %e, "controller event");

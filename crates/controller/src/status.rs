@@ -10,6 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use numaplane_api::common::{Phase, RiderStatus, Status};
 use numaplane_api::keys::{condition, event_reason, message, reason};
+use numaplane_api::{Kind, Reconciled, Subject};
 use numaplane_core::conditions::set_condition;
 use numaplane_core::health::{Health, HealthStatus};
 use serde::Serialize;
@@ -174,7 +175,8 @@ where
         + Clone
         + Debug
         + Serialize
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Reconciled,
     S: PartialEq + Serialize,
 {
     if before == after {
@@ -204,7 +206,8 @@ where
         + Clone
         + Debug
         + Serialize
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Reconciled,
     S: RolloutStatus,
 {
     write::<R>(obj, ctx, applyable(st)?).await
@@ -216,7 +219,8 @@ where
         + Clone
         + Debug
         + Serialize
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Reconciled,
 {
     ctx.ensure_leader()?;
     let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
@@ -238,7 +242,7 @@ where
         Err(e) => {
             if !e.is_not_found() {
                 // The reference's MonoVertexRollout names it differently.
-                let reason = if R::kind(&()) == "MonoVertexRollout" {
+                let reason = if R::SUBJECT == Subject::Rollout(Kind::MonoVertex) {
                     event_reason::STATUS_UPDATE_FAILED
                 } else {
                     event_reason::UPDATE_STATUS_FAILED

@@ -395,3 +395,143 @@ fn long_functions_in_rollout_say_why() {
         "its reason is read"
     );
 }
+
+/// Documents and sources a comment cites (`docs/strategies.md`, `rollout/placement.rs`,
+/// `status_hold.rs`) that `exists` does not find: `(line, cited)`. Comments are the lines that
+/// start with `//` (doc comments included).
+fn missing_citations(
+    text: &str,
+    exists: &dyn Fn(&str) -> bool,
+    exts: &[&str],
+) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some(comment) = line.trim_start().strip_prefix("//") else {
+            continue;
+        };
+        let words = comment.split_whitespace();
+        // An address elsewhere (`https://…/x.md`) is not a citation of the repository.
+        for word in words.filter(|w| !w.contains("://")) {
+            for token in word
+                .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')))
+            {
+                let token = token.trim_end_matches('.');
+                let cited = exts.iter().any(|e| {
+                    token
+                        .strip_suffix(e)
+                        .is_some_and(|stem| stem.ends_with('.') && stem.len() > 1)
+                });
+                if cited && !exists(token) {
+                    out.push((i + 1, token.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Test names that number sections of a document (`a14_promotes`) rather than say what they
+/// check.
+fn section_numbered_tests(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    // A test: an attribute naming `test` among those right above the function.
+    let is_test = |i: usize| {
+        lines[..i]
+            .iter()
+            .rev()
+            .map(|l| l.trim_start())
+            .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+            .any(|l| l.starts_with("#[") && l.contains("test"))
+    };
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| is_test(*i))
+        .filter_map(|(_, l)| {
+            let l = l.trim_start();
+            l.strip_prefix("async fn ")
+                .or_else(|| l.strip_prefix("fn "))
+        })
+        .filter_map(|rest| rest.split('(').next())
+        .filter(|name| {
+            let mut chars = name.chars();
+            chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                && name.split('_').next().is_some_and(|head| {
+                    head.len() > 1 && head[1..].chars().all(|c| c.is_ascii_digit())
+                })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+const CITED_EXTENSIONS: [&str; 2] = ["md", "rs"];
+
+#[test]
+fn comments_and_test_names_cite_only_what_the_repository_has() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    rust_files(&root.join("crates"), &mut files);
+    rust_files(&root.join("dataplane"), &mut files);
+    files.retain(|f| !f.components().any(|c| c.as_os_str() == "target"));
+    assert!(files.len() > 100, "the sources were read: {}", files.len());
+    // Every file of the repository, by its path from the root.
+    let mut paths = BTreeSet::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    stack.push(p);
+                }
+            } else if let Ok(rel) = p.strip_prefix(&root) {
+                paths.insert(format!("/{}", rel.display()));
+            }
+        }
+    }
+    // A citation is a path from the root, or the end of one (`rollout/mod.rs`, `status_hold.rs`).
+    let exists = |cited: &str| {
+        let cited = format!("/{}", cited.trim_start_matches("./"));
+        paths.iter().any(|p| p.ends_with(&cited))
+    };
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read source");
+        let shown = file.strip_prefix(&root).unwrap_or(file).display();
+        for (line, cited) in missing_citations(&text, &exists, &CITED_EXTENSIONS) {
+            problems.push(format!(
+                "{shown}:{line}: cites {cited}, which the repository lacks"
+            ));
+        }
+        for name in section_numbered_tests(&text) {
+            problems.push(format!(
+                "{shown}: fn {name} numbers a section instead of saying what it checks"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_citation_check_catches_what_it_is_for() {
+    let exists = |c: &str| c == "docs/strategies.md" || c == "status_hold.rs";
+    let text = [
+        "/// see docs/strategies.md and status_hold.rs.",
+        "    // as api.md says (scenarios.md, section 3)",
+        "let url = \"x.md\"; // trailing.md",
+        "//! https://example.com/y.md, a version 1.8.1 and e.g. words.",
+    ]
+    .join("\n");
+    assert_eq!(
+        missing_citations(&text, &exists, &CITED_EXTENSIONS),
+        [(2, "api.md".to_string()), (2, "scenarios.md".to_string())]
+    );
+    assert_eq!(
+        section_numbered_tests(
+            "#[test]\nfn a14_promotes() {}\n#[test]\nfn a_pipeline_drains() {}\n\
+             #[tokio::test]\nasync fn s3_x() {}\nfn v1() {}\n"
+        ),
+        ["a14_promotes", "s3_x"]
+    );
+}

@@ -23,6 +23,7 @@ pub mod conditions;
 pub mod config;
 pub mod controller_trial;
 pub mod deletion;
+pub mod desired;
 pub mod health;
 pub mod history;
 pub mod json;

@@ -99,6 +99,18 @@ impl TemplateVars {
             .with(".isbsvc-namespace", namespace)
     }
 
+    /// The variables of a child of `kind` (none for a NumaflowController, whose spec is not a
+    /// template).
+    pub fn for_child(kind: numaplane_api::Kind, name: &str, namespace: &str) -> Self {
+        use numaplane_api::Kind;
+        match kind {
+            Kind::Pipeline => Self::pipeline(name, namespace),
+            Kind::MonoVertex => Self::monovertex(name, namespace),
+            Kind::IsbService => Self::isbsvc(name, namespace),
+            Kind::NumaflowController => Self::new(),
+        }
+    }
+
     /// Adds (or replaces) a variable.
     pub fn with(mut self, key: &str, value: &str) -> Self {
         match self.0.iter_mut().find(|(k, _)| k == key) {

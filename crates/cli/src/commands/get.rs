@@ -2,7 +2,6 @@
 
 use crate::cli::{GetArgs, Output};
 use crate::cluster::{Cluster, list_or_empty};
-use crate::kinds::RolloutKind;
 use crate::render::{Style, render};
 use crate::tree::{ChildObjects, RolloutObjects, Tree, build};
 use anyhow::{Context, Result};
@@ -10,6 +9,7 @@ use futures::{FutureExt, StreamExt, stream};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::Kind;
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{AnalysisRun, Vertex};
 use serde_json::Value;
@@ -46,7 +46,7 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
         let rollouts = watch(&kind.rollout_resource(), config);
         // A NumaflowController written before children carried labels has only its
         // rollout's name.
-        let children = if kind == RolloutKind::NumaflowController {
+        let children = if kind == Kind::NumaflowController {
             watcher::Config::default()
         } else {
             watcher::Config::default().labels(labels::PARENT_ROLLOUT_NAME)
@@ -54,14 +54,14 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
         let children = watch(&kind.child_resource(), children);
         caches.kinds.push((kind, rollouts, children));
     }
-    if kinds.contains(&RolloutKind::Pipeline) {
+    if kinds.contains(&Kind::Pipeline) {
         let config = watcher::Config::default().labels(labels::NUMAFLOW_PIPELINE_NAME);
         caches.vertices = Some(watch(&ApiResource::erase::<Vertex>(&()), config));
     }
     let runs = ApiResource::erase::<AnalysisRun>(&());
     if kinds
         .iter()
-        .any(|k| matches!(k, RolloutKind::Pipeline | RolloutKind::MonoVertex))
+        .any(|k| matches!(k, Kind::Pipeline | Kind::MonoVertex))
     {
         match installed(cluster, args, &runs).await {
             Ok(true) => caches.runs = Some(watch(&runs, watcher::Config::default())),
@@ -114,7 +114,7 @@ pub async fn run(cluster: &Cluster, args: &GetArgs) -> Result<i32> {
 #[derive(Default)]
 struct Caches {
     /// Per kind: its rollouts and its children.
-    kinds: Vec<(RolloutKind, Store<DynamicObject>, Store<DynamicObject>)>,
+    kinds: Vec<(Kind, Store<DynamicObject>, Store<DynamicObject>)>,
     /// Vertex objects, when Pipelines are shown.
     vertices: Option<Store<DynamicObject>>,
     /// AnalysisRuns, when Argo Rollouts is installed and Pipelines or MonoVertices are shown.
@@ -150,8 +150,7 @@ impl Caches {
                     .filter(|c| &c.metadata.namespace == ns)
                     .filter(|c| {
                         label(c, labels::PARENT_ROLLOUT_NAME) == name.as_deref()
-                            || (*kind == RolloutKind::NumaflowController
-                                && &c.metadata.name == name)
+                            || (*kind == Kind::NumaflowController && &c.metadata.name == name)
                     })
                     .collect();
                 mine.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -169,12 +168,12 @@ impl Caches {
         Ok(build(&objects, chrono::Utc::now()))
     }
 
-    fn child_objects(&self, kind: RolloutKind, child: &DynamicObject) -> Result<ChildObjects> {
+    fn child_objects(&self, kind: Kind, child: &DynamicObject) -> Result<ChildObjects> {
         let ns = &child.metadata.namespace;
         let name = child.metadata.name.as_deref();
         let uid = child.metadata.uid.clone().unwrap_or_default();
         let vertices = match (&self.vertices, kind) {
-            (Some(store), RolloutKind::Pipeline) => {
+            (Some(store), Kind::Pipeline) => {
                 let mut v: Vec<_> = store
                     .state()
                     .into_iter()
@@ -187,7 +186,7 @@ impl Caches {
             _ => Vec::new(),
         };
         let analysis_runs = match (&self.runs, kind) {
-            (Some(store), RolloutKind::Pipeline | RolloutKind::MonoVertex) => {
+            (Some(store), Kind::Pipeline | Kind::MonoVertex) => {
                 let mut r: Vec<_> = store
                     .state()
                     .into_iter()
@@ -267,10 +266,10 @@ pub(crate) fn refused(e: &watcher::Error) -> bool {
     matches!(code, 401 | 403)
 }
 
-fn kinds_of(args: &GetArgs) -> Vec<RolloutKind> {
+fn kinds_of(args: &GetArgs) -> Vec<Kind> {
     match args.kind {
         Some(k) => vec![k],
-        None => RolloutKind::ALL.to_vec(),
+        None => Kind::ALL.to_vec(),
     }
 }
 
@@ -298,9 +297,9 @@ fn print(cluster: &Cluster, args: &GetArgs, tree: &Tree, style: Style, redraw: b
                     format!("namespace {}", cluster.namespace)
                 };
                 let what = match (&args.name, args.kind) {
-                    (Some(n), Some(k)) => format!("No {} named {n:?}", k.kind()),
+                    (Some(n), Some(k)) => format!("No {} named {n:?}", k.rollout_kind()),
                     (Some(n), None) => format!("No rollout named {n:?}"),
-                    (None, Some(k)) => format!("No {}s", k.kind()),
+                    (None, Some(k)) => format!("No {}s", k.rollout_kind()),
                     (None, None) => "No rollouts".to_string(),
                 };
                 format!("{what} in {place}.\n")
@@ -327,7 +326,7 @@ fn to_value(obj: &DynamicObject) -> Result<Value> {
 }
 
 /// Everything the tree needs, fetched now.
-async fn snapshot(cluster: &Cluster, args: &GetArgs, kinds: &[RolloutKind]) -> Result<Tree> {
+async fn snapshot(cluster: &Cluster, args: &GetArgs, kinds: &[Kind]) -> Result<Tree> {
     let mut objects = Vec::new();
     for &kind in kinds {
         let rollouts = api(cluster, args, &kind.rollout_resource());
@@ -338,13 +337,13 @@ async fn snapshot(cluster: &Cluster, args: &GetArgs, kinds: &[RolloutKind]) -> R
             }
             None => list_or_empty(&rollouts, &ListParams::default()).await,
         }
-        .with_context(|| format!("listing {}s", kind.kind()))?;
+        .with_context(|| format!("listing {}s", kind.rollout_kind()))?;
         by_namespace_and_name(&mut found);
         for rollout in found {
             let children = children(cluster, kind, &rollout).await.with_context(|| {
                 format!(
                     "listing the children of {} {}",
-                    kind.kind(),
+                    kind.rollout_kind(),
                     rollout.metadata.name.as_deref().unwrap_or_default()
                 )
             })?;
@@ -360,7 +359,7 @@ async fn snapshot(cluster: &Cluster, args: &GetArgs, kinds: &[RolloutKind]) -> R
 
 pub(crate) async fn children(
     cluster: &Cluster,
-    kind: RolloutKind,
+    kind: Kind,
     rollout: &DynamicObject,
 ) -> Result<Vec<ChildObjects>> {
     let ns = rollout.metadata.namespace.clone().unwrap_or_default();
@@ -371,7 +370,7 @@ pub(crate) async fn children(
     let params = ListParams::default().labels(&format!("{}={name}", labels::PARENT_ROLLOUT_NAME));
     let mut children = list_or_empty(&child_api, &params).await?;
     // A NumaflowController written before children carried labels has its rollout's name.
-    if kind == RolloutKind::NumaflowController
+    if kind == Kind::NumaflowController
         && !children
             .iter()
             .any(|c| c.metadata.name.as_deref() == Some(&name))
@@ -385,7 +384,7 @@ pub(crate) async fn children(
     }
     let runs_api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &ApiResource::erase::<AnalysisRun>(&()));
-    let runs = if matches!(kind, RolloutKind::Pipeline | RolloutKind::MonoVertex) {
+    let runs = if matches!(kind, Kind::Pipeline | Kind::MonoVertex) {
         list_or_empty(&runs_api, &ListParams::default()).await?
     } else {
         Vec::new()
@@ -396,7 +395,7 @@ pub(crate) async fn children(
     for child in children {
         let child_name = child.metadata.name.clone().unwrap_or_default();
         let uid = child.metadata.uid.clone().unwrap_or_default();
-        let vertices = if kind == RolloutKind::Pipeline {
+        let vertices = if kind == Kind::Pipeline {
             let params = ListParams::default()
                 .labels(&format!("{}={child_name}", labels::NUMAFLOW_PIPELINE_NAME));
             list_or_empty(&vertex_api, &params).await?

@@ -2,10 +2,10 @@
 
 use crate::cli::{HistoryArgs, HistoryOutput};
 use crate::cluster::Cluster;
-use crate::kinds::RolloutKind;
 use crate::tree::human_duration;
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
+use numaplane_api::Kind;
 use numaplane_api::common::UpgradeRecord;
 use serde::Serialize;
 
@@ -20,12 +20,10 @@ struct History<'a> {
 }
 
 pub async fn run(cluster: &Cluster, args: &HistoryArgs) -> Result<i32> {
-    let (kind, obj) = cluster
-        .find(&args.rollout, &RolloutKind::ALL, args.kind)
-        .await?;
+    let (kind, obj) = cluster.find(&args.rollout, &Kind::ALL, args.kind).await?;
     let records = records(obj.data.pointer("/status/upgradeHistory"))?;
     let history = History {
-        kind: kind.kind(),
+        kind: kind.rollout_kind(),
         namespace: &cluster.namespace,
         name: &args.rollout,
         upgrade_history: &records,

@@ -4,12 +4,12 @@
 
 use crate::cli::ListArgs;
 use crate::cluster::{Cluster, list_or_empty};
-use crate::kinds::RolloutKind;
 use crate::tree::{RolloutObjects, build};
 use anyhow::{Context, Result};
 use futures::{StreamExt, stream};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::Kind;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -32,7 +32,7 @@ const MESSAGE_WIDTH: usize = 80;
 pub async fn run(cluster: &Cluster, args: &ListArgs) -> Result<i32> {
     let kinds = match args.kind {
         Some(k) => vec![k],
-        None => RolloutKind::ALL.to_vec(),
+        None => Kind::ALL.to_vec(),
     };
     let mut rows = Vec::new();
     for &kind in &kinds {
@@ -41,7 +41,7 @@ pub async fn run(cluster: &Cluster, args: &ListArgs) -> Result<i32> {
             &ListParams::default(),
         )
         .await
-        .with_context(|| format!("listing {}s", kind.kind()))?;
+        .with_context(|| format!("listing {}s", kind.rollout_kind()))?;
         for r in &found {
             rows.push(row(kind, r)?);
         }
@@ -130,7 +130,7 @@ fn key(r: &[String; 9]) -> (String, String, String) {
 }
 
 /// One rollout's line, from the same reading of its status as `get`'s tree.
-fn row(kind: RolloutKind, rollout: &DynamicObject) -> Result<[String; 9]> {
+fn row(kind: Kind, rollout: &DynamicObject) -> Result<[String; 9]> {
     let objects = [RolloutObjects {
         kind,
         rollout: serde_json::to_value(rollout)?,
@@ -138,7 +138,7 @@ fn row(kind: RolloutKind, rollout: &DynamicObject) -> Result<[String; 9]> {
     }];
     let tree = build(&objects, chrono::Utc::now());
     let Some(n) = tree.rollouts.into_iter().next() else {
-        anyhow::bail!("{} could not be read", kind.kind());
+        anyhow::bail!("{} could not be read", kind.rollout_kind());
     };
     let or_dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
     let trial = n

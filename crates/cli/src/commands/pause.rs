@@ -3,9 +3,9 @@
 
 use crate::cli::{AllowDataLossArgs, PauseArgs, ResumeArgs};
 use crate::cluster::{Cluster, FIELD_MANAGER};
-use crate::kinds::RolloutKind;
 use anyhow::{Context, Result, bail};
 use kube::api::{DynamicObject, Patch, PatchParams};
+use numaplane_api::Kind;
 use numaplane_api::keys::annotations;
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ fn params() -> PatchParams {
 }
 
 /// `spec.<pipeline|monoVertex>.spec.lifecycle.desiredPhase`, `Running` when unset.
-pub fn desired_phase(kind: RolloutKind, rollout: &Value) -> String {
+pub fn desired_phase(kind: Kind, rollout: &Value) -> String {
     rollout
         .pointer(&format!(
             "/spec/{}/spec/lifecycle/desiredPhase",
@@ -33,7 +33,7 @@ pub fn desired_phase(kind: RolloutKind, rollout: &Value) -> String {
 }
 
 /// The merge patch that sets the desired phase (and, for a fast resume, `fastResume: true`).
-pub fn phase_patch(kind: RolloutKind, phase: &str, fast_resume: bool) -> Value {
+pub fn phase_patch(kind: Kind, phase: &str, fast_resume: bool) -> Value {
     let mut patch =
         json!({"spec": {kind.template_field(): {"spec": {"lifecycle": {"desiredPhase": phase}}}}});
     if fast_resume {
@@ -55,13 +55,13 @@ pub async fn pause(cluster: &Cluster, args: &PauseArgs) -> Result<i32> {
 pub async fn pause_rollout(cluster: &Cluster, args: &PauseArgs) -> Result<String> {
     check_pausable(args.kind)?;
     let (kind, obj) = cluster
-        .find(&args.rollout, &RolloutKind::PAUSABLE, args.kind)
+        .find(&args.rollout, &Kind::PAUSABLE, args.kind)
         .await?;
     let current = desired_phase(kind, &data(&obj)?);
     if current == PAUSED {
         bail!(
             "{} {} is already paused (desiredPhase Paused)",
-            kind.kind(),
+            kind.rollout_kind(),
             args.rollout
         );
     }
@@ -73,10 +73,10 @@ pub async fn pause_rollout(cluster: &Cluster, args: &PauseArgs) -> Result<String
             &Patch::Merge(phase_patch(kind, PAUSED, false)),
         )
         .await
-        .with_context(|| format!("patching {} {}", kind.kind(), args.rollout))?;
+        .with_context(|| format!("patching {} {}", kind.rollout_kind(), args.rollout))?;
     Ok(format!(
         "{}/{} paused (spec.{}.spec.lifecycle.desiredPhase: Paused)",
-        kind.kind(),
+        kind.rollout_kind(),
         args.rollout,
         kind.template_field()
     ))
@@ -91,14 +91,14 @@ pub async fn resume(cluster: &Cluster, args: &ResumeArgs) -> Result<i32> {
 pub async fn resume_rollout(cluster: &Cluster, args: &ResumeArgs) -> Result<String> {
     check_pausable(args.kind)?;
     let (kind, obj) = cluster
-        .find(&args.rollout, &RolloutKind::PAUSABLE, args.kind)
+        .find(&args.rollout, &Kind::PAUSABLE, args.kind)
         .await?;
     let value = data(&obj)?;
     let current = desired_phase(kind, &value);
     if current != PAUSED {
         bail!(
             "{} {} is not paused (desiredPhase {current})",
-            kind.kind(),
+            kind.rollout_kind(),
             args.rollout
         );
     }
@@ -110,7 +110,7 @@ pub async fn resume_rollout(cluster: &Cluster, args: &ResumeArgs) -> Result<Stri
             &Patch::Merge(phase_patch(kind, RUNNING, args.fast)),
         )
         .await
-        .with_context(|| format!("patching {} {}", kind.kind(), args.rollout))?;
+        .with_context(|| format!("patching {} {}", kind.rollout_kind(), args.rollout))?;
     let fast_already = value
         .pointer("/spec/strategy/pauseResume/fastResume")
         .and_then(Value::as_bool)
@@ -124,17 +124,17 @@ pub async fn resume_rollout(cluster: &Cluster, args: &ResumeArgs) -> Result<Stri
     };
     Ok(format!(
         "{}/{} resumed{how} (spec.{}.spec.lifecycle.desiredPhase: Running)",
-        kind.kind(),
+        kind.rollout_kind(),
         args.rollout,
         kind.template_field()
     ))
 }
 
-fn check_pausable(kind: Option<RolloutKind>) -> Result<()> {
+fn check_pausable(kind: Option<Kind>) -> Result<()> {
     match kind {
-        Some(k) if !RolloutKind::PAUSABLE.contains(&k) => bail!(
+        Some(k) if !Kind::PAUSABLE.contains(&k) => bail!(
             "{}s cannot be paused: only PipelineRollouts and MonoVertexRollouts can",
-            k.kind()
+            k.rollout_kind()
         ),
         _ => Ok(()),
     }
@@ -147,7 +147,7 @@ pub async fn allow_data_loss(cluster: &Cluster, args: &AllowDataLossArgs) -> Res
 
 /// Sets (or with `off` removes) the allow-data-loss annotation; returns what was done.
 pub async fn set_allow_data_loss(cluster: &Cluster, args: &AllowDataLossArgs) -> Result<String> {
-    let kind = RolloutKind::Pipeline;
+    let kind = Kind::Pipeline;
     let Some(obj) = cluster
         .rollouts(kind)
         .get_opt(&args.rollout)
@@ -155,16 +155,12 @@ pub async fn set_allow_data_loss(cluster: &Cluster, args: &AllowDataLossArgs) ->
         .with_context(|| format!("getting PipelineRollout {}", args.rollout))?
     else {
         // Say so when the name belongs to a rollout of another kind.
-        let others = [
-            RolloutKind::MonoVertex,
-            RolloutKind::IsbService,
-            RolloutKind::NumaflowController,
-        ];
+        let others = [Kind::MonoVertex, Kind::IsbService, Kind::NumaflowController];
         if let Ok((other, _)) = cluster.find(&args.rollout, &others, None).await {
             bail!(
                 "allow-data-loss applies only to PipelineRollouts; {} is a {}",
                 args.rollout,
-                other.kind()
+                other.rollout_kind()
             );
         }
         bail!(
@@ -225,17 +221,17 @@ mod tests {
     #[test]
     fn patches() {
         assert_eq!(
-            phase_patch(RolloutKind::MonoVertex, "Paused", false),
+            phase_patch(Kind::MonoVertex, "Paused", false),
             json!({"spec": {"monoVertex": {"spec": {"lifecycle": {"desiredPhase": "Paused"}}}}})
         );
         assert_eq!(
-            phase_patch(RolloutKind::Pipeline, "Running", true),
+            phase_patch(Kind::Pipeline, "Running", true),
             json!({"spec": {
                 "pipeline": {"spec": {"lifecycle": {"desiredPhase": "Running"}}},
                 "strategy": {"pauseResume": {"fastResume": true}}
             }})
         );
         let pr = json!({"spec": {"pipeline": {"spec": {}}}});
-        assert_eq!(desired_phase(RolloutKind::Pipeline, &pr), "Running");
+        assert_eq!(desired_phase(Kind::Pipeline, &pr), "Running");
     }
 }

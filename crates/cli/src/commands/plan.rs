@@ -6,22 +6,23 @@
 
 use crate::cli::{PlanArgs, PlanOutput};
 use crate::cluster::{Cluster, list_or_empty};
-use crate::kinds::RolloutKind;
 use crate::manifests;
 use anyhow::{Context, Result, anyhow, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams};
+use numaplane_api::Kind;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{config_kind, labels, upgrade_state};
-use numaplane_core::child::{self, RenderedChild};
+use numaplane_core::child;
 use numaplane_core::config::{
     ControllerConfig, UsdeConfig, UserStrategy, parse_controller_config, parse_namespace_config,
     parse_usde_configmap,
 };
+use numaplane_core::desired::{self, Inputs, KindInputs, LiveChild, RenderedChild};
 use numaplane_core::ppnd;
 use numaplane_core::riders::{ExistingRider, RiderSpec};
 use numaplane_core::template::TemplateVars;
-use numaplane_core::usde::{self, ChangeClass, ChildKind, DecisionInput};
+use numaplane_core::usde::{self, ChangeClass, DecisionInput};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -76,15 +77,6 @@ fn class_name(c: ChangeClass) -> &'static str {
         ChangeClass::Other => "other",
         ChangeClass::Metadata => "metadata",
         ChangeClass::Rider => "rider",
-    }
-}
-
-fn child_kind(kind: RolloutKind) -> ChildKind {
-    match kind {
-        RolloutKind::Pipeline => ChildKind::Pipeline,
-        RolloutKind::MonoVertex => ChildKind::MonoVertex,
-        RolloutKind::IsbService => ChildKind::InterStepBufferService,
-        RolloutKind::NumaflowController => ChildKind::NumaflowController,
     }
 }
 
@@ -206,20 +198,15 @@ fn newest<K: kube::Resource>(items: Vec<K>) -> Option<K> {
         .max_by_key(|o| o.meta().creation_timestamp.as_ref().map(|t| t.0))
 }
 
-fn child_api(cluster: &Cluster, ns: &str, kind: RolloutKind) -> Api<DynamicObject> {
+fn child_api(cluster: &Cluster, ns: &str, kind: Kind) -> Api<DynamicObject> {
     Api::namespaced_with(cluster.client.clone(), ns, &kind.child_resource())
 }
 
 /// The live child the controller compares with: the NumaflowController of the rollout's name,
 /// else the newest child labelled promoted.
-async fn live_child(
-    cluster: &Cluster,
-    ns: &str,
-    kind: RolloutKind,
-    name: &str,
-) -> Result<Option<Value>> {
+async fn live_child(cluster: &Cluster, ns: &str, kind: Kind, name: &str) -> Result<Option<Value>> {
     let api = child_api(cluster, ns, kind);
-    let found = if kind == RolloutKind::NumaflowController {
+    let found = if kind == Kind::NumaflowController {
         api.get_opt(name).await?
     } else {
         let selector = format!(
@@ -242,7 +229,7 @@ async fn live_child(
 /// The ISB service child a pipeline of `isb_rollout` would use: the newest trial, else the
 /// newest promoted one (as the controller picks it).
 async fn current_isbsvc(cluster: &Cluster, ns: &str, isb_rollout: &str) -> Result<Option<String>> {
-    let api = child_api(cluster, ns, RolloutKind::IsbService);
+    let api = child_api(cluster, ns, Kind::IsbService);
     let selector = format!("{}={isb_rollout}", labels::PARENT_ROLLOUT_NAME);
     let all = list_or_empty(&api, &ListParams::default().labels(&selector)).await?;
     for state in [
@@ -279,26 +266,17 @@ fn string_map(v: &Value, ptr: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn template_vars(kind: RolloutKind, child: &str, ns: &str) -> TemplateVars {
-    match kind {
-        RolloutKind::Pipeline => TemplateVars::pipeline(child, ns),
-        RolloutKind::MonoVertex => TemplateVars::monovertex(child, ns),
-        RolloutKind::IsbService => TemplateVars::isbsvc(child, ns),
-        RolloutKind::NumaflowController => TemplateVars::new(),
-    }
-}
-
 /// Checks the child spec as the controller would before doing anything.
-fn validate(kind: RolloutKind, spec: &Value) -> Result<()> {
+fn validate(kind: Kind, spec: &Value) -> Result<()> {
     let path = format!("spec.{}.spec", kind.template_field());
     let res = match kind {
-        RolloutKind::Pipeline => child::validate_pipeline_spec(spec, &path)
+        Kind::Pipeline => child::validate_pipeline_spec(spec, &path)
             .map_err(|e| format!("invalid Numaflow Pipeline spec: {e}")),
-        RolloutKind::MonoVertex => child::validate_monovertex_spec(spec, &path)
+        Kind::MonoVertex => child::validate_monovertex_spec(spec, &path)
             .map_err(|e| format!("invalid Numaflow MonoVertex spec: {e}")),
-        RolloutKind::IsbService => child::validate_isbsvc_spec(spec, &path)
+        Kind::IsbService => child::validate_isbsvc_spec(spec, &path)
             .map_err(|e| format!("invalid Numaflow InterStepBufferService spec: {e}")),
-        RolloutKind::NumaflowController => Ok(()),
+        Kind::NumaflowController => Ok(()),
     };
     res.map_err(|e| anyhow!("the controller would reject this manifest: {e}"))
 }
@@ -306,7 +284,7 @@ fn validate(kind: RolloutKind, spec: &Value) -> Result<()> {
 /// The desired child for `live`, rendered as the controller renders it.
 async fn desired_child(
     cluster: &Cluster,
-    kind: RolloutKind,
+    kind: Kind,
     manifest: &Value,
     live: &Value,
     notes: &mut Vec<String>,
@@ -314,7 +292,7 @@ async fn desired_child(
     let ns = str_at(live, "/metadata/namespace");
     let rollout = str_at(manifest, "/metadata/name");
     let child_name = str_at(live, "/metadata/name");
-    if kind == RolloutKind::NumaflowController {
+    if kind == Kind::NumaflowController {
         // The NumaflowController's spec is the rollout's {version, instanceID}; no labels.
         let mut spec = serde_json::Map::new();
         for key in ["version", "instanceID"] {
@@ -341,18 +319,18 @@ async fn desired_child(
         .map(|m| serde_json::from_value(m.clone()))
         .transpose()
         .with_context(|| format!("spec.{field}.metadata"))?;
-    let vars = template_vars(kind, child_name, ns);
-    let mut desired = child::render_child(
-        rollout,
-        &format!("spec.{field}"),
-        metadata.as_ref(),
-        spec,
-        &vars,
-    )?;
-    match kind {
-        RolloutKind::Pipeline => {
-            let isb_rollout = child::isb_rollout_name(&desired.spec);
-            let isb_child = match current_isbsvc(cluster, ns, &isb_rollout).await? {
+    let annotation = |key: &str| {
+        str_at(
+            manifest,
+            &format!("/metadata/annotations/{}", json_pointer_escape(key)),
+        ) == "true"
+    };
+    // What the child takes from outside the rollout, read as the controller reads it.
+    let (isb_rollout, isb_child, requests);
+    let inputs = match kind {
+        Kind::Pipeline => {
+            isb_rollout = child::isb_rollout_name(spec);
+            isb_child = match current_isbsvc(cluster, ns, &isb_rollout).await? {
                 Some(c) => c,
                 None => {
                     notes.push(format!(
@@ -368,49 +346,49 @@ async fn desired_child(
                     .to_string()
                 }
             };
-            child::point_pipeline_at_isbsvc(
-                &mut desired.labels,
-                &mut desired.spec,
-                &isb_rollout,
-                &isb_child,
-            );
-            let requests = pause_requests(cluster, ns, &isb_rollout).await?;
-            let allow = str_at(
-                manifest,
-                &format!(
-                    "/metadata/annotations/{}",
-                    json_pointer_escape(numaplane_api::keys::annotations::ALLOW_DATA_LOSS)
-                ),
-            ) == "true";
-            if let Some(paused) = ppnd::paused_on_request(&desired.spec, &requests, allow) {
-                notes.push(format!(
-                    "paused while {} asks its pipelines to pause: the controller keeps the pipeline paused until it is done",
-                    requests.join(" and ")
-                ));
-                desired.spec = paused;
+            requests = pause_requests(cluster, ns, &isb_rollout).await?;
+            KindInputs::Pipeline {
+                isb_rollout: &isb_rollout,
+                isb_child: &isb_child,
+                pause_requests: &requests,
+                allow_data_loss: annotation(numaplane_api::keys::annotations::ALLOW_DATA_LOSS),
             }
         }
-        RolloutKind::MonoVertex => {
-            let fast = manifest
+        Kind::MonoVertex => KindInputs::MonoVertex {
+            fast_resume: manifest
                 .pointer("/spec/strategy/pauseResume/fastResume")
                 .and_then(Value::as_bool)
-                .unwrap_or(false);
-            let live_spec = live.get("spec").cloned().unwrap_or(Value::Null);
-            child::keep_live_replicas(
-                &mut desired.spec,
-                &live_spec,
-                str_at(live, "/status/phase"),
-                fast,
-            );
-        }
-        _ => {}
-    }
-    // The Numaflow controller instance the controller renders the child on.
-    if let Some(instance) = placement(cluster, ns, kind, rollout).await?.instance {
-        desired.annotations.insert(
-            numaplane_api::keys::annotations::NUMAFLOW_INSTANCE.into(),
-            instance,
-        );
+                .unwrap_or(false),
+        },
+        // (A NumaflowController's child was returned above.)
+        Kind::IsbService | Kind::NumaflowController => KindInputs::IsbService,
+    };
+    let instance = placement(cluster, ns, kind, rollout).await?.instance;
+    let live_annotations = string_map(live, "/metadata/annotations");
+    let live_spec = live.get("spec").cloned().unwrap_or(Value::Null);
+    let desired = desired::desired(&Inputs {
+        rollout,
+        namespace: ns,
+        child: child_name,
+        upgrade_state: upgrade_state::PROMOTED,
+        metadata: metadata.as_ref(),
+        template: spec,
+        kind: inputs,
+        instance: instance.as_deref(),
+        live: Some(LiveChild {
+            annotations: &live_annotations,
+            spec: &live_spec,
+            phase: str_at(live, "/status/phase"),
+        }),
+    })?;
+    if let KindInputs::Pipeline { pause_requests, .. } = inputs
+        && desired.spec.pointer("/lifecycle/desiredPhase")
+            != spec.pointer("/lifecycle/desiredPhase")
+    {
+        notes.push(format!(
+            "paused while {} asks its pipelines to pause: the controller keeps the pipeline paused until it is done",
+            pause_requests.join(" and ")
+        ));
     }
     Ok(desired)
 }
@@ -424,23 +402,20 @@ async fn pause_requests(cluster: &Cluster, ns: &str, isb_rollout: &str) -> Resul
             .and_then(|s| serde_json::from_value::<numaplane_api::common::Status>(s.clone()).ok())
             .is_some_and(|s| ppnd::requests_pause(&s))
     };
-    let api = |kind: RolloutKind| -> Api<DynamicObject> {
+    let api = |kind: Kind| -> Api<DynamicObject> {
         Api::namespaced_with(cluster.client.clone(), ns, &kind.rollout_resource())
     };
     let mut out = Vec::new();
-    let isb = api(RolloutKind::IsbService)
+    let isb = api(Kind::IsbService)
         .get_opt(isb_rollout)
         .await
         .with_context(|| format!("reading ISBServiceRollout {isb_rollout}"))?;
     if isb.as_ref().is_some_and(requesting) {
         out.push(format!("ISBServiceRollout {isb_rollout}"));
     }
-    let ncrs = list_or_empty(
-        &api(RolloutKind::NumaflowController),
-        &ListParams::default(),
-    )
-    .await
-    .context("reading the namespace's NumaflowControllerRollouts")?;
+    let ncrs = list_or_empty(&api(Kind::NumaflowController), &ListParams::default())
+        .await
+        .context("reading the namespace's NumaflowControllerRollouts")?;
     out.extend(ncrs.iter().filter(|r| requesting(r)).map(|r| {
         format!(
             "NumaflowControllerRollout {}",
@@ -455,19 +430,14 @@ async fn pause_requests(cluster: &Cluster, ns: &str, isb_rollout: &str) -> Resul
 async fn placement(
     cluster: &Cluster,
     ns: &str,
-    kind: RolloutKind,
+    kind: Kind,
     rollout: &str,
 ) -> Result<numaplane_core::controller_trial::Target> {
-    use numaplane_core::controller_trial::{WorkloadKind, target};
-    let workload = match kind {
-        RolloutKind::Pipeline => WorkloadKind::Pipeline,
-        RolloutKind::MonoVertex => WorkloadKind::MonoVertex,
-        _ => WorkloadKind::IsbService,
-    };
+    use numaplane_core::controller_trial::target;
     let api: Api<DynamicObject> = Api::namespaced_with(
         cluster.client.clone(),
         ns,
-        &RolloutKind::NumaflowController.rollout_resource(),
+        &Kind::NumaflowController.rollout_resource(),
     );
     let ncr = list_or_empty(&api, &ListParams::default())
         .await
@@ -480,7 +450,7 @@ async fn placement(
             .map(|s| serde_json::from_value(s.clone()))
             .transpose()
             .context("status.progressiveStatus of the namespace's NumaflowControllerRollout")?;
-    Ok(target(status.as_ref(), workload, rollout))
+    Ok(target(status.as_ref(), kind, rollout))
 }
 
 fn json_pointer_escape(key: &str) -> String {
@@ -491,7 +461,7 @@ fn json_pointer_escape(key: &str) -> String {
 /// riders listed in the rollout's `status.riders`.
 async fn rider_changes(
     cluster: &Cluster,
-    kind: RolloutKind,
+    kind: Kind,
     manifest: &Value,
     live_rollout: &Value,
     live_child: &Value,
@@ -524,7 +494,7 @@ async fn rider_changes(
         ns,
         |vertex| match vertex {
             Some(v) => TemplateVars::pipeline_vertex(child_name, ns, v),
-            None => template_vars(kind, child_name, ns),
+            None => TemplateVars::for_child(kind, child_name, ns),
         },
         &vertices,
         rules,
@@ -569,7 +539,7 @@ pub async fn plan(
     manifest: &Value,
 ) -> Result<Plan> {
     let kind_str = str_at(manifest, "/kind");
-    let kind = RolloutKind::parse(kind_str).ok_or_else(|| not_a_rollout(origin, kind_str))?;
+    let kind = Kind::parse_resource(kind_str).ok_or_else(|| not_a_rollout(origin, kind_str))?;
     let name = str_at(manifest, "/metadata/name");
     if name.is_empty() {
         bail!("{origin}: metadata.name is missing");
@@ -581,7 +551,7 @@ pub async fn plan(
     let st = strategies(cluster, &ns, &args.controller_namespace).await?;
     let mut notes = st.notes;
     let mut out = Plan {
-        kind: kind.kind().to_string(),
+        kind: kind.rollout_kind().to_string(),
         name: name.to_string(),
         namespace: ns.clone(),
         user_strategy: st.user.as_str().to_string(),
@@ -597,11 +567,11 @@ pub async fn plan(
     let Some(live_rollout) = rollouts
         .get_opt(name)
         .await
-        .with_context(|| format!("getting {} {name}", kind.kind()))?
+        .with_context(|| format!("getting {} {name}", kind.rollout_kind()))?
     else {
         notes.push(format!(
             "{} {name} does not exist in namespace {ns}: applying creates it and its first {}",
-            kind.kind(),
+            kind.rollout_kind(),
             kind.child_kind()
         ));
         out.notes = notes;
@@ -619,7 +589,7 @@ pub async fn plan(
     let Some(live) = live_child(cluster, &ns, kind, child_name).await? else {
         notes.push(format!(
             "{} {name} has no promoted {}: the controller creates one",
-            kind.kind(),
+            kind.rollout_kind(),
             kind.child_kind()
         ));
         out.notes = notes;
@@ -630,7 +600,7 @@ pub async fn plan(
         kind.child_kind(),
         str_at(&live, "/metadata/name")
     ));
-    if kind == RolloutKind::NumaflowController
+    if kind == Kind::NumaflowController
         && st.user == UserStrategy::Progressive
         && manifest.pointer("/spec/strategy/progressive").is_some()
     {
@@ -650,7 +620,7 @@ pub async fn plan(
         }
     }
     let desired = desired_child(cluster, kind, manifest, &live, &mut notes).await?;
-    let riders = if kind == RolloutKind::NumaflowController {
+    let riders = if kind == Kind::NumaflowController {
         Vec::new()
     } else {
         rider_changes(
@@ -665,7 +635,7 @@ pub async fn plan(
         .await?
     };
     let no_labels = BTreeMap::new();
-    let ncr = kind == RolloutKind::NumaflowController;
+    let ncr = kind == Kind::NumaflowController;
     let live_labels = if ncr {
         no_labels.clone()
     } else {
@@ -677,10 +647,9 @@ pub async fn plan(
         string_map(&live, "/metadata/annotations")
     };
     let live_spec = live.get("spec").cloned().unwrap_or(Value::Null);
-    let ck = child_kind(kind);
     let decision = usde::decide(&DecisionInput {
         user_strategy: st.user,
-        config: st.usde.as_ref().and_then(|u| u.for_kind(kind.child_kind())),
+        config: st.usde.as_ref().map(|u| u.for_kind(kind)),
         desired_spec: &desired.spec,
         live_spec: &live_spec,
         desired_labels: &desired.labels,
@@ -690,7 +659,7 @@ pub async fn plan(
         riders: &riders,
     });
     let raw = decision.strategy;
-    let decision = usde::effective_for_kind(ck, decision);
+    let decision = usde::effective_for_kind(kind, decision);
     if raw != decision.strategy {
         notes.push(format!(
             "{} would be {} under {}, but {}s do not support it: applied directly",
@@ -700,7 +669,7 @@ pub async fn plan(
             kind.child_kind()
         ));
     }
-    if decision.recreate && kind != RolloutKind::IsbService {
+    if decision.recreate && kind != Kind::IsbService {
         notes.push(format!(
             "a recreate field changed; only ISBServiceRollouts recreate their child, a {} is updated in place",
             kind.child_kind()
@@ -712,7 +681,7 @@ pub async fn plan(
             "an upgrade is already in progress (status.upgradeInProgress {in_progress}): it continues with this change and decides how it is carried"
         ));
     }
-    if kind == RolloutKind::Pipeline
+    if kind == Kind::Pipeline
         && decision.strategy == UpgradeStrategy::PipelinePauseAndDrain
         && live_rollout
             .pointer(&format!(
@@ -750,7 +719,7 @@ async fn controller_trial_note(
     from: &str,
     to: &str,
 ) -> Result<String> {
-    let names = |kind: RolloutKind| {
+    let names = |kind: Kind| {
         let api: Api<DynamicObject> =
             Api::namespaced_with(cluster.client.clone(), ns, &kind.rollout_resource());
         async move {
@@ -763,9 +732,9 @@ async fn controller_trial_note(
             anyhow::Ok(v)
         }
     };
-    let isbs = names(RolloutKind::IsbService).await?;
-    let prs = names(RolloutKind::Pipeline).await?;
-    let mvs = names(RolloutKind::MonoVertex).await?;
+    let isbs = names(Kind::IsbService).await?;
+    let prs = names(Kind::Pipeline).await?;
+    let mvs = names(Kind::MonoVertex).await?;
     let mut groups: Vec<String> = isbs
         .iter()
         .map(|i| {
@@ -900,7 +869,7 @@ pub async fn run(cluster: &Cluster, args: &PlanArgs) -> Result<i32> {
             });
             continue;
         }
-        if RolloutKind::parse(kind).is_none() {
+        if Kind::parse_resource(kind).is_none() {
             not_planned.push(NotPlanned {
                 object: format!("{kind}/{}", str_at(&manifest, "/metadata/name")),
                 kind: kind.to_string(),

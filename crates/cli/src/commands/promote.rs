@@ -6,9 +6,9 @@
 
 use crate::cli::TrialArgs;
 use crate::cluster::{Cluster, FIELD_MANAGER, list_or_empty};
-use crate::kinds::RolloutKind;
 use anyhow::{Context, Result, bail};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use numaplane_api::Kind;
 use numaplane_api::keys::{labels, progressive_result_state, upgrade_state};
 use serde_json::json;
 
@@ -134,21 +134,21 @@ pub async fn retry_trial(cluster: &Cluster, args: &TrialArgs) -> Result<String> 
 async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> Result<String> {
     let verb = what.verb;
     if let Some(k) = args.kind
-        && !RolloutKind::PROGRESSIVE.contains(&k)
+        && !Kind::PROGRESSIVE.contains(&k)
     {
         bail!(
             "{}s have no trial to {verb}: a NumaflowController is always updated in place",
-            k.kind()
+            k.rollout_kind()
         );
     }
     let (kind, _) = match cluster
-        .find(&args.rollout, &RolloutKind::PROGRESSIVE, args.kind)
+        .find(&args.rollout, &Kind::PROGRESSIVE, args.kind)
         .await
     {
         Ok(found) => found,
         Err(e) => {
             // Say so when the name belongs to a NumaflowControllerRollout.
-            let ncr = RolloutKind::NumaflowController;
+            let ncr = Kind::NumaflowController;
             if args.kind.is_none()
                 && cluster
                     .rollouts(ncr)
@@ -179,7 +179,7 @@ async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> R
     let Some(trial) = newest_trial(found) else {
         bail!(
             "{} {} has no progressive upgrade in progress: no {} labelled {}={} to {verb}",
-            kind.kind(),
+            kind.rollout_kind(),
             args.rollout,
             kind.child_kind(),
             labels::UPGRADE_STATE,
@@ -233,7 +233,7 @@ async fn label_trial(cluster: &Cluster, args: &TrialArgs, what: &TrialVerb) -> R
     Ok(format!(
         "{}/{trial_name} (trial of {}/{}) labelled {}: \"true\"; {}",
         kind.child_kind(),
-        kind.kind(),
+        kind.rollout_kind(),
         args.rollout,
         what.label,
         what.then

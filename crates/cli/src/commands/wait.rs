@@ -3,12 +3,12 @@
 
 use crate::cli::{Goal, WaitArgs};
 use crate::cluster::Cluster;
-use crate::kinds::RolloutKind;
 use crate::render::describe_condition;
 use crate::tree::ConditionNode;
 use anyhow::{Result, bail};
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::Kind;
 use numaplane_api::keys::condition;
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ fn text(v: &Value, ptr: &str) -> String {
 }
 
 /// Judges a rollout object against the goal.
-pub fn evaluate(kind: RolloutKind, rollout: &Value, goal: Goal) -> Verdict {
+pub fn evaluate(kind: Kind, rollout: &Value, goal: Goal) -> Verdict {
     let phase = text(rollout, "/status/phase");
     let message = text(rollout, "/status/message");
     if phase == "Failed" {
@@ -121,7 +121,7 @@ enum Promotion {
     Pending,
 }
 
-fn upgrading(kind: RolloutKind, rollout: &Value) -> Option<&Value> {
+fn upgrading(kind: Kind, rollout: &Value) -> Option<&Value> {
     let field = kind.upgrading_status_field()?;
     rollout
         .pointer(&format!("/status/progressiveStatus/{field}"))
@@ -130,7 +130,7 @@ fn upgrading(kind: RolloutKind, rollout: &Value) -> Option<&Value> {
 
 /// Reads `status.progressiveStatus.upgrading<Child>Status`, the condition
 /// ProgressiveUpgradeSucceeded and `status.upgradeInProgress` (docs/strategies.md).
-fn promotion(kind: RolloutKind, rollout: &Value, conditions: &[ConditionNode]) -> Promotion {
+fn promotion(kind: Kind, rollout: &Value, conditions: &[ConditionNode]) -> Promotion {
     let Some(up) = upgrading(kind, rollout) else {
         return Promotion::Pending;
     };
@@ -173,7 +173,7 @@ fn promotion(kind: RolloutKind, rollout: &Value, conditions: &[ConditionNode]) -
 }
 
 /// What the trial is doing, for the waiting message.
-fn trial_progress(kind: RolloutKind, rollout: &Value) -> String {
+fn trial_progress(kind: Kind, rollout: &Value) -> String {
     match upgrading(kind, rollout) {
         None => "no progressive upgrade recorded (status.progressiveStatus has no trial)".into(),
         Some(up) => {
@@ -215,16 +215,14 @@ fn goal_word(goal: Goal) -> &'static str {
 }
 
 pub async fn run(cluster: &Cluster, args: &WaitArgs) -> Result<i32> {
-    let (kind, obj) = cluster
-        .find(&args.rollout, &RolloutKind::ALL, args.kind)
-        .await?;
+    let (kind, obj) = cluster.find(&args.rollout, &Kind::ALL, args.kind).await?;
     if args.goal == Goal::Promoted && kind.upgrading_status_field().is_none() {
         bail!(
             "{}s have no progressive upgrade to wait for: use --for deployed or healthy",
-            kind.kind()
+            kind.rollout_kind()
         );
     }
-    let what = format!("{}/{}", kind.kind(), args.rollout);
+    let what = format!("{}/{}", kind.rollout_kind(), args.rollout);
     let mut last = evaluate(kind, &serde_json::to_value(&obj)?, args.goal);
     let deadline = tokio::time::Instant::now() + args.timeout;
     let config = watcher::Config::default().fields(&format!("metadata.name={}", args.rollout));
@@ -296,7 +294,7 @@ mod tests {
     fn verdicts() {
         assert_eq!(
             evaluate(
-                RolloutKind::Pipeline,
+                Kind::Pipeline,
                 &rollout("Deployed", 2, 2, "False"),
                 Goal::Deployed
             ),
@@ -304,7 +302,7 @@ mod tests {
         );
         assert_eq!(
             evaluate(
-                RolloutKind::Pipeline,
+                Kind::Pipeline,
                 &rollout("Deployed", 2, 2, "False"),
                 Goal::Healthy
             ),
@@ -315,7 +313,7 @@ mod tests {
         );
         assert_eq!(
             evaluate(
-                RolloutKind::Pipeline,
+                Kind::Pipeline,
                 &rollout("Deployed", 2, 2, "True"),
                 Goal::Healthy
             ),
@@ -323,7 +321,7 @@ mod tests {
         );
         assert_eq!(
             evaluate(
-                RolloutKind::Pipeline,
+                Kind::Pipeline,
                 &rollout("Deployed", 3, 2, "True"),
                 Goal::Deployed
             ),
@@ -331,7 +329,7 @@ mod tests {
         );
         assert_eq!(
             evaluate(
-                RolloutKind::Pipeline,
+                Kind::Pipeline,
                 &rollout("Pending", 1, 1, "True"),
                 Goal::Deployed
             ),
@@ -340,11 +338,11 @@ mod tests {
         let mut failed = rollout("Failed", 1, 1, "False");
         failed["status"]["message"] = json!("invalid Numaflow Pipeline spec: x");
         assert_eq!(
-            evaluate(RolloutKind::Pipeline, &failed, Goal::Deployed),
+            evaluate(Kind::Pipeline, &failed, Goal::Deployed),
             Verdict::Failed("phase Failed: invalid Numaflow Pipeline spec: x".into())
         );
         assert!(matches!(
-            evaluate(RolloutKind::Pipeline, &json!({"metadata": {"generation": 1}}), Goal::Deployed),
+            evaluate(Kind::Pipeline, &json!({"metadata": {"generation": 1}}), Goal::Deployed),
             Verdict::Waiting(r) if r.starts_with("no status yet")
         ));
     }
@@ -360,7 +358,7 @@ mod tests {
 
     #[test]
     fn promoted_verdicts() {
-        let k = RolloutKind::Pipeline;
+        let k = Kind::Pipeline;
         let done = progressive(
             "Deployed",
             "",
@@ -369,7 +367,7 @@ mod tests {
         assert_eq!(evaluate(k, &done, Goal::Promoted), Verdict::Reached);
         // The same status under another kind's field is not this kind's trial.
         assert!(matches!(
-            evaluate(RolloutKind::MonoVertex, &done, Goal::Promoted),
+            evaluate(Kind::MonoVertex, &done, Goal::Promoted),
             Verdict::Waiting(r) if r.contains("no progressive upgrade recorded")
         ));
         let assessing = progressive(

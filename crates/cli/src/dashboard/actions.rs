@@ -4,8 +4,8 @@
 use crate::cli::{AllowDataLossArgs, PauseArgs, ResumeArgs, TrialArgs};
 use crate::cluster::Cluster;
 use crate::commands::{pause, promote};
-use crate::kinds::RolloutKind;
 use kube::Client;
+use numaplane_api::Kind;
 use serde::Serialize;
 
 /// The actions a page offers.
@@ -21,7 +21,7 @@ pub struct Outcome {
 
 pub async fn run(
     client: &Client,
-    kind: RolloutKind,
+    kind: Kind,
     namespace: &str,
     name: &str,
     action: &str,
@@ -53,7 +53,7 @@ pub async fn run(
             };
             pause::resume_rollout(&cluster, &args).await
         }
-        "allow-data-loss" if kind == RolloutKind::Pipeline => {
+        "allow-data-loss" if kind == Kind::Pipeline => {
             let args = AllowDataLossArgs {
                 rollout,
                 off: false,
@@ -66,7 +66,7 @@ pub async fn run(
                 status: 400,
                 message: format!(
                     "allow-data-loss applies only to PipelineRollouts; {name} is a {}",
-                    kind.kind()
+                    kind.rollout_kind()
                 ),
             };
         }

@@ -4,12 +4,12 @@
 use super::table::row;
 use crate::cluster::Cluster;
 use crate::commands::get::children;
-use crate::kinds::RolloutKind;
 use crate::tree::{RolloutNode, RolloutObjects, build, s};
 use anyhow::{Context, Result};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
+use numaplane_api::Kind;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -165,7 +165,7 @@ pub fn event_views(events: &[Event], names: &HashSet<String>) -> Vec<EventView> 
 /// Reads everything the page of one rollout shows; `None` when the rollout does not exist.
 pub async fn gather(
     client: &Client,
-    kind: RolloutKind,
+    kind: Kind,
     namespace: &str,
     name: &str,
 ) -> Result<Option<Detail>> {
@@ -177,14 +177,14 @@ pub async fn gather(
         .rollouts(kind)
         .get_opt(name)
         .await
-        .with_context(|| format!("getting {} {namespace}/{name}", kind.kind()))?
+        .with_context(|| format!("getting {} {namespace}/{name}", kind.rollout_kind()))?
     else {
         return Ok(None);
     };
     let rollout = serde_json::to_value(&obj)?;
     let kids = children(&cluster, kind, &obj)
         .await
-        .with_context(|| format!("listing the children of {} {name}", kind.kind()))?;
+        .with_context(|| format!("listing the children of {} {name}", kind.rollout_kind()))?;
     let mut analysis_runs = Vec::new();
     let mut names: HashSet<String> = [name.to_string()].into();
     for c in &kids {
@@ -229,7 +229,7 @@ pub async fn gather(
 }
 
 /// The objects whose changes can change a rollout's page: watched while the page is open.
-pub fn watched(client: &Client, kind: RolloutKind, namespace: &str) -> Vec<Api<DynamicObject>> {
+pub fn watched(client: &Client, kind: Kind, namespace: &str) -> Vec<Api<DynamicObject>> {
     use numaplane_api::numaflow::{AnalysisRun, Vertex};
     let ns = |r: &kube::core::ApiResource| Api::namespaced_with(client.clone(), namespace, r);
     let mut apis = vec![
@@ -237,10 +237,10 @@ pub fn watched(client: &Client, kind: RolloutKind, namespace: &str) -> Vec<Api<D
         ns(&kind.child_resource()),
         ns(&kube::core::ApiResource::erase::<Event>(&())),
     ];
-    if matches!(kind, RolloutKind::Pipeline | RolloutKind::MonoVertex) {
+    if matches!(kind, Kind::Pipeline | Kind::MonoVertex) {
         apis.push(ns(&kube::core::ApiResource::erase::<AnalysisRun>(&())));
     }
-    if kind == RolloutKind::Pipeline {
+    if kind == Kind::Pipeline {
         apis.push(ns(&kube::core::ApiResource::erase::<Vertex>(&())));
     }
     apis

@@ -2,12 +2,12 @@
 //! broadcast to the browsers that follow it.
 
 use super::table::{Row, key, row};
-use crate::kinds::RolloutKind;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::Kind;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -23,11 +23,7 @@ pub enum Scope {
 
 impl Scope {
     /// One API per watch: the cluster-wide one, or one per namespace.
-    pub fn apis(
-        &self,
-        client: &Client,
-        kind: RolloutKind,
-    ) -> Vec<(Option<String>, Api<DynamicObject>)> {
+    pub fn apis(&self, client: &Client, kind: Kind) -> Vec<(Option<String>, Api<DynamicObject>)> {
         let resource = kind.rollout_resource();
         match self {
             Scope::AllNamespaces => vec![(None, Api::all_with(client.clone(), &resource))],
@@ -53,8 +49,8 @@ impl Scope {
 
     fn watches(&self) -> usize {
         match self {
-            Scope::AllNamespaces => RolloutKind::ALL.len(),
-            Scope::Namespaces(list) => RolloutKind::ALL.len() * list.len(),
+            Scope::AllNamespaces => Kind::ALL.len(),
+            Scope::Namespaces(list) => Kind::ALL.len() * list.len(),
         }
     }
 }
@@ -172,13 +168,13 @@ impl Table {
     }
 
     /// Removes the rows of `kind` (in `namespace`, if given) not in `keep` (after a relist).
-    fn retain(&self, kind: RolloutKind, namespace: Option<&str>, keep: &HashSet<String>) {
+    fn retain(&self, kind: Kind, namespace: Option<&str>, keep: &HashSet<String>) {
         let gone: Vec<String> = self
             .rows
             .read()
             .map(|rows| {
                 rows.values()
-                    .filter(|r| r.kind == kind.kind() && !keep.contains(&r.key))
+                    .filter(|r| r.kind == kind.rollout_kind() && !keep.contains(&r.key))
                     .filter(|r| namespace.is_none_or(|ns| r.namespace == ns))
                     .map(|r| r.key.clone())
                     .collect()
@@ -191,7 +187,7 @@ impl Table {
 
     /// Starts the table's watches: each kind, cluster-wide or in each namespace of the scope.
     pub fn start(self: &Arc<Self>, client: &Client) {
-        for kind in RolloutKind::ALL {
+        for kind in Kind::ALL {
             for (namespace, api) in self.scope.apis(client, kind) {
                 tokio::spawn(self.clone().watch(kind, namespace, api));
             }
@@ -201,13 +197,13 @@ impl Table {
     /// Follows one watch until the process ends.
     async fn watch(
         self: Arc<Self>,
-        kind: RolloutKind,
+        kind: Kind,
         namespace: Option<String>,
         api: Api<DynamicObject>,
     ) {
         let id = match &namespace {
-            Some(ns) => format!("{}s in {ns}", kind.kind()),
-            None => format!("{}s", kind.kind()),
+            Some(ns) => format!("{}s in {ns}", kind.rollout_kind()),
+            None => format!("{}s", kind.rollout_kind()),
         };
         let mut events = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -244,7 +240,7 @@ impl Table {
     }
 }
 
-fn row_of(kind: RolloutKind, obj: &DynamicObject) -> Row {
+fn row_of(kind: Kind, obj: &DynamicObject) -> Row {
     row(kind, &serde_json::to_value(obj).unwrap_or_default())
 }
 
@@ -265,7 +261,7 @@ pub async fn scope(
         return (Scope::Namespaces(vec![ns.to_string()]), None);
     }
     let cluster_wide =
-        Api::<DynamicObject>::all_with(client.clone(), &RolloutKind::Pipeline.rollout_resource());
+        Api::<DynamicObject>::all_with(client.clone(), &Kind::Pipeline.rollout_resource());
     let refusal = match cluster_wide.list(&ListParams::default().limit(1)).await {
         Err(kube::Error::Api(e)) if e.code == 403 => e.message,
         _ => return (Scope::AllNamespaces, None),
@@ -294,7 +290,7 @@ pub async fn scope(
             let api = Api::<DynamicObject>::namespaced_with(
                 client.clone(),
                 &ns,
-                &RolloutKind::Pipeline.rollout_resource(),
+                &Kind::Pipeline.rollout_resource(),
             );
             match api.list(&ListParams::default().limit(1)).await {
                 Err(kube::Error::Api(e)) if e.code == 403 => None,
@@ -357,12 +353,12 @@ mod tests {
         assert_eq!(seen[2]["op"], "upsert");
         assert_eq!(seen[2]["row"]["phase"], "Deployed");
         let keep: HashSet<String> = ["ns/PipelineRollout/b".to_string()].into();
-        t.retain(RolloutKind::Pipeline, Some("other"), &keep);
+        t.retain(Kind::Pipeline, Some("other"), &keep);
         assert!(
             rx.try_recv().is_err(),
             "another namespace's relist removes nothing here"
         );
-        t.retain(RolloutKind::Pipeline, Some("ns"), &keep);
+        t.retain(Kind::Pipeline, Some("ns"), &keep);
         let removed = rx
             .try_recv()
             .map(|c| serde_json::to_value(&c).unwrap_or_default());

@@ -6,7 +6,6 @@ use super::assets;
 use super::detail::{self, Detail};
 use super::guard::Guard;
 use super::live::{Change, Table};
-use crate::kinds::RolloutKind;
 use axum::Router;
 use axum::extract::{Path, Request, State as Extract};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -17,6 +16,7 @@ use axum::routing::{get, post};
 use futures::stream::{self, Stream, StreamExt};
 use kube::Client;
 use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::Kind;
 use serde_json::json;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -146,7 +146,7 @@ fn unknown_kind(kind: &str) -> Response {
 
 async fn read(
     client: &Client,
-    kind: RolloutKind,
+    kind: Kind,
     namespace: &str,
     name: &str,
 ) -> Result<Detail, (u16, String)> {
@@ -154,7 +154,10 @@ async fn read(
         Ok(Some(d)) => Ok(d),
         Ok(None) => Err((
             404,
-            format!("no {} named {name:?} in namespace {namespace}", kind.kind()),
+            format!(
+                "no {} named {name:?} in namespace {namespace}",
+                kind.rollout_kind()
+            ),
         )),
         Err(e) => {
             let code = e
@@ -173,7 +176,7 @@ async fn rollout(
     Extract(state): Extract<State>,
     Path((kind, namespace, name)): Path<(String, String, String)>,
 ) -> Response {
-    let Some(kind) = RolloutKind::parse(&kind) else {
+    let Some(kind) = Kind::parse_resource(&kind) else {
         return unknown_kind(&kind);
     };
     match read(&state.client, kind, &namespace, &name).await {
@@ -188,7 +191,7 @@ async fn rollout_stream(
     Extract(state): Extract<State>,
     Path((kind, namespace, name)): Path<(String, String, String)>,
 ) -> Response {
-    let Some(kind) = RolloutKind::parse(&kind) else {
+    let Some(kind) = Kind::parse_resource(&kind) else {
         return unknown_kind(&kind);
     };
     let triggers = stream::select_all(
@@ -254,7 +257,7 @@ async fn action(
     Extract(state): Extract<State>,
     Path((kind, namespace, name, action)): Path<(String, String, String, String)>,
 ) -> Response {
-    let Some(kind) = RolloutKind::parse(&kind) else {
+    let Some(kind) = Kind::parse_resource(&kind) else {
         return unknown_kind(&kind);
     };
     let outcome = actions::run(&state.client, kind, &namespace, &name, &action).await;

@@ -2,7 +2,7 @@
 //! are kept in memory, never the objects they came from, so memory grows with the number of
 //! rollouts by a few hundred bytes each.
 
-use crate::kinds::RolloutKind;
+use numaplane_api::Kind;
 use numaplane_api::keys::condition;
 use serde::Serialize;
 use serde_json::Value;
@@ -34,12 +34,12 @@ fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
 }
 
 /// The key of a rollout of `kind` named `name` in `namespace`.
-pub fn key(kind: RolloutKind, namespace: &str, name: &str) -> String {
-    format!("{namespace}/{}/{name}", kind.kind())
+pub fn key(kind: Kind, namespace: &str, name: &str) -> String {
+    format!("{namespace}/{}/{name}", kind.rollout_kind())
 }
 
 /// The row of a rollout object.
-pub fn row(kind: RolloutKind, v: &Value) -> Row {
+pub fn row(kind: Kind, v: &Value) -> Row {
     let namespace = s(v, "/metadata/namespace").to_string();
     let name = s(v, "/metadata/name").to_string();
     let phase = s(v, "/status/phase").to_string();
@@ -73,7 +73,7 @@ pub fn row(kind: RolloutKind, v: &Value) -> Row {
         .unwrap_or_else(|| "Unknown".to_string());
     Row {
         key: key(kind, &namespace, &name),
-        kind: kind.kind(),
+        kind: kind.rollout_kind(),
         namespace,
         name,
         phase,
@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn a_settled_rollout_waits_for_nothing() {
         let r = row(
-            RolloutKind::Pipeline,
+            Kind::Pipeline,
             &pr(
                 json!({"phase": "Deployed", "message": "Deployed", "observedGeneration": 2,
                        "conditions": [{"type": "ChildResourcesHealthy", "status": "True"}]}),
@@ -139,7 +139,7 @@ mod tests {
             "phase": "Pending", "upgradeInProgress": "Progressive", "observedGeneration": 3,
             "message": "trial p-1: healthy since 2026-12-01T00:01:00Z, succeeds at 2026-12-01T00:02:00Z if it stays healthy, must complete by 2026-12-01T00:05:00Z",
         });
-        let r = row(RolloutKind::Pipeline, &pr(status, 3));
+        let r = row(Kind::Pipeline, &pr(status, 3));
         assert_eq!(r.strategy, "Progressive");
         assert!(r.waiting.contains("healthy since"), "{}", r.waiting);
         assert_eq!(r.until.as_deref(), Some("2026-12-01T00:05:00Z"));
@@ -174,10 +174,10 @@ mod tests {
 
     #[test]
     fn an_unobserved_generation_is_what_it_waits_for() {
-        let r = row(RolloutKind::MonoVertex, &pr(json!({}), 1));
+        let r = row(Kind::MonoVertex, &pr(json!({}), 1));
         assert_eq!(r.waiting, "the controller to observe generation 1");
         let r = row(
-            RolloutKind::MonoVertex,
+            Kind::MonoVertex,
             &pr(
                 json!({"phase": "Deployed", "message": "Deployed", "observedGeneration": 1}),
                 2,

@@ -2,57 +2,39 @@
 //! the Numaflow controller Deployment.
 
 use super::health::deployment_health;
-use super::nc_ctx::{Applied, NcCtx, next_action};
+use super::nc_ctx::{Applied, NcCtx};
 use super::owned::Cached;
 use super::render::{self, ObjKey, Target};
 use super::{apply, definitions};
 use crate::error::Error;
-use crate::events::source;
+use crate::reconcile::Ran;
 use crate::status;
 use crate::{finalizer, metrics::Labels};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use numaplane_api::NumaflowController;
 use numaplane_api::keys::{condition, event_reason, reason};
+use numaplane_api::{NumaflowController, Subject};
 use numaplane_core::conditions::get_condition;
 use numaplane_core::health::{Health, HealthStatus};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tracing::{Instrument, info, info_span};
+use std::time::Instant;
+use tracing::info;
 
-pub const CONTROLLER: &str = "numaflowcontroller-controller";
-const KIND: &str = "NumaflowController";
+/// This controller's subject: NumaflowControllers.
+const SUBJECT: Subject = Subject::NumaflowController;
 
 pub async fn reconcile(nc: Arc<NumaflowController>, nctx: Arc<NcCtx>) -> Result<Action, Error> {
-    let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
-    let span = info_span!("reconcile", controller = CONTROLLER, namespace = %ns, name = %name);
-    async move {
-        let ctx = &nctx.ctx;
-        // A standby leaves objects alone; it reconciles everything once it leads.
-        if !ctx.is_leader() {
-            return Ok(Action::await_change());
-        }
-        let started = Instant::now();
-        let nc = status::fresher(ctx, nc);
-        let res = if nc.meta().deletion_timestamp.is_some() {
+    let ctx = nctx.ctx.clone();
+    crate::reconcile::around(&ctx, nc, |nc, _| async move {
+        Ran::Pass(if nc.meta().deletion_timestamp.is_some() {
             finalize(&nc, &nctx).await
         } else {
             run(&nc, &nctx).await
-        };
-        let secs = started.elapsed().as_secs_f64();
-        ctx.metrics
-            .reconciled(CONTROLLER, secs, res.as_ref().err().map(Error::reason));
-        Ok(next_action(ctx, &format!("{KIND}/{ns}/{name}"), res))
-    }
-    .instrument(span)
+        })
+    })
     .await
-}
-
-pub fn error_policy(_nc: Arc<NumaflowController>, err: &Error, _nctx: Arc<NcCtx>) -> Action {
-    tracing::warn!(error = %err, "unexpected reconcile error");
-    Action::requeue(Duration::from_secs(5))
 }
 
 /// Deletion: the rendered objects go with the NumaflowController by garbage collection (they
@@ -65,7 +47,7 @@ async fn finalize(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error
     let started = Instant::now();
     ctx.events
         .publish(
-            source::NUMAFLOW_CONTROLLER,
+            Subject::NumaflowController.event_source(),
             &nc.object_ref(&()),
             EventType::Normal,
             event_reason::DELETING,
@@ -77,9 +59,12 @@ async fn finalize(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error
         nctx.forget(&uid);
     }
     let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
-    ctx.metrics.forget(KIND, &ns, &name);
-    ctx.metrics
-        .child_change(CONTROLLER, "delete", started.elapsed().as_secs_f64());
+    ctx.metrics.forget(SUBJECT, &ns, &name);
+    ctx.metrics.child_change(
+        SUBJECT.controller(),
+        "delete",
+        started.elapsed().as_secs_f64(),
+    );
     info!("finalizer removed; rendered objects follow by garbage collection");
     Ok(Action::await_change())
 }
@@ -152,7 +137,7 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
     if outcome.changed {
         let phase = if first { "create" } else { "update" };
         ctx.metrics
-            .child_change(CONTROLLER, phase, started.elapsed().as_secs_f64());
+            .child_change(SUBJECT.controller(), phase, started.elapsed().as_secs_f64());
         publish(
             nctx,
             nc,
@@ -283,14 +268,14 @@ fn record_health(nctx: &NcCtx, nc: &NumaflowController, st: &numaplane_api::comm
         ("phase", st.phase.as_str().to_string()),
         ("childHealthy", healthy.to_string()),
     ];
-    nctx.ctx.metrics.set_health(KIND, &ns, &name, labels);
+    nctx.ctx.metrics.set_health(SUBJECT, &ns, &name, labels);
 }
 
 async fn publish(nctx: &NcCtx, nc: &NumaflowController, t: EventType, reason: &str, note: String) {
     nctx.ctx
         .events
         .publish(
-            source::NUMAFLOW_CONTROLLER,
+            Subject::NumaflowController.event_source(),
             &nc.object_ref(&()),
             t,
             reason,

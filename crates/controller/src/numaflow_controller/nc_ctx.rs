@@ -6,15 +6,12 @@ use super::owned::OwnedStores;
 use super::owned::Seen;
 use super::render::{ObjKey, RenderedObject};
 use crate::context::Ctx;
-use crate::error::Error;
 use kube::discovery::ApiResource;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use numaplane_api::NumaflowController;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tracing::warn;
+use std::time::Instant;
 
 /// What both reconcilers share.
 pub struct NcCtx {
@@ -52,26 +49,6 @@ impl NcCtx {
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
         self.ctx.forget(uid);
-    }
-}
-
-/// Turns a pass's result into the next wake-up: failures are retried with per-object backoff,
-/// at least a minute for problems only the user can fix (their edit wakes us anyway).
-pub(super) fn next_action(ctx: &Ctx, key: &str, res: Result<Action, Error>) -> Action {
-    match res {
-        Ok(action) => {
-            ctx.clear_failures(key);
-            action
-        }
-        Err(e) => {
-            let delay = ctx.backoff(key);
-            warn!(error = %e, reason = e.reason(), retry_in = ?delay, "reconcile failed");
-            if e.is_transient() {
-                Action::requeue(delay)
-            } else {
-                Action::requeue(delay.max(Duration::from_secs(60)))
-            }
-        }
     }
 }
 

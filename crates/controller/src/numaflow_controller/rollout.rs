@@ -4,9 +4,9 @@
 //! (their Pipelines and ISB services need it to clear their finalizers).
 
 use super::health::mirror_controller;
-use super::nc_ctx::{NcCtx, next_action};
+use super::nc_ctx::NcCtx;
 use crate::error::{Error, KubeContext};
-use crate::events::source;
+use crate::reconcile::Ran;
 use crate::{finalizer, metrics::Labels, status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
@@ -21,14 +21,15 @@ use numaplane_api::{
     ISBServiceRollout, NumaflowController, NumaflowControllerRollout,
     NumaflowControllerRolloutStatus, NumaflowControllerSpec, PipelineRollout,
 };
+use numaplane_api::{Kind, Subject};
 use numaplane_core::conditions::set_condition;
 use numaplane_core::config::UserStrategy;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::{Instrument, info, info_span};
+use tracing::info;
 
-pub const CONTROLLER: &str = "numaflow-controller-rollout-controller";
-const KIND: &str = "NumaflowControllerRollout";
+/// This controller's subject: NumaflowControllerRollouts.
+const SUBJECT: Subject = Subject::Rollout(Kind::NumaflowController);
 /// How often a deletion blocked by remaining rollouts is re-checked (as in the reference).
 const DELETION_RECHECK: Duration = Duration::from_secs(5);
 
@@ -69,10 +70,8 @@ pub fn decide_update(
         live_annotations: &none,
         riders: &[],
     });
-    let decision = numaplane_core::usde::effective_for_kind(
-        numaplane_core::usde::ChildKind::NumaflowController,
-        decision,
-    );
+    let decision =
+        numaplane_core::usde::effective_for_kind(numaplane_api::Kind::NumaflowController, decision);
     if decision.strategy == UpgradeStrategy::PipelinePauseAndDrain {
         UpdateDecision::PauseFirst
     } else {
@@ -106,28 +105,13 @@ pub async fn reconcile(
     r: Arc<NumaflowControllerRollout>,
     nctx: Arc<NcCtx>,
 ) -> Result<Action, Error> {
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
-    let span = info_span!("reconcile", controller = CONTROLLER, namespace = %ns, name = %name);
-    async move {
-        let ctx = &nctx.ctx;
-        if !ctx.is_leader() {
-            return Ok(Action::await_change());
-        }
-        let started = Instant::now();
-        let r = status::fresher(ctx, r);
-        let res = run(&r, &nctx).await;
-        let secs = started.elapsed().as_secs_f64();
-        ctx.metrics
-            .reconciled(CONTROLLER, secs, res.as_ref().err().map(Error::reason));
-        Ok(next_action(ctx, &format!("{KIND}/{ns}/{name}"), res))
-    }
-    .instrument(span)
+    let ctx = nctx.ctx.clone();
+    crate::reconcile::around(
+        &ctx,
+        r,
+        |r, _| async move { Ran::Pass(run(&r, &nctx).await) },
+    )
     .await
-}
-
-pub fn error_policy(_r: Arc<NumaflowControllerRollout>, err: &Error, _nctx: Arc<NcCtx>) -> Action {
-    tracing::warn!(error = %err, "unexpected reconcile error");
-    Action::requeue(Duration::from_secs(5))
 }
 
 async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Error> {
@@ -165,7 +149,7 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
     match result.map(|(phase, _)| phase) {
         Ok(Some(phase)) => {
             ctx.metrics
-                .child_change(CONTROLLER, phase, started.elapsed().as_secs_f64());
+                .child_change(SUBJECT.controller(), phase, started.elapsed().as_secs_f64());
             publish(
                 nctx,
                 r,
@@ -264,7 +248,7 @@ fn record_history(
     let before = st.status.upgrade_history.clone();
     numaplane_core::history::record(&mut st.status.upgrade_history, &obs, now, limit);
     nctx.ctx.metrics.upgrades_finished(
-        "numaflowcontroller",
+        Kind::NumaflowController,
         &r.namespace().unwrap_or_default(),
         &r.name_any(),
         &before,
@@ -351,7 +335,7 @@ async fn ensure_controller(
                 }
             } else {
                 let usde = ctx.settings.usde();
-                let config = usde.as_ref().and_then(|u| u.for_kind("numaflowcontroller"));
+                let config = usde.as_ref().map(|u| u.for_kind(Kind::NumaflowController));
                 match decide_update(ctx.settings.user_strategy(&ns), config, &nc.spec, &desired) {
                     UpdateDecision::ApplyNow => {
                         info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
@@ -639,7 +623,7 @@ fn check_owned(nc: &NumaflowController, uid: &str, ns: &str) -> Result<(), Error
             kind: "NumaflowController",
             name: nc.name_any(),
             namespace: ns.to_string(),
-            owner_kind: KIND,
+            owner_kind: SUBJECT.kind(),
         })
     }
 }
@@ -673,11 +657,14 @@ async fn remaining_rollouts(nctx: &NcCtx, ns: &str) -> Result<Option<String>, Er
         }
         s
     };
-    let parts: Vec<String> = [("PipelineRollout", &prs), ("ISBServiceRollout", &isbrs)]
-        .into_iter()
-        .filter(|(_, names)| !names.is_empty())
-        .map(|(kind, names)| describe(kind, names))
-        .collect();
+    let parts: Vec<String> = [
+        (Kind::Pipeline.rollout_kind(), &prs),
+        (Kind::IsbService.rollout_kind(), &isbrs),
+    ]
+    .into_iter()
+    .filter(|(_, names)| !names.is_empty())
+    .map(|(kind, names)| describe(kind, names))
+    .collect();
     Ok((!parts.is_empty()).then(|| parts.join(" and ")))
 }
 
@@ -712,10 +699,13 @@ async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Resul
     }
     finalizer::remove(ctx, r).await?;
     ctx.forget(&uid);
-    ctx.metrics.forget(KIND, &ns, &name);
+    ctx.metrics.forget(SUBJECT, &ns, &name);
     forget_running(nctx, &ns, &name);
-    ctx.metrics
-        .child_change(CONTROLLER, "delete", started.elapsed().as_secs_f64());
+    ctx.metrics.child_change(
+        SUBJECT.controller(),
+        "delete",
+        started.elapsed().as_secs_f64(),
+    );
     info!("NumaflowController deleted, finalizer removed");
     Ok(Action::await_change())
 }
@@ -733,7 +723,7 @@ fn record_metrics(
         ("numaflowcontroller", name.clone()),
         ("phase", st.status.phase.as_str().to_string()),
     ];
-    m.set_health(KIND, &ns, &name, labels);
+    m.set_health(SUBJECT, &ns, &name, labels);
     let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
     m.pause_seconds(
         crate::metrics::PauseGauge::ControllerRollout,
@@ -794,7 +784,7 @@ async fn publish(
     nctx.ctx
         .events
         .publish(
-            source::NUMAFLOW_CONTROLLER_ROLLOUT,
+            Kind::NumaflowController.event_source(),
             &r.object_ref(&()),
             t,
             reason,

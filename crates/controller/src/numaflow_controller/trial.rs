@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Kind;
 use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::numaflow_controller_rollout::{ControllerInstance, ControllerProgressiveStatus};
 use numaplane_api::progressive::AssessmentResult;
@@ -21,8 +22,7 @@ use numaplane_api::{
 };
 use numaplane_core::config::AssessmentSchedule;
 use numaplane_core::controller_trial::{
-    Action, ControllerChild, DEFAULT_MAX_PARALLEL, DEFAULT_SCHEDULE, Input, Plan, Workload,
-    WorkloadKind, plan,
+    Action, ControllerChild, DEFAULT_MAX_PARALLEL, DEFAULT_SCHEDULE, Input, Plan, Workload, plan,
 };
 use numaplane_core::health::HealthStatus;
 use serde_json::Value;
@@ -32,7 +32,7 @@ use tracing::info;
 
 /// A workload rollout as listed, with what the plan reads from it.
 struct Listed {
-    kind: WorkloadKind,
+    kind: Kind,
     rollout: String,
     isb_rollout: Option<String>,
     trial: Option<(String, AssessmentResult)>,
@@ -78,17 +78,17 @@ async fn workloads(
     let ctx = &nctx.ctx;
     let kinds = [
         (
-            WorkloadKind::IsbService,
+            Kind::IsbService,
             ApiResource::erase::<ISBServiceRollout>(&()),
             "upgradingISBServiceStatus",
         ),
         (
-            WorkloadKind::Pipeline,
+            Kind::Pipeline,
             ApiResource::erase::<PipelineRollout>(&()),
             "upgradingPipelineStatus",
         ),
         (
-            WorkloadKind::MonoVertex,
+            Kind::MonoVertex,
             ApiResource::erase::<MonoVertexRollout>(&()),
             "upgradingMonoVertexStatus",
         ),
@@ -105,7 +105,7 @@ async fn workloads(
                 continue;
             }
             let rollout = o.name_any();
-            let isb_rollout = (kind == WorkloadKind::Pipeline).then(|| {
+            let isb_rollout = (kind == Kind::Pipeline).then(|| {
                 let spec = o
                     .data
                     .pointer("/spec/pipeline/spec")
@@ -150,7 +150,7 @@ async fn workloads(
 /// A rollout's cached children, oldest first: (name, instance, promoted).
 fn child_instances(
     nctx: &NcCtx,
-    kind: WorkloadKind,
+    kind: Kind,
     ns: &str,
     rollout: &str,
 ) -> Vec<(String, String, bool)> {
@@ -176,9 +176,11 @@ fn child_instances(
     }
     let stores = &nctx.ctx.stores;
     match kind {
-        WorkloadKind::IsbService => rows(stores.isbsvcs.children_of(ns, rollout)),
-        WorkloadKind::Pipeline => rows(stores.pipelines.children_of(ns, rollout)),
-        WorkloadKind::MonoVertex => rows(stores.monovertices.children_of(ns, rollout)),
+        Kind::IsbService => rows(stores.isbsvcs.children_of(ns, rollout)),
+        Kind::Pipeline => rows(stores.pipelines.children_of(ns, rollout)),
+        Kind::MonoVertex => rows(stores.monovertices.children_of(ns, rollout)),
+        // The controllers themselves are the upgrade's subject, not a workload it carries.
+        Kind::NumaflowController => Vec::new(),
     }
 }
 

@@ -284,7 +284,7 @@ pub async fn start(
         let (token, nctx) = (cancel.clone(), nctx.clone());
         tasks.spawn(async move {
             ncc.graceful_shutdown_on(async move { token.cancelled().await })
-                .run(controller::reconcile, controller::error_policy, nctx)
+                .run(controller::reconcile, crate::reconcile::error_policy, nctx)
                 .for_each(|res| async move {
                     if let Err(e) = res {
                         debug!(error = %e, "controller event");
@@ -321,7 +321,7 @@ pub async fn start(
     tasks.spawn(async move {
         nfcrs
             .graceful_shutdown_on(async move { token.cancelled().await })
-            .run(rollout::reconcile, rollout::error_policy, nctx)
+            .run(rollout::reconcile, crate::reconcile::error_policy, nctx)
             .for_each(|res| async move {
                 if let Err(e) = res {
                     debug!(error = %e, "controller event");

@@ -108,7 +108,7 @@ async fn drain_step<R: Rollout>(
                 );
                 ctx.events
                     .publish(
-                        R::EVENT_SOURCE,
+                        R::KIND.event_source(),
                         &regarding,
                         EventType::Normal,
                         "Drained",
@@ -125,7 +125,7 @@ async fn drain_step<R: Rollout>(
                 let note = format!("pipeline {child}: {why}; deleting");
                 ctx.events
                     .publish(
-                        R::EVENT_SOURCE,
+                        R::KIND.event_source(),
                         &regarding,
                         EventType::Warning,
                         reason,

@@ -7,6 +7,7 @@ use crate::context::Ctx;
 use crate::error::Error;
 use kube::ResourceExt;
 use numaplane_api::common::ChildMetadata;
+use numaplane_core::desired::{Inputs, LiveChild, desired};
 use numaplane_core::template::TemplateVars;
 use serde_json::Value;
 
@@ -25,39 +26,53 @@ pub(crate) fn desired_riders<R: Rollout>(
         &ns,
         |vertex| match vertex {
             Some(v) => TemplateVars::pipeline_vertex(&name, &ns, v),
-            None => R::template_vars(&name, &ns),
+            None => TemplateVars::for_child(R::KIND, &name, &ns),
         },
         &vertices,
         &ctx.settings.controller().permitted_riders,
     )?)
 }
 
-/// The child as the rollout wants it: templated metadata and spec, Numaplane's labels, a
-/// controller owner reference.
+/// The child as the rollout wants it under `child_name` (core's [`desired`]), with a
+/// controller owner reference; `live` is the child of that name it is compared with, if any.
 pub(crate) fn desired_child<R: Rollout>(
     obj: &R,
     resolved: &Resolved<R::Resolved>,
     child_name: &str,
-    metadata: Option<&ChildMetadata>,
-    spec: &Value,
+    upgrade_state: &str,
+    template: (Option<&ChildMetadata>, &Value),
+    live: Option<&R::Child>,
 ) -> Result<DesiredChild, Error> {
     let ns = obj.namespace().unwrap_or_default();
-    let vars = R::template_vars(child_name, &ns);
-    let field = R::SPEC_PATH.strip_suffix(".spec").unwrap_or(R::SPEC_PATH);
-    let rendered =
-        numaplane_core::child::render_child(&obj.name_any(), field, metadata, spec, &vars)?;
+    let (metadata, template) = template;
+    let rendered = desired(&Inputs {
+        rollout: &obj.name_any(),
+        namespace: &ns,
+        child: child_name,
+        upgrade_state,
+        metadata,
+        template,
+        kind: obj.kind_inputs(&resolved.kind),
+        instance: resolved.placement.instance.as_deref(),
+        live: live.map(|l| LiveChild {
+            annotations: l.annotations(),
+            spec: l.spec(),
+            phase: l
+                .status()
+                .and_then(|s| s.get("phase"))
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        }),
+    })?;
     let owner = obj
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidSpec("rollout has no uid yet".into()))?;
-    let mut desired = DesiredChild {
+    Ok(DesiredChild {
         name: child_name.to_string(),
         namespace: ns,
         labels: rendered.labels,
         annotations: rendered.annotations,
         owner,
         spec: rendered.spec,
-    };
-    obj.customize(&resolved.kind, &mut desired);
-    super::placement::apply(&resolved.placement, &mut desired);
-    Ok(desired)
+    })
 }

@@ -1,12 +1,11 @@
 //! ISBServiceRollout: one PodDisruptionBudget per InterStepBufferService, and health that
 //! includes the JetStream StatefulSet's rollout.
 
-use super::kind::{Carry, Rollout};
+use super::kind::{Carry, Resolution, Rollout};
 use crate::child_cache::ChildCache;
 use crate::children::{DesiredChild, FIELD_MANAGER};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext};
-use crate::events::source;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -17,11 +16,11 @@ use numaplane_api::common::ChildMetadata;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{event_reason, labels, upgrade_state_reason};
 use numaplane_api::numaflow::{InterStepBufferService, Pipeline};
-use numaplane_api::{ISBServiceRollout, ISBServiceRolloutStatus};
+use numaplane_api::{ISBServiceRollout, ISBServiceRolloutStatus, Kind};
 use numaplane_core::config::UserStrategy;
+use numaplane_core::desired::KindInputs;
 use numaplane_core::health::{self, Health};
 use numaplane_core::riders::RiderSpec;
-use numaplane_core::template::TemplateVars;
 use serde_json::Value;
 use tracing::info;
 
@@ -86,9 +85,7 @@ fn decide(
     let usde = ctx.settings.usde();
     numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
         user_strategy: user,
-        config: usde
-            .as_ref()
-            .and_then(|u| u.for_kind("interstepbufferservice")),
+        config: usde.as_ref().map(|u| u.for_kind(Kind::IsbService)),
         desired_spec: &desired.spec,
         live_spec: &live.spec,
         desired_labels: &desired.labels,
@@ -114,7 +111,7 @@ async fn recreate(
     info!(child = %name, ?fields, "recreating InterStepBufferService");
     ctx.events
         .publish(
-            source::ISBSVC_ROLLOUT,
+            Kind::IsbService.event_source(),
             &rollout.object_ref(&()),
             EventType::Normal,
             event_reason::DELETING,
@@ -226,7 +223,7 @@ async fn carry(
         IsbAction::UpdatePaused | IsbAction::RecreatePaused { .. } => {
             ctx.events
                 .publish(
-                    source::ISBSVC_ROLLOUT,
+                    Kind::IsbService.event_source(),
                     &regarding,
                     EventType::Normal,
                     event_reason::PIPELINES_PAUSED,
@@ -268,15 +265,8 @@ impl Rollout for ISBServiceRollout {
     type Status = ISBServiceRolloutStatus;
     type Resolved = ();
 
-    const CONTROLLER: &'static str = "isbsvc-rollout-controller";
-    const EVENT_SOURCE: &'static str = source::ISBSVC_ROLLOUT;
-    const SUCCESS_EVENT: &'static str = event_reason::RECONCILATION_SUCCESSFUL;
-    const METRIC_LABEL: &'static str = "isbservice";
-    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
-        numaplane_core::controller_trial::WorkloadKind::IsbService;
     const ON_DELETION: numaplane_core::deletion::Guard =
         numaplane_core::deletion::Guard::HoldWhileUsed;
-    const SPEC_PATH: &'static str = "spec.interStepBufferService.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
         (
@@ -289,14 +279,10 @@ impl Rollout for ISBServiceRollout {
         super::kind::rider_specs(&self.spec.riders)
     }
 
-    fn template_vars(child: &str, namespace: &str) -> TemplateVars {
-        TemplateVars::isbsvc(child, namespace)
-    }
-
     fn progressive_strategy(&self) -> Option<super::kind::ProgressiveOf<'_>> {
         let s = self.spec.strategy.as_ref();
         Some((
-            numaplane_core::progressive::Kind::InterStepBufferService,
+            Kind::IsbService,
             s.and_then(|s| s.progressive.as_ref()),
             None,
         ))
@@ -319,12 +305,12 @@ impl Rollout for ISBServiceRollout {
     }
 
     fn validate(spec: &Value) -> Result<(), Error> {
-        numaplane_core::child::validate_isbsvc_spec(spec, Self::SPEC_PATH)
+        numaplane_core::child::validate_isbsvc_spec(spec, Self::KIND.spec_path())
             .map_err(|e| Error::InvalidSpec(format!("invalid Numaflow ISBService spec: {e}")))
     }
 
-    async fn resolve(&self, _ctx: &Ctx) -> Result<Result<(), String>, Error> {
-        Ok(Ok(()))
+    async fn resolve(&self, _ctx: &Ctx) -> Result<Resolution<()>, Error> {
+        Ok(Resolution::Ready(()))
     }
 
     async fn ensure_companions(
@@ -391,6 +377,10 @@ impl Rollout for ISBServiceRollout {
             .map(|p| p.name_any())
             .collect();
         Ok((!using.is_empty()).then(|| format!("used by pipelines {}", using.join(", "))))
+    }
+
+    fn kind_inputs<'a>(&'a self, _: &'a ()) -> KindInputs<'a> {
+        KindInputs::IsbService
     }
 
     fn health(ctx: &Ctx, child: &InterStepBufferService) -> Health {

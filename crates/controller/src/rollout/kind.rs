@@ -12,10 +12,9 @@ use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::labels;
 use numaplane_api::strategy::{Analysis, ProgressiveStrategy};
+use numaplane_api::{Kind, Reconciled, Subject};
 use numaplane_core::health::Health;
-use numaplane_core::progressive::Kind;
 use numaplane_core::riders::RiderSpec;
-use numaplane_core::template::TemplateVars;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -25,6 +24,7 @@ use tracing::{debug, info};
 /// What a kind must provide to run the shared loop.
 pub trait Rollout:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Reconciled
     + Clone
     + Debug
     + Serialize
@@ -38,36 +38,29 @@ pub trait Rollout:
     /// Prepared by [`Rollout::resolve`]: what the child needs from other objects.
     type Resolved: Send + Sync;
 
-    /// Controller name (metrics, logs), as the reference names it.
-    const CONTROLLER: &'static str;
-    /// Event source (reporting controller), as the reference names it.
-    const EVENT_SOURCE: &'static str;
-    /// Reason of the Normal Event after a successful pass that changed something.
-    const SUCCESS_EVENT: &'static str;
-    /// JSON path of the embedded child spec, for error messages.
-    const SPEC_PATH: &'static str;
-    /// Name of the object label of this kind's health metric.
-    const METRIC_LABEL: &'static str;
-    /// How a Numaflow controller upgrade lists this kind.
-    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind;
+    /// The kind: its controller, Event source, metric label, USDE key and child kind; read off
+    /// the type's [`Reconciled::SUBJECT`] (a NumaflowController is no rollout: a compile error).
+    const KIND: Kind = match Self::SUBJECT {
+        Subject::Rollout(kind) => kind,
+        Subject::NumaflowController => panic!("a NumaflowController is not a rollout"),
+    };
     /// What the rollout's deletion waits for before its children go.
     const ON_DELETION: numaplane_core::deletion::Guard = numaplane_core::deletion::Guard::None;
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value);
     fn rider_specs(&self) -> Vec<RiderSpec>;
-    fn template_vars(child: &str, namespace: &str) -> TemplateVars;
     fn status_of(&self) -> Option<&Self::Status>;
     fn children(stores: &crate::context::Stores) -> &crate::child_cache::ChildCache<Self::Child>;
 
     /// Checks the user's child spec; the message names the field and the problem.
     fn validate(spec: &Value) -> Result<(), Error>;
 
-    /// Looks up what the child depends on. `Ok(None)` means "not yet": the rollout waits with
-    /// the returned message and is woken when the dependency appears.
+    /// Looks up what the child depends on. [`Resolution::Waiting`] means "not yet": the rollout
+    /// waits with the message and is woken when the dependency appears.
     fn resolve(
         &self,
         ctx: &Ctx,
-    ) -> impl Future<Output = Result<Result<Self::Resolved, String>, Error>> + Send;
+    ) -> impl Future<Output = Result<Resolution<Self::Resolved>, Error>> + Send;
 
     /// What the child must wait for before it can move to Numaflow controller `instance` (a
     /// pipeline: its ISB service there), as a message.
@@ -81,16 +74,11 @@ pub trait Rollout:
         None
     }
 
-    /// Kind-specific labels and spec changes of the desired child.
-    fn customize(&self, resolved: &Self::Resolved, desired: &mut DesiredChild) {
-        let _ = (resolved, desired);
-    }
-
-    /// Adjusts the desired child to the live one before comparing (e.g. keep autoscaled
-    /// replicas). Runs only when a live promoted child exists.
-    fn adapt_to_live(&self, live: &Self::Child, desired: &mut DesiredChild) {
-        let _ = (live, desired);
-    }
+    /// What the child takes from outside the rollout (core's desired child puts it together).
+    fn kind_inputs<'a>(
+        &'a self,
+        resolved: &'a Self::Resolved,
+    ) -> numaplane_core::desired::KindInputs<'a>;
 
     /// How a difference between the live and the desired child is carried over: applied
     /// directly by default; a kind with a strategy may instead take a step of it (writing what
@@ -198,7 +186,7 @@ pub trait Rollout:
         let (kind, strategy, analysis) = self.progressive_strategy()?;
         // An HPA rider scales a pipeline's vertices or a MonoVertex; the engine removes it
         // while a trial holds the pods split.
-        let has_hpa_rider = kind != Kind::InterStepBufferService
+        let has_hpa_rider = kind != Kind::IsbService
             && self.rider_specs().iter().any(|r| {
                 r.definition.get("kind").and_then(Value::as_str) == Some("HorizontalPodAutoscaler")
             });
@@ -229,6 +217,14 @@ pub trait Rollout:
     fn observe_child(status: &mut Self::Status, child: &Self::Child, generation: i64, now: &Time) {
         let _ = (status, child, generation, now);
     }
+}
+
+/// What [`Rollout::resolve`] found.
+pub enum Resolution<T> {
+    /// Everything the child depends on is there.
+    Ready(T),
+    /// Something is not there yet: the message says what.
+    Waiting(String),
 }
 
 /// What [`Rollout::carry_update`] decided.
@@ -268,6 +264,12 @@ pub(super) async fn publish<R: Rollout>(
 ) {
     debug!(reason, %note, "event");
     events
-        .publish(R::EVENT_SOURCE, &obj.object_ref(&()), t, reason, note)
+        .publish(
+            R::KIND.event_source(),
+            &obj.object_ref(&()),
+            t,
+            reason,
+            note,
+        )
         .await;
 }

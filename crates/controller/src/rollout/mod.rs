@@ -38,15 +38,17 @@ use crate::children::{self, ChildObject};
 use crate::context::Ctx;
 use crate::error::Error;
 use crate::finalizer;
+use crate::reconcile::Ran;
 use crate::status;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Kind;
 use numaplane_api::keys;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{info, warn};
 
 /// How long to wait before re-checking while children are being deleted.
 const DELETION_RECHECK: Duration = Duration::from_secs(2);
@@ -57,26 +59,18 @@ const DELETION_SLOW: k8s_openapi::jiff::SignedDuration =
 const DELETION_SLOW_RECHECK: Duration = Duration::from_secs(30);
 /// Entry point used by the kube-runtime Controller.
 pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let span = info_span!("reconcile", controller = R::CONTROLLER, namespace = %ns, name = %name);
-    async move {
-        // A standby keeps its caches warm but leaves the objects alone; it reconciles
-        // everything the moment it becomes leader.
-        if !ctx.is_leader() {
-            return Ok(Action::await_change());
-        }
-        let started = std::time::Instant::now();
+    let cx = ctx.clone();
+    crate::reconcile::around(&cx, obj, |obj, started| async move {
         let uid = obj.uid().unwrap_or_default();
         // A pass of this rollout from the due steps' lane is under way: this one comes after.
         let Some(in_pass) = ctx.due_steps.begin(&uid, started) else {
-            return Ok(Action::requeue(crate::due_steps::STEP_ASIDE));
+            return Ran::Aside(Action::requeue(crate::due_steps::STEP_ASIDE));
         };
         if let Some(late) = in_pass.took_due_step {
             ctx.metrics
                 .due_step_delay
                 .get_or_create(&vec![
-                    ("controller", R::CONTROLLER.to_string()),
+                    ("controller", R::KIND.controller().to_string()),
                     (
                         "path",
                         if in_pass.by_lane { "lane" } else { "worker" }.into(),
@@ -86,45 +80,15 @@ pub async fn reconcile<R: Rollout>(obj: Arc<R>, ctx: Arc<Ctx>) -> Result<Action,
         }
         // kube-runtime keeps no queue to measure: the reference's queue length counts the
         // PipelineRollout reconciles in progress.
-        let _in_flight = (R::CONTROLLER == "pipeline-rollout-controller")
+        let _in_flight = (R::KIND == Kind::Pipeline)
             .then(|| crate::metrics::InFlight::new(&ctx.metrics.pipeline_rollout_queue_length));
-        let obj = status::fresher(&ctx, obj);
-        let key = format!("{}/{}/{}", R::kind(&()), ns, name);
-        let res = if obj.meta().deletion_timestamp.is_some() {
+        Ran::Pass(if obj.meta().deletion_timestamp.is_some() {
             finalize(&*obj, &ctx).await
         } else {
             run(&*obj, &ctx).await
-        };
-        let secs = started.elapsed().as_secs_f64();
-        ctx.metrics
-            .reconciled(R::CONTROLLER, secs, res.as_ref().err().map(Error::reason));
-        match res {
-            Ok(action) => {
-                ctx.clear_failures(&key);
-                Ok(action)
-            }
-            Err(e) => {
-                let delay = ctx.backoff(&key);
-                warn!(error = %e, reason = e.reason(), retry_in = ?delay, "reconcile failed");
-                // A problem the user must fix is retried slowly: their edit wakes us anyway.
-                let delay = if e.is_transient() {
-                    delay
-                } else {
-                    delay.max(Duration::from_secs(60))
-                };
-                Ok(Action::requeue(delay))
-            }
-        }
-    }
-    .instrument(span)
+        })
+    })
     .await
-}
-
-/// Used by the Controller for errors escaping `reconcile` (none do: failures are reported in
-/// status and retried with backoff from `reconcile` itself).
-pub fn error_policy<O>(_obj: Arc<O>, err: &Error, _ctx: Arc<Ctx>) -> Action {
-    warn!(error = %err, "unexpected reconcile error");
-    Action::requeue(Duration::from_secs(5))
 }
 
 /// A cached rollout that does not parse into its type (something the API server's schema lets
@@ -136,10 +100,10 @@ pub async fn unreadable<R: Rollout>(
     ctx: &Ctx,
 ) -> Action {
     let name = regarding.meta().name.clone().unwrap_or_default();
-    warn!(controller = R::CONTROLLER, %name, error = %err, "rollout does not parse; not reconciled");
+    warn!(controller = R::KIND.controller(), %name, error = %err, "rollout does not parse; not reconciled");
     ctx.events
         .publish(
-            R::EVENT_SOURCE,
+            R::KIND.event_source(),
             &regarding.object_ref(&()),
             EventType::Warning,
             "InvalidSpec",
@@ -228,7 +192,8 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if let Some(uid) = obj.uid() {
         ctx.forget(&uid);
     }
-    ctx.metrics.forget(children::kind_str::<R>(), &ns, &name);
+    ctx.metrics
+        .forget(numaplane_api::Subject::Rollout(R::KIND), &ns, &name);
     info!("children deleted, finalizer removed");
     Ok(Action::await_change())
 }

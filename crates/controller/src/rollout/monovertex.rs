@@ -1,21 +1,19 @@
 //! MonoVertexRollout: keeps the autoscaled `spec.replicas` of the live MonoVertex (unless the
 //! user resumes it slowly) and publishes the promoted pod selector for VPAs.
 
-use super::kind::Rollout;
+use super::kind::{Resolution, Rollout};
 use crate::child_cache::ChildCache;
-use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::Error;
-use crate::events::source;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use numaplane_api::common::ChildMetadata;
-use numaplane_api::keys::{condition, event_reason, labels};
+use numaplane_api::keys::{condition, labels};
 use numaplane_api::numaflow::MonoVertex;
-use numaplane_api::{MonoVertexRollout, MonoVertexRolloutStatus};
+use numaplane_api::{Kind, MonoVertexRollout, MonoVertexRolloutStatus};
+use numaplane_core::desired::KindInputs;
 use numaplane_core::health::{self, Health, HealthStatus};
 use numaplane_core::riders::RiderSpec;
-use numaplane_core::template::TemplateVars;
 use serde_json::Value;
 
 fn fast_resume(r: &MonoVertexRollout) -> bool {
@@ -43,14 +41,6 @@ impl Rollout for MonoVertexRollout {
     type Status = MonoVertexRolloutStatus;
     type Resolved = ();
 
-    const CONTROLLER: &'static str = "monovertex-rollout-controller";
-    const EVENT_SOURCE: &'static str = source::MONOVERTEX_ROLLOUT;
-    const SUCCESS_EVENT: &'static str = event_reason::RECONCILIATION_SUCCESSFUL;
-    const METRIC_LABEL: &'static str = "monovertex";
-    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
-        numaplane_core::controller_trial::WorkloadKind::MonoVertex;
-    const SPEC_PATH: &'static str = "spec.monoVertex.spec";
-
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
         (
             self.spec.mono_vertex.metadata.as_ref(),
@@ -62,14 +52,10 @@ impl Rollout for MonoVertexRollout {
         super::kind::rider_specs(&self.spec.riders)
     }
 
-    fn template_vars(child: &str, namespace: &str) -> TemplateVars {
-        TemplateVars::monovertex(child, namespace)
-    }
-
     fn progressive_strategy(&self) -> Option<super::kind::ProgressiveOf<'_>> {
         let s = self.spec.strategy.as_ref();
         Some((
-            numaplane_core::progressive::Kind::MonoVertex,
+            Kind::MonoVertex,
             s.and_then(|s| s.progressive.as_ref()),
             s.and_then(|s| s.analysis.as_ref()),
         ))
@@ -92,26 +78,18 @@ impl Rollout for MonoVertexRollout {
     }
 
     fn validate(spec: &Value) -> Result<(), Error> {
-        numaplane_core::child::validate_monovertex_spec(spec, Self::SPEC_PATH)
+        numaplane_core::child::validate_monovertex_spec(spec, Self::KIND.spec_path())
             .map_err(|e| Error::InvalidSpec(format!("invalid Numaflow MonoVertex spec: {e}")))
     }
 
-    async fn resolve(&self, _ctx: &Ctx) -> Result<Result<(), String>, Error> {
-        Ok(Ok(()))
+    async fn resolve(&self, _ctx: &Ctx) -> Result<Resolution<()>, Error> {
+        Ok(Resolution::Ready(()))
     }
 
-    fn adapt_to_live(&self, live: &MonoVertex, desired: &mut DesiredChild) {
-        let phase = live
-            .status()
-            .and_then(|s| s.get("phase"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        numaplane_core::child::keep_live_replicas(
-            &mut desired.spec,
-            &live.spec,
-            phase,
-            fast_resume(self),
-        );
+    fn kind_inputs<'a>(&'a self, _: &'a ()) -> KindInputs<'a> {
+        KindInputs::MonoVertex {
+            fast_resume: fast_resume(self),
+        }
     }
 
     fn health(_ctx: &Ctx, child: &MonoVertex) -> Health {

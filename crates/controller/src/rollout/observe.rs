@@ -2,7 +2,7 @@
 //! the few live reads the safety rules require (a live list before a create, and before a
 //! duplicate is purged) and the riders when the rollout changed.
 
-use super::kind::Rollout;
+use super::kind::{Resolution, Rollout};
 use super::lookup::cached_children;
 use super::placement::{Resolved, placement};
 use crate::children;
@@ -148,11 +148,11 @@ pub(super) async fn observe<R: Rollout>(
         seen.duplicates_live = Some(children::list_live::<R::Child>(ctx, ns, name).await?);
     }
     let resolved = match obj.resolve(ctx).await {
-        Ok(Ok(r)) => Resolved {
+        Ok(Resolution::Ready(r)) => Resolved {
             placement: placement(ctx, obj),
             kind: r,
         },
-        Ok(Err(waiting)) => {
+        Ok(Resolution::Waiting(waiting)) => {
             seen.target = Some(Target::Waiting(waiting));
             return Ok(seen);
         }

@@ -1,12 +1,11 @@
 //! PipelineRollout: resolves the InterStepBufferService its pipeline uses, labels the child with
 //! it, and resumes vertices slowly after a user pause unless `fastResume` is set.
 
-use super::kind::{Carry, Rollout};
+use super::kind::{Carry, Resolution, Rollout};
 use crate::child_cache::ChildCache;
 use crate::children::{ChildObject, DesiredChild};
 use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
-use crate::events::source;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -15,10 +14,10 @@ use kube::{Resource, ResourceExt};
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::{annotations, condition, event_reason, labels, upgrade_state};
 use numaplane_api::numaflow::{Pipeline, Vertex};
-use numaplane_api::{PipelineRollout, PipelineRolloutStatus};
+use numaplane_api::{Kind, PipelineRollout, PipelineRolloutStatus};
+use numaplane_core::desired::KindInputs;
 use numaplane_core::health::{self, Health, HealthStatus};
 use numaplane_core::riders::RiderSpec;
-use numaplane_core::template::TemplateVars;
 use serde_json::Value;
 use tracing::info;
 
@@ -116,7 +115,7 @@ async fn paused_on_request(
             let child = crate::children::apply(ctx, live, &target).await?;
             ctx.events
                 .publish(
-                    source::PIPELINE_ROLLOUT,
+                    Kind::Pipeline.event_source(),
                     &live.object_ref(&()),
                     EventType::Normal,
                     event_reason::PIPELINE_DRAIN_AGAIN,
@@ -140,7 +139,7 @@ async fn paused_on_request(
             info!(child = %target.name, %by, "pausing pipeline on request");
             ctx.events
                 .publish(
-                    source::PIPELINE_ROLLOUT,
+                    Kind::Pipeline.event_source(),
                     &live.object_ref(&()),
                     EventType::Normal,
                     event_reason::PIPELINE_PAUSE,
@@ -184,7 +183,7 @@ async fn finish(
     st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
     ctx.events
         .publish(
-            source::PIPELINE_ROLLOUT,
+            Kind::Pipeline.event_source(),
             regarding,
             EventType::Normal,
             reason,
@@ -267,7 +266,7 @@ async fn pause_and_drain(
         pause_requested: !requests.is_empty(),
         in_progress: st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain,
         user_strategy: ctx.settings.user_strategy(&ns),
-        usde: usde.as_ref().and_then(|u| u.for_kind("pipeline")),
+        usde: usde.as_ref().map(|u| u.for_kind(Kind::Pipeline)),
     });
     if let Some(spec) = plan.unforced {
         desired.spec = spec;
@@ -343,7 +342,7 @@ async fn pause_and_drain(
             let child = crate::children::apply(ctx, live, &paused).await?;
             ctx.events
                 .publish(
-                    source::PIPELINE_ROLLOUT,
+                    Kind::Pipeline.event_source(),
                     &rollout.object_ref(&()),
                     EventType::Normal,
                     event_reason::PIPELINE_UPDATE,
@@ -366,7 +365,7 @@ async fn pause_and_drain(
             let child = crate::children::apply(ctx, live, &pausing).await?;
             ctx.events
                 .publish(
-                    source::PIPELINE_ROLLOUT,
+                    Kind::Pipeline.event_source(),
                     &child_ref,
                     EventType::Normal,
                     event_reason::PIPELINE_PAUSE,
@@ -427,15 +426,8 @@ impl Rollout for PipelineRollout {
     type Status = PipelineRolloutStatus;
     type Resolved = IsbTarget;
 
-    const CONTROLLER: &'static str = "pipeline-rollout-controller";
-    const EVENT_SOURCE: &'static str = source::PIPELINE_ROLLOUT;
-    const SUCCESS_EVENT: &'static str = event_reason::RECONCILE_SUCCESS;
-    const METRIC_LABEL: &'static str = "pipeline";
-    const WORKLOAD: numaplane_core::controller_trial::WorkloadKind =
-        numaplane_core::controller_trial::WorkloadKind::Pipeline;
     const ON_DELETION: numaplane_core::deletion::Guard =
         numaplane_core::deletion::Guard::DrainPipelines;
-    const SPEC_PATH: &'static str = "spec.pipeline.spec";
 
     fn child_template(&self) -> (Option<&ChildMetadata>, &Value) {
         (
@@ -448,14 +440,10 @@ impl Rollout for PipelineRollout {
         super::kind::rider_specs(&self.spec.riders)
     }
 
-    fn template_vars(child: &str, namespace: &str) -> TemplateVars {
-        TemplateVars::pipeline(child, namespace)
-    }
-
     fn progressive_strategy(&self) -> Option<super::kind::ProgressiveOf<'_>> {
         let s = self.spec.strategy.as_ref();
         Some((
-            numaplane_core::progressive::Kind::Pipeline,
+            Kind::Pipeline,
             s.and_then(|s| s.progressive.as_ref()),
             s.and_then(|s| s.analysis.as_ref()),
         ))
@@ -478,11 +466,11 @@ impl Rollout for PipelineRollout {
     }
 
     fn validate(spec: &Value) -> Result<(), Error> {
-        numaplane_core::child::validate_pipeline_spec(spec, Self::SPEC_PATH)
+        numaplane_core::child::validate_pipeline_spec(spec, Self::KIND.spec_path())
             .map_err(|e| Error::InvalidSpec(format!("invalid Numaflow Pipeline spec: {e}")))
     }
 
-    async fn resolve(&self, ctx: &Ctx) -> Result<Result<IsbTarget, String>, Error> {
+    async fn resolve(&self, ctx: &Ctx) -> Result<Resolution<IsbTarget>, Error> {
         let ns = self.namespace().unwrap_or_default();
         let rollout = numaplane_core::child::isb_rollout_name(&self.spec.pipeline.spec);
         let exists = ctx
@@ -497,12 +485,12 @@ impl Rollout for PipelineRollout {
             crate::pause_requests::requests_for_pipeline(&ctx.stores, &ns, &rollout);
         Ok(
             match super::lookup::current_isbsvc(&ctx.stores.isbsvcs, &ns, &rollout) {
-                Some(child) => Ok(IsbTarget {
+                Some(child) => Resolution::Ready(IsbTarget {
                     rollout,
                     child,
                     pause_requests,
                 }),
-                None => Err(format!(
+                None => Resolution::Waiting(format!(
                     "waiting for ISBServiceRollout {rollout} to create its InterStepBufferService"
                 )),
             },
@@ -564,40 +552,12 @@ impl Rollout for PipelineRollout {
         })
     }
 
-    fn customize(&self, isb: &IsbTarget, desired: &mut DesiredChild) {
-        numaplane_core::child::point_pipeline_at_isbsvc(
-            &mut desired.labels,
-            &mut desired.spec,
-            &isb.rollout,
-            &isb.child,
-        );
-        if let Some(paused) = numaplane_core::ppnd::paused_on_request(
-            &desired.spec,
-            &isb.pause_requests,
-            allows_data_loss(self),
-        ) {
-            desired.spec = paused;
-        }
-        // A pipeline that can take in data must drain before it is deleted (only our own
-        // children are marked, unlike the reference's whole namespace).
-        if numaplane_core::recycle::can_ingest(&desired.spec) {
-            desired
-                .annotations
-                .insert(annotations::REQUIRES_DRAIN.into(), "true".into());
-        }
-    }
-
-    /// Once a pipeline could take in data it keeps needing a drain, also while paused.
-    fn adapt_to_live(&self, live: &Pipeline, desired: &mut DesiredChild) {
-        if live
-            .annotations()
-            .get(annotations::REQUIRES_DRAIN)
-            .map(String::as_str)
-            == Some("true")
-        {
-            desired
-                .annotations
-                .insert(annotations::REQUIRES_DRAIN.into(), "true".into());
+    fn kind_inputs<'a>(&'a self, isb: &'a IsbTarget) -> KindInputs<'a> {
+        KindInputs::Pipeline {
+            isb_rollout: &isb.rollout,
+            isb_child: &isb.child,
+            pause_requests: &isb.pause_requests,
+            allow_data_loss: allows_data_loss(self),
         }
     }
 

@@ -3,7 +3,6 @@
 //! NumaflowControllerRollout status in the cache (docs/progressive-numaflow-controller.md).
 
 use super::kind::Rollout;
-use crate::children::DesiredChild;
 use crate::context::Ctx;
 use kube::{Resource, ResourceExt};
 use numaplane_api::keys::annotations::NUMAFLOW_INSTANCE;
@@ -27,17 +26,7 @@ pub(super) fn placement<R: Rollout>(ctx: &Ctx, obj: &R) -> Target {
         .as_ref()
         .and_then(|r| r.status.as_ref())
         .and_then(|s| s.progressive_status.as_ref());
-    target(status, R::WORKLOAD, &obj.name_any())
-}
-
-/// Sets the child's instance annotation when the placement names one. An empty instance is
-/// written as `""` rather than removed: a trial carrying another instance must differ from it.
-pub(super) fn apply(placement: &Target, desired: &mut DesiredChild) {
-    if let Some(instance) = &placement.instance {
-        desired
-            .annotations
-            .insert(NUMAFLOW_INSTANCE.to_string(), instance.clone());
-    }
+    target(status, R::KIND, &obj.name_any())
 }
 
 /// The instance an object carries ("" for none).

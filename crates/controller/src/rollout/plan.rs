@@ -10,6 +10,7 @@ use crate::children::{self, DesiredChild};
 use crate::error::Error;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
+use numaplane_api::keys::upgrade_state;
 use numaplane_core::pass::{self, ProgressiveView, Promoted, PromotedStep};
 use std::sync::Arc;
 
@@ -75,7 +76,7 @@ pub(super) fn validate<R: Rollout>(obj: &R) -> Result<(), Error> {
     let (meta, spec) = obj.child_template();
     R::validate(spec)?;
     if let Some(meta) = meta {
-        let at = R::SPEC_PATH.strip_suffix(".spec").unwrap_or(R::SPEC_PATH);
+        let at = format!("spec.{}", R::KIND.template_field());
         let meta = serde_json::to_value(meta).unwrap_or_default();
         numaplane_core::child::validate_applyable(&meta, &format!("{at}.metadata"))
             .map_err(|e| Error::InvalidSpec(e.to_string()))?;
@@ -110,10 +111,14 @@ fn desired_for<R: Rollout>(
     live: &R::Child,
 ) -> Result<DesiredChild, Error> {
     check_owned(obj, live)?;
-    let (metadata, spec) = obj.child_template();
-    let mut desired = desired_child(obj, resolved, &live.name_any(), metadata, spec)?;
-    obj.adapt_to_live(live, &mut desired);
-    Ok(desired)
+    desired_child(
+        obj,
+        resolved,
+        &live.name_any(),
+        upgrade_state::PROMOTED,
+        obj.child_template(),
+        Some(live),
+    )
 }
 
 /// Plans one pass of `obj` from what was observed. (Long: it pairs each decision of the core
@@ -172,7 +177,7 @@ pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>
     let usde = seen.usde.as_deref();
     let progressive = obj.progressive_parts().map(|p| ProgressiveView {
         kind: p.kind,
-        usde: usde.and_then(|u| u.for_kind(p.kind.as_str())),
+        usde: usde.map(|u| u.for_kind(p.kind)),
     });
     let core = pass::plan(&pass::PassInput {
         rollout: &seen.name,
@@ -187,7 +192,7 @@ pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>
         user_strategy: seen.user_strategy,
         progressive,
         riders,
-        spec_path: R::SPEC_PATH,
+        spec_path: R::KIND.spec_path(),
     });
     drop(views);
     drop(duplicates_live);
@@ -252,8 +257,14 @@ pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>
             }),
             _,
         ) => {
-            let (metadata, spec) = obj.child_template();
-            match desired_child(obj, &resolved, &name, metadata, spec) {
+            match desired_child(
+                obj,
+                &resolved,
+                &name,
+                upgrade_state::PROMOTED,
+                obj.child_template(),
+                None,
+            ) {
                 Ok(desired) => Step::Create {
                     desired,
                     name_count,

@@ -20,6 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Kind;
 use numaplane_api::common::{RiderStatus, UpgradeStrategy};
 use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
 use numaplane_api::narrow::AnalysisRunPhase;
@@ -30,20 +31,12 @@ use numaplane_core::config::{AssessmentSchedule, UserStrategy};
 use numaplane_core::health::HealthStatus;
 use numaplane_core::progressive::templates::{Template, TemplateRef};
 use numaplane_core::progressive::{
-    self, Action, Kind, ObservedRun, PromotedChild, PromotedPods, Record, StepInput, TrialChild,
+    self, Action, ObservedRun, PromotedChild, PromotedPods, Record, StepInput, TrialChild,
     TrialHealth, scale,
 };
 use serde_json::{Value, json};
 use std::time::Duration;
 use tracing::{debug, info};
-
-fn metric_kind(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Pipeline => "pipeline",
-        Kind::MonoVertex => "monovertex",
-        Kind::InterStepBufferService => "isbsvc",
-    }
-}
 
 /// How the rollout's riders differ from those of the promoted child `child` (read from the
 /// cluster, so only when the rollout changed): a change of a `progressive: true` rider starts a
@@ -102,10 +95,9 @@ pub fn applies<R: Rollout>(
         return false;
     }
     let usde = ctx.settings.usde();
-    let key = parts.kind.as_str().to_ascii_lowercase();
     let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
         user_strategy: UserStrategy::Progressive,
-        config: usde.as_ref().and_then(|u| u.for_kind(&key)),
+        config: usde.as_ref().map(|u| u.for_kind(parts.kind)),
         desired_spec: &desired.spec,
         live_spec: live.spec(),
         desired_labels: &desired.labels,
@@ -119,7 +111,7 @@ pub fn applies<R: Rollout>(
 
 fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
     let cfg = ctx.settings.controller();
-    let configured = cfg.assessment_schedule(parts.kind.as_str());
+    let configured = cfg.assessment_schedule(parts.kind);
     let own = parts
         .strategy
         .and_then(|s| s.assessment_schedule.as_deref())
@@ -134,7 +126,7 @@ fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
     configured.ok_or_else(|| {
         Error::InvalidSpec(format!(
             "no assessment schedule for kind {} in progressive.defaultAssessmentSchedule",
-            parts.kind.as_str()
+            parts.kind.child_kind()
         ))
     })
 }
@@ -479,7 +471,7 @@ async fn analysis_run<K: ChildObject>(
         })
         .collect();
     let templates = resolve_templates(ctx, &ns, refs).await?;
-    let lower = kind.as_str().to_ascii_lowercase();
+    let lower = kind.child_kind().to_ascii_lowercase();
     let mut args: Vec<Value> = analysis
         .args
         .iter()
@@ -721,7 +713,7 @@ fn schedule_verdict<R: Rollout>(p: &Progress<'_, R>, plan: &progressive::Plan) {
     };
     p.ctx.due_steps.schedule(
         crate::due_steps::StepOf {
-            controller: R::CONTROLLER,
+            controller: R::KIND.controller(),
             namespace: p.ns.clone(),
             name: p.name.clone(),
             uid: p.obj.uid().unwrap_or_default(),
@@ -796,7 +788,14 @@ impl<R: Rollout> Progress<'_, R> {
         }) else {
             return Ok(None);
         };
-        let want = desired_child(obj, self.resolved, &t.name_any(), metadata, template)?;
+        let want = desired_child(
+            obj,
+            self.resolved,
+            &t.name_any(),
+            upgrade_state::TRIAL,
+            (metadata, template),
+            None,
+        )?;
         let instance = numaplane_core::child::numaflow_instance;
         let mut differs = scale::trial_differs(kind, t.spec(), &want.spec, &record.trial_scale)
             || instance(&want.annotations) != instance(t.annotations());
@@ -813,7 +812,7 @@ impl<R: Rollout> Progress<'_, R> {
         } else {
             None
         };
-        let (health, health_watched) = if kind == Kind::InterStepBufferService {
+        let (health, health_watched) = if kind == Kind::IsbService {
             let sample = isbsvc_health_sample(ctx, &self.name, &t, self.resolved.placement.hold);
             (sample.await?, false)
         } else {
@@ -982,14 +981,19 @@ impl<R: Rollout> Progress<'_, R> {
                 name: trial_name,
                 promoted_scale_values,
             } => {
-                let mut want = desired_child(obj, self.resolved, &trial_name, metadata, template)?;
-                want.labels
-                    .insert(labels::UPGRADE_STATE.into(), upgrade_state::TRIAL.into());
+                let mut want = desired_child(
+                    obj,
+                    self.resolved,
+                    &trial_name,
+                    upgrade_state::TRIAL,
+                    (metadata, template),
+                    None,
+                )?;
                 want.spec = scale::trial_spec(kind, &want.spec, &promoted_scale_values);
                 children::create::<R::Child>(ctx, &want).await?;
                 info!(trial = %trial_name, "created trial child");
                 ctx.metrics
-                    .progressive_started(metric_kind(kind), &ns, &name, &trial_name);
+                    .progressive_started(kind, &ns, &name, &trial_name);
                 pending(&message)
             }
             Action::InitializeTrial {
@@ -1095,7 +1099,7 @@ impl<R: Rollout> Progress<'_, R> {
                     now,
                 );
                 ctx.metrics.progressive_completed(
-                    metric_kind(kind),
+                    kind,
                     &ns,
                     &name,
                     &trial_name,
@@ -1150,14 +1154,8 @@ impl<R: Rollout> Progress<'_, R> {
                     generation,
                     now,
                 );
-                ctx.metrics.progressive_completed(
-                    metric_kind(kind),
-                    &ns,
-                    &name,
-                    &trial_name,
-                    false,
-                    false,
-                );
+                ctx.metrics
+                    .progressive_completed(kind, &ns, &name, &trial_name, false, false);
                 pending(&message)
             }
             Action::ReplaceTrial {

@@ -6,11 +6,11 @@
 use crate::children;
 use crate::context::Ctx;
 use crate::error::{Error, KubeContext, is_conflict, is_not_found};
-use crate::events::source;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Kind;
 use numaplane_api::PipelineRollout;
 use numaplane_api::keys::{annotations, labels, upgrade_state};
 use numaplane_api::numaflow::Pipeline;
@@ -167,7 +167,7 @@ async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: Drai
     };
     ctx.events
         .publish(
-            source::PIPELINE_ROLLOUT,
+            Kind::Pipeline.event_source(),
             &p.object_ref(&()),
             t,
             result.as_str(),

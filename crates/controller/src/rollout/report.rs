@@ -4,7 +4,6 @@
 use super::act::{Acted, Outcome};
 use super::kind::{Rollout, publish};
 use super::observation::{Trace, record_history, report_child};
-use crate::children;
 use crate::context::{Ctx, RESYNC};
 use crate::error::Error;
 use crate::status::{self, RolloutStatus};
@@ -13,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use numaplane_api::Subject;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys;
 use std::time::Duration;
@@ -115,7 +115,7 @@ impl<R: Rollout> Report<R> {
                 st.common_mut().observed_generation = generation;
                 record_history::<R>(ctx, st, self.strategy_before, &trace, generation, &now);
                 ctx.metrics.upgrades_finished(
-                    R::METRIC_LABEL,
+                    R::KIND,
                     &obj.namespace().unwrap_or_default(),
                     &obj.name_any(),
                     &self.before.common().upgrade_history,
@@ -170,15 +170,18 @@ impl<R: Rollout> Report<R> {
     /// update).
     async fn changed(&self, obj: &R, ctx: &Ctx, trace: &Trace) {
         let phase = if trace.created { "create" } else { "update" };
-        ctx.metrics
-            .child_change(R::CONTROLLER, phase, self.started.elapsed().as_secs_f64());
+        ctx.metrics.child_change(
+            R::KIND.controller(),
+            phase,
+            self.started.elapsed().as_secs_f64(),
+        );
         if trace.created {
             ctx.events
                 .publish_once(
-                    R::EVENT_SOURCE,
+                    R::KIND.event_source(),
                     &obj.object_ref(&()),
                     EventType::Normal,
-                    R::SUCCESS_EVENT,
+                    R::KIND.success_event(),
                     "Reconciliation successful: child created".into(),
                 )
                 .await;
@@ -219,7 +222,7 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
     };
     let labels = vec![
         ("namespace", ns.clone()),
-        (R::METRIC_LABEL, name.clone()),
+        (R::KIND.metric_label(), name.clone()),
         ("phase", st.phase.as_str().to_string()),
         (
             "promotedChildFailure",
@@ -230,9 +233,9 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
             is_false(keys::condition::PROGRESSIVE_UPGRADE_SUCCEEDED),
         ),
     ];
-    let kind = children::kind_str::<R>();
-    ctx.metrics.set_health(kind, &ns, &name, labels);
-    ctx.metrics.count(kind, &ns, &name, true);
+    ctx.metrics
+        .set_health(Subject::Rollout(R::KIND), &ns, &name, labels);
+    ctx.metrics.count(R::KIND, &ns, &name, true);
 }
 
 #[cfg(test)]

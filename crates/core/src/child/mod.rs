@@ -4,13 +4,11 @@
 //! Views never fail: a missing or wrongly shaped field reads as absent. Use the `validate_*`
 //! functions to report wrong shapes in user input.
 
-mod desired;
+mod render;
 mod validate;
 
-pub use desired::{
-    RenderedChild, isb_rollout_name, isb_rollout_name_in, keep_live_replicas,
-    point_pipeline_at_isbsvc, render_child, vertex_names,
-};
+pub use render::{RenderedChild, isb_rollout_name, isb_rollout_name_in, vertex_names};
+pub(crate) use render::{keep_live_replicas, point_pipeline_at_isbsvc, render_child};
 
 pub use validate::{
     SpecError, applyable_text, make_applyable, validate_applyable, validate_isbsvc_spec,

@@ -234,10 +234,10 @@ impl Default for ControllerConfig {
 impl ControllerConfig {
     /// The configured schedule for a child kind, matched case-insensitively (so
     /// `InterstepBufferService` matches `InterStepBufferService`); the first entry wins.
-    pub fn assessment_schedule(&self, kind: &str) -> Option<AssessmentSchedule> {
+    pub fn assessment_schedule(&self, kind: numaplane_api::Kind) -> Option<AssessmentSchedule> {
         self.default_assessment_schedules
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(kind))
+            .find(|(k, _)| k.eq_ignore_ascii_case(kind.child_kind()))
             .map(|(_, s)| *s)
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use numaplane_api::Kind;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
@@ -72,14 +73,14 @@ fn parses_the_shipped_controller_config() {
         "the default is what the shipped config lists"
     );
     assert_eq!(
-        cfg.assessment_schedule("InterStepBufferService"),
+        cfg.assessment_schedule(Kind::IsbService),
         Some(sched(0, 0, 0, 10))
     );
     assert_eq!(
-        cfg.assessment_schedule("Pipeline"),
+        cfg.assessment_schedule(Kind::Pipeline),
         Some(sched(10, 200, 60, 10))
     );
-    assert_eq!(cfg.assessment_schedule("NumaflowController"), None);
+    assert_eq!(cfg.assessment_schedule(Kind::NumaflowController), None);
     assert!(
         cfg.permitted_riders
             .permits("autoscaling", "HorizontalPodAutoscaler")
@@ -161,7 +162,10 @@ pipeline:
     assert!(cfg.disable_analysis_runs_for_pipeline);
     assert_eq!(cfg.analysis_run_timeout, secs(30));
     // First entry of a kind wins.
-    assert_eq!(cfg.assessment_schedule("PIPELINE"), Some(sched(1, 2, 3, 4)));
+    assert_eq!(
+        cfg.assessment_schedule(Kind::Pipeline),
+        Some(sched(1, 2, 3, 4))
+    );
     assert_eq!(cfg.recycle_scale_factor, 25);
     assert_eq!(cfg.max_recyclable_duration, secs(0));
     assert_eq!(cfg.force_drain_failure_wait, secs(5));
@@ -396,7 +400,7 @@ fn parses_the_shipped_usde_config() {
     let usde = parse_usde_configmap(&data).unwrap();
     let count = |fs: &[SpecField]| (fs.len(), fs.iter().filter(|f| f.include_subfields).count());
 
-    let p = usde.for_kind("Pipeline").unwrap();
+    let p = usde.for_kind(Kind::Pipeline);
     assert_eq!(
         p.recreate,
         vec![field("spec.interStepBufferServiceName", false)]
@@ -407,19 +411,18 @@ fn parses_the_shipped_usde_config() {
     assert!(p.data_loss.contains(&field("spec.templates", true)));
     assert_eq!(count(&p.progressive), (12, 12));
 
-    let i = usde.for_kind("InterStepBufferService").unwrap();
+    let i = usde.for_kind(Kind::IsbService);
     assert_eq!(count(&i.recreate), (6, 2));
     assert_eq!(i.recreate[2], field("spec.jetstream.persistence", true));
     assert_eq!(count(&i.data_loss), (5, 0));
     assert!(i.progressive.is_empty());
 
-    let m = usde.for_kind("monovertex").unwrap();
+    let m = usde.for_kind(Kind::MonoVertex);
     assert_eq!(count(&m.progressive), (51, 33));
     assert!(m.recreate.is_empty() && m.data_loss.is_empty());
 
-    let n = usde.for_kind("NumaflowController").unwrap();
+    let n = usde.for_kind(Kind::NumaflowController);
     assert_eq!(n.data_loss, vec![field("spec.version", false)]);
-    assert!(usde.for_kind("Vertex").is_none());
 }
 
 #[test]

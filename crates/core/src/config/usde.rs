@@ -4,6 +4,7 @@
 
 use super::ConfigError;
 use super::value::{get, invalid, join, list, load_yaml, object, required_str, weak_bool};
+use numaplane_api::Kind;
 use std::collections::BTreeMap;
 
 /// A dotted spec path; arrays on the way are traversed element-wise by the comparison.
@@ -33,25 +34,24 @@ pub struct UsdeConfig {
 }
 
 impl UsdeConfig {
-    /// The lists for a child kind, matched case-insensitively (`InterStepBufferService`).
-    pub fn for_kind(&self, kind: &str) -> Option<&UsdeKindConfig> {
-        match kind.to_ascii_lowercase().as_str() {
-            "pipeline" => Some(&self.pipeline),
-            "interstepbufferservice" => Some(&self.interstepbufferservice),
-            "monovertex" => Some(&self.monovertex),
-            "numaflowcontroller" => Some(&self.numaflowcontroller),
-            _ => None,
+    /// The lists for a child kind.
+    pub fn for_kind(&self, kind: Kind) -> &UsdeKindConfig {
+        match kind {
+            Kind::Pipeline => &self.pipeline,
+            Kind::IsbService => &self.interstepbufferservice,
+            Kind::MonoVertex => &self.monovertex,
+            Kind::NumaflowController => &self.numaflowcontroller,
         }
     }
 
+    /// The lists for a ConfigMap key naming a child kind, case-insensitively.
     fn slot(&mut self, key: &str) -> Option<&mut UsdeKindConfig> {
-        match key.to_ascii_lowercase().as_str() {
-            "pipeline" => Some(&mut self.pipeline),
-            "interstepbufferservice" => Some(&mut self.interstepbufferservice),
-            "monovertex" => Some(&mut self.monovertex),
-            "numaflowcontroller" => Some(&mut self.numaflowcontroller),
-            _ => None,
-        }
+        Some(match Kind::from_child_kind(key)? {
+            Kind::Pipeline => &mut self.pipeline,
+            Kind::IsbService => &mut self.interstepbufferservice,
+            Kind::MonoVertex => &mut self.monovertex,
+            Kind::NumaflowController => &mut self.numaflowcontroller,
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use crate::config::AssessmentSchedule;
 use crate::naming::rollout_name_of_child;
 use crate::progressive::time::{secs, secs_of, time_at};
 use k8s_openapi::jiff::Timestamp;
+use numaplane_api::Kind;
 use numaplane_api::numaflow_controller_rollout::{
     ControllerInstance, ControllerProgressiveStatus, UpgradingControllerStatus, WorkloadTrial,
     WorkloadTrialState,
@@ -38,40 +39,24 @@ pub const DEFAULT_SCHEDULE: AssessmentSchedule = AssessmentSchedule {
 /// Workload trials at a time when the rollout sets no `maxParallel`.
 pub const DEFAULT_MAX_PARALLEL: usize = 5;
 
-/// The kinds carried onto a trial controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WorkloadKind {
-    // Declared first: an ISB service's group is admitted before lone pipelines and MonoVertices.
-    IsbService,
-    Pipeline,
-    MonoVertex,
-}
-
-impl WorkloadKind {
-    /// The rollout kind, as written in `status.progressiveStatus.upgradingControllerStatus`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::IsbService => "ISBServiceRollout",
-            WorkloadKind::Pipeline => "PipelineRollout",
-            WorkloadKind::MonoVertex => "MonoVertexRollout",
-        }
-    }
-
-    fn parse(s: &str) -> Option<WorkloadKind> {
-        [
-            WorkloadKind::IsbService,
-            WorkloadKind::Pipeline,
-            WorkloadKind::MonoVertex,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
+/// A workload group's place in admission: an ISB service's group (its pipelines move with it)
+/// before lone pipelines, then MonoVertices.
+fn admission_rank(kind: Kind) -> u8 {
+    match kind {
+        Kind::IsbService => 0,
+        Kind::Pipeline => 1,
+        Kind::MonoVertex => 2,
+        Kind::NumaflowController => 3,
     }
 }
+
+/// A group of workloads admitted together, in admission order: its rank and its lead rollout.
+type Group = (u8, String);
 
 /// One workload rollout of the namespace, as observed.
 #[derive(Debug, Clone)]
 pub struct Workload<'a> {
-    pub kind: WorkloadKind,
+    pub kind: Kind,
     pub rollout: &'a str,
     /// A PipelineRollout's ISBServiceRollout (`interStepBufferServiceName`).
     pub isb_rollout: Option<&'a str>,
@@ -296,10 +281,10 @@ fn merge_workloads(recorded: &[WorkloadTrial], now: &[Workload<'_>]) -> Vec<Work
         .iter()
         .map(|w| {
             known
-                .get(&(w.kind.as_str(), w.rollout))
+                .get(&(w.kind.rollout_kind(), w.rollout))
                 .map(|k| (*k).clone())
                 .unwrap_or_else(|| WorkloadTrial {
-                    kind: w.kind.as_str().to_string(),
+                    kind: w.kind.rollout_kind().to_string(),
                     rollout: w.rollout.to_string(),
                     state: WorkloadTrialState::Waiting,
                     child: None,
@@ -307,7 +292,12 @@ fn merge_workloads(recorded: &[WorkloadTrial], now: &[Workload<'_>]) -> Vec<Work
         })
         .collect();
     out.sort_by(|a, b| {
-        let key = |w: &WorkloadTrial| (WorkloadKind::parse(&w.kind), w.rollout.clone());
+        let key = |w: &WorkloadTrial| {
+            (
+                Kind::from_rollout_kind(&w.kind).map(admission_rank),
+                w.rollout.clone(),
+            )
+        };
         key(a).cmp(&key(b))
     });
     out
@@ -315,12 +305,12 @@ fn merge_workloads(recorded: &[WorkloadTrial], now: &[Workload<'_>]) -> Vec<Work
 
 /// The group a workload moves with: a pipeline moves with its ISB service (they must share an
 /// instance), everything else alone.
-fn group_of(w: &Workload<'_>, isb_rollouts: &BTreeSet<&str>) -> (WorkloadKind, String) {
+fn group_of(w: &Workload<'_>, isb_rollouts: &BTreeSet<&str>) -> Group {
     match (w.kind, w.isb_rollout) {
-        (WorkloadKind::Pipeline, Some(isb)) if isb_rollouts.contains(isb) => {
-            (WorkloadKind::IsbService, isb.to_string())
+        (Kind::Pipeline, Some(isb)) if isb_rollouts.contains(isb) => {
+            (admission_rank(Kind::IsbService), isb.to_string())
         }
-        (kind, _) => (kind, w.rollout.to_string()),
+        (kind, _) => (admission_rank(kind), w.rollout.to_string()),
     }
 }
 
@@ -351,7 +341,7 @@ fn assess(input: &Input<'_>, u: &mut UpgradingControllerStatus, plan: &mut Plan)
     let observed: BTreeMap<(&str, &str), &Workload<'_>> = input
         .workloads
         .iter()
-        .map(|w| ((w.kind.as_str(), w.rollout), w))
+        .map(|w| ((w.kind.rollout_kind(), w.rollout), w))
         .collect();
     for entry in &mut u.workloads {
         let Some(w) = observed.get(&(entry.kind.as_str(), entry.rollout.as_str())) else {
@@ -451,29 +441,34 @@ fn admit(input: &Input<'_>, u: &mut UpgradingControllerStatus) {
     let isb_rollouts: BTreeSet<&str> = input
         .workloads
         .iter()
-        .filter(|w| w.kind == WorkloadKind::IsbService)
+        .filter(|w| w.kind == Kind::IsbService)
         .map(|w| w.rollout)
         .collect();
-    let groups: BTreeMap<(&str, &str), (WorkloadKind, String)> = input
+    let groups: BTreeMap<(&str, &str), Group> = input
         .workloads
         .iter()
-        .map(|w| ((w.kind.as_str(), w.rollout), group_of(w, &isb_rollouts)))
+        .map(|w| {
+            (
+                (w.kind.rollout_kind(), w.rollout),
+                group_of(w, &isb_rollouts),
+            )
+        })
         .collect();
     let group = |e: &WorkloadTrial| groups.get(&(e.kind.as_str(), e.rollout.as_str())).cloned();
-    let active: BTreeSet<(WorkloadKind, String)> = u
+    let active: BTreeSet<Group> = u
         .workloads
         .iter()
         .filter(|e| e.state == WorkloadTrialState::Admitted)
         .filter_map(group)
         .collect();
-    let waiting: BTreeSet<(WorkloadKind, String)> = u
+    let waiting: BTreeSet<Group> = u
         .workloads
         .iter()
         .filter(|e| e.state == WorkloadTrialState::Waiting)
         .filter_map(group)
         .collect();
     let free = input.max_parallel.max(1).saturating_sub(active.len());
-    let admitted: BTreeSet<(WorkloadKind, String)> = waiting.into_iter().take(free).collect();
+    let admitted: BTreeSet<Group> = waiting.into_iter().take(free).collect();
     for e in &mut u.workloads {
         if e.state == WorkloadTrialState::Waiting && group(e).is_some_and(|g| admitted.contains(&g))
         {
@@ -511,9 +506,9 @@ fn promote(input: &Input<'_>, u: &UpgradingControllerStatus, plan: &mut Plan) ->
     let behind: Vec<String> = input
         .workloads
         .iter()
-        .filter(|w| carried.contains(&(w.kind.as_str(), w.rollout)))
+        .filter(|w| carried.contains(&(w.kind.rollout_kind(), w.rollout)))
         .filter(|w| w.promoted_instance != Some(u.controller.instance_id.as_str()))
-        .map(|w| format!("{} {}", w.kind.as_str(), w.rollout))
+        .map(|w| format!("{} {}", w.kind.rollout_kind(), w.rollout))
         .collect();
     if behind.is_empty() {
         return true;
@@ -593,11 +588,7 @@ pub struct Target {
 }
 
 /// The workload side of [`plan`], read from the namespace's NumaflowControllerRollout status.
-pub fn target(
-    status: Option<&ControllerProgressiveStatus>,
-    kind: WorkloadKind,
-    rollout: &str,
-) -> Target {
+pub fn target(status: Option<&ControllerProgressiveStatus>, kind: Kind, rollout: &str) -> Target {
     let Some(status) = status else {
         return Target {
             instance: None,
@@ -612,7 +603,7 @@ pub fn target(
         let entry = u
             .workloads
             .iter()
-            .find(|w| w.kind == kind.as_str() && w.rollout == rollout)?;
+            .find(|w| w.kind == kind.rollout_kind() && w.rollout == rollout)?;
         (entry.state != WorkloadTrialState::Waiting).then_some(u)
     });
     match carried.map(|u| (u, u.assessment_result.unwrap_or_default())) {

@@ -16,7 +16,7 @@ fn child<'a>(name: &'a str, instance: &'a str, version: &'a str) -> ControllerCh
     }
 }
 
-fn workload<'a>(kind: WorkloadKind, rollout: &'a str) -> Workload<'a> {
+fn workload<'a>(kind: Kind, rollout: &'a str) -> Workload<'a> {
     Workload {
         kind,
         rollout,
@@ -29,7 +29,7 @@ fn workload<'a>(kind: WorkloadKind, rollout: &'a str) -> Workload<'a> {
 fn pipeline<'a>(rollout: &'a str, isb: &'a str) -> Workload<'a> {
     Workload {
         isb_rollout: Some(isb),
-        ..workload(WorkloadKind::Pipeline, rollout)
+        ..workload(Kind::Pipeline, rollout)
     }
 }
 
@@ -51,10 +51,10 @@ impl<'a> World<'a> {
             max_parallel: 5,
             children: vec![child(NC, "", "1.7.5")],
             workloads: vec![
-                workload(WorkloadKind::IsbService, "isb"),
+                workload(Kind::IsbService, "isb"),
                 pipeline("p1", "isb"),
                 pipeline("p2", "isb"),
-                workload(WorkloadKind::MonoVertex, "mv"),
+                workload(Kind::MonoVertex, "mv"),
             ],
             in_use: BTreeSet::from([String::new()]),
             trials: true,
@@ -219,7 +219,7 @@ fn workloads_render_on_the_trial_instance_and_are_held_until_the_verdict() {
     let mut w = World::new("1.8.1");
     w.max_parallel = 1;
     let p = started(&w);
-    let isb = target(Some(&p.status), WorkloadKind::IsbService, "isb");
+    let isb = target(Some(&p.status), Kind::IsbService, "isb");
     assert_eq!(
         isb,
         Target {
@@ -227,7 +227,7 @@ fn workloads_render_on_the_trial_instance_and_are_held_until_the_verdict() {
             hold: true
         }
     );
-    let mv = target(Some(&p.status), WorkloadKind::MonoVertex, "mv");
+    let mv = target(Some(&p.status), Kind::MonoVertex, "mv");
     assert_eq!(
         mv,
         Target {
@@ -236,7 +236,7 @@ fn workloads_render_on_the_trial_instance_and_are_held_until_the_verdict() {
         }
     );
     assert_eq!(
-        target(None, WorkloadKind::MonoVertex, "mv"),
+        target(None, Kind::MonoVertex, "mv"),
         Target {
             instance: None,
             hold: false
@@ -265,7 +265,7 @@ fn success_when_the_controller_is_available_and_every_trial_succeeded() {
         upgrading(&p).assessment_result,
         Some(AssessmentResult::Success)
     );
-    let t = target(Some(&p.status), WorkloadKind::Pipeline, "p1");
+    let t = target(Some(&p.status), Kind::Pipeline, "p1");
     assert_eq!(
         t,
         Target {
@@ -341,7 +341,7 @@ fn promotion_completes_once_every_workload_runs_on_the_trial_instance() {
     assert_eq!(retired.status, swapped.status);
     // Workloads stay on the promoted instance.
     assert_eq!(
-        target(Some(&retired.status), WorkloadKind::MonoVertex, "mv").instance,
+        target(Some(&retired.status), Kind::MonoVertex, "mv").instance,
         Some("1".to_string())
     );
 }
@@ -360,10 +360,7 @@ fn one_failed_workload_fails_the_upgrade_and_everything_returns() {
         upgrading(&failed).failure_reasons,
         vec!["PipelineRollout p1: trial p1-1 failed".to_string()]
     );
-    for (kind, rollout) in [
-        (WorkloadKind::IsbService, "isb"),
-        (WorkloadKind::Pipeline, "p2"),
-    ] {
+    for (kind, rollout) in [(Kind::IsbService, "isb"), (Kind::Pipeline, "p2")] {
         assert_eq!(
             target(Some(&failed.status), kind, rollout),
             Target {
@@ -438,7 +435,7 @@ fn new_and_deleted_rollouts_join_and_leave_the_list() {
     let mut w = World::new("1.8.1");
     let p = started(&w);
     w.workloads.retain(|x| x.rollout != "mv");
-    w.workloads.push(workload(WorkloadKind::MonoVertex, "mv2"));
+    w.workloads.push(workload(Kind::MonoVertex, "mv2"));
     let next = w.plan(Some(&p.status));
     let names: Vec<String> = states(&next).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec!["isb", "p1", "p2", "mv2"]);

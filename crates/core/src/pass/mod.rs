@@ -16,10 +16,10 @@ mod proptests;
 mod tests;
 
 use crate::config::{UsdeKindConfig, UserStrategy};
-use crate::progressive::Kind;
 use crate::progressive::scale::comparable_promoted_spec;
 use crate::usde::{self, RiderChange, RiderChangeKind, json_eq};
 use k8s_openapi::jiff::Timestamp;
+use numaplane_api::Kind;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{labels, upgrade_state, upgrade_state_reason};
 use serde_json::Value;

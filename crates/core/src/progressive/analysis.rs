@@ -7,8 +7,8 @@
 //! defeats the analysis; Argo Rollouts itself aborts on Error and waits for a human on
 //! Inconclusive. The user can still promote such a trial with the `force-promote` label.
 
-use super::Kind;
 use super::time::{Secs, secs_of, time_at};
+use numaplane_api::Kind;
 use numaplane_api::progressive::{AnalysisPhase, AnalysisStatus};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ pub struct ObservedRun {
 
 /// `<lowercase child kind>-<trial>`: `monovertex-my-mvr-1`, `pipeline-my-pl-3`.
 pub fn analysis_run_name(kind: Kind, trial: &str) -> String {
-    format!("{}-{trial}", kind.as_str().to_ascii_lowercase())
+    format!("{}-{trial}", kind.child_kind().to_ascii_lowercase())
 }
 
 /// The analysis part of a verdict.

@@ -12,10 +12,10 @@
 //! brings each change, and the wake-up is only the verdict's deadline. At N=10,000 a sample of
 //! every trial every second kept the workers' queue from ever draining.
 
-use super::Kind;
 use super::health::TrialHealth;
 use super::time::{Secs, secs, secs_of, time_at, timestamp_at};
 use crate::config::AssessmentSchedule;
+use numaplane_api::Kind;
 use numaplane_api::progressive::{AssessmentResult, UpgradingChildStatus};
 
 /// The basic part of a verdict.
@@ -61,13 +61,13 @@ pub(crate) fn basic(
             deadline: false,
         };
     }
-    let next_sample = if watched && kind != Kind::InterStepBufferService {
+    let next_sample = if watched && kind != Kind::IsbService {
         Secs::MAX
     } else {
         now.saturating_add(secs(schedule.requeue_interval()))
     };
 
-    if kind == Kind::InterStepBufferService {
+    if kind == Kind::IsbService {
         // Judged from its pipelines only; End and Period don't apply (their own End bounds it).
         return match health {
             TrialHealth::Healthy => {

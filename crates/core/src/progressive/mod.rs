@@ -64,22 +64,3 @@ pub use health::TrialHealth;
 pub use record::Record;
 pub use scale::{PromotedPods, TrialScaleRecord};
 pub use step::{Action, Plan, Progress, PromotedChild, StepError, StepInput, TrialChild, step};
-
-/// The child kinds that can be upgraded progressively.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Pipeline,
-    MonoVertex,
-    InterStepBufferService,
-}
-
-impl Kind {
-    /// The Kubernetes kind.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Pipeline => "Pipeline",
-            Kind::MonoVertex => "MonoVertex",
-            Kind::InterStepBufferService => "InterStepBufferService",
-        }
-    }
-}

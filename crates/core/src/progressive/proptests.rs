@@ -8,6 +8,7 @@ use super::tests::merge;
 use super::*;
 use crate::config::AssessmentSchedule;
 use k8s_openapi::jiff::Timestamp;
+use numaplane_api::Kind;
 use numaplane_api::progressive::AssessmentResult;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -5,8 +5,8 @@
 //! Every function takes the child spec as the user's JSON and returns new JSON; nothing else
 //! in the spec is touched. Patches are JSON merge patches (RFC 7386) on the whole child object.
 
-use super::Kind;
 use crate::json::describe;
+use numaplane_api::Kind;
 use numaplane_api::progressive::{ScaleDefinition, ScaleValues, VertexScaleDefinition};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -126,7 +126,7 @@ pub fn promoted_scale_values(
     };
     let mut out = BTreeMap::new();
     match kind {
-        Kind::InterStepBufferService => {}
+        Kind::IsbService | Kind::NumaflowController => {}
         Kind::MonoVertex => {
             let hpa = observed.hpa.as_ref().map(stripped_hpa);
             out.insert(
@@ -199,7 +199,7 @@ pub fn trial_scale_record(
     desired_spec: &Value,
 ) -> Result<TrialScaleRecord, ScaleError> {
     Ok(match kind {
-        Kind::InterStepBufferService => TrialScaleRecord::None,
+        Kind::IsbService | Kind::NumaflowController => TrialScaleRecord::None,
         Kind::MonoVertex => TrialScaleRecord::MonoVertex {
             min_max: scale_min_max_json(desired_spec.get("scale"), "spec.scale")?,
             definition: scale_definition_json(desired_spec.get("scale")),
@@ -269,7 +269,7 @@ pub fn trial_spec(
 ) -> Value {
     let mut spec = desired_spec.clone();
     match kind {
-        Kind::InterStepBufferService => {}
+        Kind::IsbService | Kind::NumaflowController => {}
         Kind::MonoVertex => {
             if !explicit_max_zero(&spec) {
                 // Keyed by the promoted child's name: the only entry.
@@ -318,7 +318,7 @@ pub fn promoted_scale_down_patch(
             && holder.pointer("/scale/disabled").and_then(Value::as_bool) == Some(false)
     };
     match kind {
-        Kind::InterStepBufferService => None,
+        Kind::IsbService | Kind::NumaflowController => None,
         Kind::MonoVertex => {
             let n = values.values().next()?.scale_to;
             (!fixed(promoted_spec, n))
@@ -379,7 +379,7 @@ pub fn promoted_restore_patch(
     values: &BTreeMap<String, ScaleValues>,
 ) -> Result<Option<Value>, ScaleError> {
     match kind {
-        Kind::InterStepBufferService => Ok(None),
+        Kind::IsbService | Kind::NumaflowController => Ok(None),
         Kind::MonoVertex => {
             let Some(sv) = values.values().next() else {
                 return Ok(None);
@@ -429,7 +429,7 @@ pub fn trial_zero_patch(kind: Kind, trial_spec: &Value) -> Option<Value> {
             && holder.pointer("/scale/max").and_then(Value::as_i64) == Some(0)
     };
     match kind {
-        Kind::InterStepBufferService => None,
+        Kind::IsbService | Kind::NumaflowController => None,
         Kind::MonoVertex => (!zero(trial_spec))
             .then(|| json!({"spec": {"scale": {"min": 0, "max": 0, "disabled": false}}})),
         Kind::Pipeline => {
@@ -459,7 +459,7 @@ pub fn has_saved_scale(kind: Kind, spec: &Value, values: &BTreeMap<String, Scale
         })
     };
     match kind {
-        Kind::InterStepBufferService => true,
+        Kind::IsbService | Kind::NumaflowController => true,
         Kind::MonoVertex => values
             .values()
             .next()
@@ -491,7 +491,7 @@ pub fn comparable_promoted_spec(kind: Kind, spec: &Value) -> Value {
         }
     };
     match kind {
-        Kind::InterStepBufferService => {}
+        Kind::IsbService | Kind::NumaflowController => {}
         Kind::MonoVertex => {
             if let Some(o) = spec.as_object_mut() {
                 o.remove("replicas");

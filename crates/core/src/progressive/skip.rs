@@ -1,8 +1,8 @@
 //! When a trial is promoted without assessment (docs/strategies.md). The rules
 //! read the **rollout's** desired child spec (not the trial's live one), as the reference does.
 
-use super::Kind;
 use crate::child::SpecView;
+use numaplane_api::Kind;
 use numaplane_api::progressive::ForcedSuccessReason;
 use serde_json::Value;
 
@@ -27,7 +27,7 @@ pub fn cannot_ingest(kind: Kind, desired_spec: &Value) -> bool {
     let phase = spec.desired_phase();
     let not_running = !phase.is_empty() && phase != "Running";
     match kind {
-        Kind::InterStepBufferService => false,
+        Kind::IsbService | Kind::NumaflowController => false,
         Kind::MonoVertex => not_running || spec.scale().max == Some(0),
         Kind::Pipeline => {
             let sources: Vec<_> = spec
@@ -69,6 +69,8 @@ pub fn skip_reason(input: &SkipInput<'_>) -> Option<ForcedSuccessReason> {
                 None
             }
         }
-        Kind::InterStepBufferService => input.force_promote.then_some(RolloutConfiguration),
+        Kind::IsbService | Kind::NumaflowController => {
+            input.force_promote.then_some(RolloutConfiguration)
+        }
     }
 }

@@ -13,7 +13,6 @@
 //! ([`StepInput::flipped`]), so the flip goes out first and [`Plan::record`] with it right
 //! after: one write fewer between a verdict falling due and the promotion.
 
-use super::Kind;
 use super::analysis::{AnalysisVerdict, ObservedRun, analysis_run_name, judge};
 use super::assessment::{BasicVerdict, basic};
 use super::health::TrialHealth;
@@ -28,6 +27,7 @@ use crate::child::SpecView;
 use crate::config::AssessmentSchedule;
 use crate::naming::allocate_free;
 use k8s_openapi::jiff::Timestamp;
+use numaplane_api::Kind;
 use numaplane_api::keys::{
     progressive_result_state as label_value, upgrade_state_reason as upgrade_reason,
 };
@@ -497,7 +497,7 @@ fn no_trial(
         }
         // Complete: the promoted status is cleared (ISB: kept naming the previous child, as
         // the reference does).
-        if input.kind != Kind::InterStepBufferService {
+        if input.kind != Kind::IsbService {
             rec.promoted = None;
         }
         return Ok(plan(
@@ -536,7 +536,7 @@ fn no_trial(
             ..Default::default()
         });
     }
-    let needs_scale = input.kind != Kind::InterStepBufferService
+    let needs_scale = input.kind != Kind::IsbService
         && rec
             .promoted
             .as_ref()
@@ -678,7 +678,7 @@ fn promote(mut rec: Record, input: &StepInput<'_>, trial: &str, previous: Vec<St
     // matters. Not before: if the new child vanished before the old one was retired, the old
     // one is promoted again and must still be restorable.
     let mut after = rec.clone();
-    if input.kind != Kind::InterStepBufferService {
+    if input.kind != Kind::IsbService {
         after.promoted = None;
     }
     let mut p = plan(
@@ -802,7 +802,7 @@ fn assess(
             return Ok(p);
         }
         BasicVerdict::Success => {
-            if input.analysis_enabled && input.kind != Kind::InterStepBufferService {
+            if input.analysis_enabled && input.kind != Kind::IsbService {
                 judge(
                     &mut rec.analysis,
                     analysis_run_name(input.kind, trial.name),

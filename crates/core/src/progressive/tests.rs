@@ -4,6 +4,7 @@ use super::scale::*;
 use super::*;
 use crate::config::AssessmentSchedule;
 use k8s_openapi::jiff::Timestamp;
+use numaplane_api::Kind;
 use numaplane_api::progressive::{
     AnalysisPhase, AssessmentResult, ForcedSuccessReason, UpgradingChildStatus,
 };
@@ -459,7 +460,7 @@ fn skip_rules_per_kind() {
     );
     assert_eq!(s(pl, three_vertex_pipeline(), false, false, false), None);
     assert_eq!(
-        s(Kind::InterStepBufferService, json!({}), true, false, false),
+        s(Kind::IsbService, json!({}), true, false, false),
         Some(RolloutConfiguration)
     );
 }
@@ -1271,7 +1272,7 @@ fn isbservice_follows_its_pipelines() {
 
     // Shipped schedule 0,0,0,10: End doesn't apply; the promoted status is kept on success.
     let mut w = World::mv();
-    w.kind = Kind::InterStepBufferService;
+    w.kind = Kind::IsbService;
     w.schedule = sched(0, 0, 0, 10);
     w.desired = json!({"jetstream": {"version": "2.10.11"}});
     assert!(matches!(w.run().action, Action::CreateTrial { ref name, .. } if name == "mvr-1"));

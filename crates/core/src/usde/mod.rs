@@ -26,6 +26,7 @@ pub use path::{diff_paths, field_changed, json_eq, strip_nulls};
 
 use crate::config::{SpecField, UsdeKindConfig, UserStrategy};
 use crate::riders::RiderDiff;
+use numaplane_api::Kind;
 use numaplane_api::common::UpgradeStrategy;
 use std::collections::BTreeMap;
 
@@ -139,38 +140,14 @@ pub struct DecisionInput<'a> {
     pub riders: &'a [RiderChange],
 }
 
-/// The child kinds the decision is made for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChildKind {
-    Pipeline,
-    MonoVertex,
-    InterStepBufferService,
-    NumaflowController,
-}
-
-impl ChildKind {
-    /// From a Kubernetes kind, case-insensitively (also the USDE ConfigMap keys).
-    pub fn parse(kind: &str) -> Option<Self> {
-        match kind.to_ascii_lowercase().as_str() {
-            "pipeline" => Some(Self::Pipeline),
-            "monovertex" => Some(Self::MonoVertex),
-            "interstepbufferservice" => Some(Self::InterStepBufferService),
-            "numaflowcontroller" => Some(Self::NumaflowController),
-            _ => None,
-        }
-    }
-}
-
 /// Applies the degradations of docs/compatibility.md that every caller would otherwise repeat:
 /// MonoVertex has no pause-and-drain (PPND ⇒ DirectApply) and NumaflowController no progressive
 /// upgrade (Progressive ⇒ DirectApply, silently, as in the reference). Reasons are kept.
-pub fn effective_for_kind(kind: ChildKind, decision: Decision) -> Decision {
+pub fn effective_for_kind(kind: Kind, decision: Decision) -> Decision {
     let degrade = matches!(
         (kind, decision.strategy),
-        (
-            ChildKind::MonoVertex,
-            UpgradeStrategy::PipelinePauseAndDrain
-        ) | (ChildKind::NumaflowController, UpgradeStrategy::Progressive)
+        (Kind::MonoVertex, UpgradeStrategy::PipelinePauseAndDrain)
+            | (Kind::NumaflowController, UpgradeStrategy::Progressive)
     );
     if degrade {
         Decision {
@@ -184,12 +161,12 @@ pub fn effective_for_kind(kind: ChildKind, decision: Decision) -> Decision {
 
 /// Configured fields that can never match a child of `kind`: paths not under `spec.`, and for
 /// MonoVertex the pipeline paths under `spec.vertices` copied into the shipped config.
-pub fn inert_fields(kind: ChildKind, config: &UsdeKindConfig) -> Vec<&SpecField> {
+pub fn inert_fields(kind: Kind, config: &UsdeKindConfig) -> Vec<&SpecField> {
     all_fields(config)
         .filter(|f| match path::spec_segments(&f.path) {
             None => true,
             Some(segs) => {
-                kind == ChildKind::MonoVertex
+                kind == Kind::MonoVertex
                     && segs
                         .first()
                         .is_some_and(|s| s.eq_ignore_ascii_case("vertices"))

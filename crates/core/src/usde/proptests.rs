@@ -75,7 +75,7 @@ fn decide_specs(kind: &str, user: UserStrategy, desired: &Value, live: &Value) -
     let empty = BTreeMap::new();
     decide(&DecisionInput {
         user_strategy: user,
-        config: reference_config().for_kind(kind),
+        config: Kind::from_child_kind(kind).map(|k| reference_config().for_kind(k)),
         desired_spec: desired,
         live_spec: live,
         desired_labels: &empty,

@@ -30,7 +30,7 @@ fn spec_decision(kind: &str, user: UserStrategy, desired: &Value, live: &Value) 
     let empty = BTreeMap::new();
     decide(&DecisionInput {
         user_strategy: user,
-        config: reference_config().for_kind(kind),
+        config: Kind::from_child_kind(kind).map(|k| reference_config().for_kind(k)),
         desired_spec: desired,
         live_spec: live,
         desired_labels: &empty,
@@ -559,7 +559,7 @@ fn monovertex_ppnd_degrades_to_direct_apply() {
     let live = BTreeMap::from([(NUMAFLOW_INSTANCE.to_string(), "1".to_string())]);
     let d = decide(&DecisionInput {
         user_strategy: PauseAndDrain,
-        config: reference_config().for_kind("MonoVertex"),
+        config: Some(reference_config().for_kind(Kind::MonoVertex)),
         desired_spec: &m,
         live_spec: &m,
         desired_labels: &empty,
@@ -569,7 +569,7 @@ fn monovertex_ppnd_degrades_to_direct_apply() {
         riders: &[],
     });
     assert_eq!(d.strategy, Ppnd);
-    let eff = effective_for_kind(ChildKind::MonoVertex, d.clone());
+    let eff = effective_for_kind(Kind::MonoVertex, d.clone());
     assert_eq!(eff.strategy, DirectApply);
     assert_eq!(eff.reasons, d.reasons);
     // Progressive stays progressive for a MonoVertex.
@@ -578,7 +578,7 @@ fn monovertex_ppnd_degrades_to_direct_apply() {
     });
     let d = spec_decision("MonoVertex", UProgressive, &new, &m);
     assert_eq!(
-        effective_for_kind(ChildKind::MonoVertex, d).strategy,
+        effective_for_kind(Kind::MonoVertex, d).strategy,
         Progressive
     );
 }
@@ -588,8 +588,8 @@ fn monovertex_copied_pipeline_paths_are_inert() {
     let m = monovertex();
     let new = edited(&m, |v| v["source"]["kafka"]["topic"] = json!("t2"));
     assert_eq!(strategies("MonoVertex", &new, &m), [DirectApply; 3]);
-    let cfg = reference_config().for_kind("monovertex").unwrap();
-    let inert: Vec<&str> = inert_fields(ChildKind::MonoVertex, cfg)
+    let cfg = reference_config().for_kind(Kind::MonoVertex);
+    let inert: Vec<&str> = inert_fields(Kind::MonoVertex, cfg)
         .iter()
         .map(|f| f.path.as_str())
         .collect();
@@ -597,8 +597,8 @@ fn monovertex_copied_pipeline_paths_are_inert() {
     assert!(inert.iter().all(|p| p.starts_with("spec.vertices.")));
     assert!(inert.contains(&"spec.vertices.source.kafka"));
     assert!(inert.contains(&"spec.vertices.sink.pulsar"));
-    let pipeline_cfg = reference_config().for_kind("pipeline").unwrap();
-    assert!(inert_fields(ChildKind::Pipeline, pipeline_cfg).is_empty());
+    let pipeline_cfg = reference_config().for_kind(Kind::Pipeline);
+    assert!(inert_fields(Kind::Pipeline, pipeline_cfg).is_empty());
     let odd = UsdeKindConfig {
         data_loss: vec![SpecField {
             path: "metadata.name".into(),
@@ -606,7 +606,7 @@ fn monovertex_copied_pipeline_paths_are_inert() {
         }],
         ..UsdeKindConfig::default()
     };
-    assert_eq!(inert_fields(ChildKind::Pipeline, &odd).len(), 1);
+    assert_eq!(inert_fields(Kind::Pipeline, &odd).len(), 1);
 }
 
 #[test]
@@ -619,11 +619,7 @@ fn numaflow_controller_version_change() {
         [Progressive, Ppnd, DirectApply]
     );
     let effective = ALL.map(|u| {
-        effective_for_kind(
-            ChildKind::NumaflowController,
-            spec_decision(kind, u, &new, &old),
-        )
-        .strategy
+        effective_for_kind(Kind::NumaflowController, spec_decision(kind, u, &new, &old)).strategy
     });
     assert_eq!(effective, [DirectApply, Ppnd, DirectApply]);
     assert_eq!(
@@ -639,19 +635,15 @@ fn effective_for_kind_leaves_other_kinds_alone() {
         recreate: true,
         reasons: vec![],
     };
-    for kind in [
-        ChildKind::Pipeline,
-        ChildKind::InterStepBufferService,
-        ChildKind::NumaflowController,
-    ] {
+    for kind in [Kind::Pipeline, Kind::IsbService, Kind::NumaflowController] {
         assert_eq!(effective_for_kind(kind, d.clone()), d);
     }
     assert_eq!(
-        ChildKind::parse("InterStepBufferService"),
-        Some(ChildKind::InterStepBufferService)
+        Kind::from_child_kind("InterStepBufferService"),
+        Some(Kind::IsbService)
     );
-    assert_eq!(ChildKind::parse("monovertex"), Some(ChildKind::MonoVertex));
-    assert_eq!(ChildKind::parse("Vertex"), None);
+    assert_eq!(Kind::from_child_kind("monovertex"), Some(Kind::MonoVertex));
+    assert_eq!(Kind::from_child_kind("Vertex"), None);
 }
 
 #[test]
@@ -713,7 +705,7 @@ fn metadata_decision(
     let p = pipeline();
     decide(&DecisionInput {
         user_strategy: user,
-        config: reference_config().for_kind("Pipeline"),
+        config: Some(reference_config().for_kind(Kind::Pipeline)),
         desired_spec: &p,
         live_spec: &p,
         desired_labels: &map(labels.0),
@@ -812,7 +804,7 @@ fn rider_decision(user: UserStrategy, riders: &[RiderChange]) -> Decision {
     let empty = BTreeMap::new();
     decide(&DecisionInput {
         user_strategy: user,
-        config: reference_config().for_kind("Pipeline"),
+        config: Some(reference_config().for_kind(Kind::Pipeline)),
         desired_spec: &p,
         live_spec: &p,
         desired_labels: &empty,
@@ -913,7 +905,7 @@ fn parts_combine_most_conservatively() {
     let riders = [rider("p", RiderChangeKind::Modified { progressive: true })];
     let input = DecisionInput {
         user_strategy: UProgressive,
-        config: reference_config().for_kind("Pipeline"),
+        config: Some(reference_config().for_kind(Kind::Pipeline)),
         desired_spec: &scaled,
         live_spec: &p,
         desired_labels: &labels,

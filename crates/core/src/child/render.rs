@@ -1,6 +1,5 @@
-//! The child a rollout asks for, before it is compared with the live one: the rollout's child
-//! template rendered for one child name, plus the labels Numaplane adds. Shared by the
-//! controller and `kubectl numaplane plan`, so a plan compares exactly what the controller does.
+//! The rendering part of the desired child ([`crate::desired`]): the rollout's child template
+//! rendered for one child name, the labels Numaplane adds, and the pieces a kind adds to it.
 
 use crate::template::{self, TemplateError, TemplateVars};
 use numaplane_api::common::ChildMetadata;
