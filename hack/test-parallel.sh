@@ -23,8 +23,9 @@ log() { printf '[test-parallel %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 # Test binaries that run a real node: one at a time.
 REAL_NODE=(dataplane install_real_node helm_chart migration real_node)
 # The slowest binaries, slowest first (measured: CONTRIBUTING.md); the rest follow in build order.
-SLOW=(demo scenarios_progressive progressive dataplane hostile_input scenarios_ppnd chaos
-  install_real_node helm_chart migration real_analysis progressive_controller)
+SLOW=(demo scenarios_progressive scenarios_ppnd progressive dataplane chaos install_real_node
+  hostile_input progressive_controller fail_closed pipeline_rollout invalid_input
+  monovertex_rollout pause_requests migration helm_chart)
 
 command -v jq >/dev/null || { log "jq missing: make testenv-binaries installs it"; exit 1; }
 

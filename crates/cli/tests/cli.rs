@@ -1238,6 +1238,27 @@ fn promoted_pipeline(applied: &Value, n: u32) -> Value {
     live
 }
 
+/// ISBServiceRollout `default` with its promoted child `default-<n>`, and the PipelineRollout
+/// `plan_rollout("cat:v1", 5)` on it; returns the rollout as applied.
+async fn rollouts_on_isb_child(client: &Client, ns: &str, n: u32) -> Value {
+    create::<ISBServiceRollout>(client, ns, default_isb_rollout(), None).await;
+    create::<InterStepBufferService>(
+        client,
+        ns,
+        child_manifest(
+            "InterStepBufferService",
+            &format!("default-{n}"),
+            "default",
+            "promoted",
+        ),
+        None,
+    )
+    .await;
+    let applied = plan_rollout("cat:v1", 5);
+    create::<PipelineRollout>(client, ns, applied.clone(), None).await;
+    applied
+}
+
 /// `plan -o json` of `manifest` in `ns`, with the controller's ConfigMaps in `ctl`; asserts it
 /// exits 0.
 async fn plan_json(env: &TestEnv, ns: &str, ctl: &str, manifest: &Value) -> Value {
@@ -1278,16 +1299,7 @@ async fn plan_places_the_child_on_the_promoted_controller_instance() {
                 "name": "numaflow-controller-1", "instanceID": "1", "version": "1.8.1"}}})),
     )
     .await;
-    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
-    create::<InterStepBufferService>(
-        &client,
-        &ns,
-        child_manifest("InterStepBufferService", "default-2", "default", "promoted"),
-        None,
-    )
-    .await;
-    let applied = plan_rollout("cat:v1", 5);
-    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let applied = rollouts_on_isb_child(&client, &ns, 2).await;
     let mut live = promoted_pipeline(&applied, 2);
     live["metadata"]["annotations"]["numaflow.numaproj.io/instance"] = json!("1");
     create::<Pipeline>(&client, &ns, live, None).await;
@@ -1306,16 +1318,7 @@ async fn plan_adds_the_drain_mark_as_the_controller_does() {
     let env = TestEnv::shared().await;
     let client = env.client();
     let (ns, ctl) = plan_namespaces(env, "cli-plan-drain-mark").await;
-    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
-    create::<InterStepBufferService>(
-        &client,
-        &ns,
-        child_manifest("InterStepBufferService", "default-0", "default", "promoted"),
-        None,
-    )
-    .await;
-    let applied = plan_rollout("cat:v1", 5);
-    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let applied = rollouts_on_isb_child(&client, &ns, 0).await;
     let mut live = promoted_pipeline(&applied, 0);
     live["metadata"]["annotations"]
         .as_object_mut()
@@ -1380,16 +1383,7 @@ async fn plan_reports_the_strategy() {
     let (ns, ctl) = plan_namespaces(env, "cli-plan").await;
 
     // The live state the controller would have produced for plan_rollout("cat:v1", 5).
-    create::<ISBServiceRollout>(&client, &ns, default_isb_rollout(), None).await;
-    create::<InterStepBufferService>(
-        &client,
-        &ns,
-        child_manifest("InterStepBufferService", "default-0", "default", "promoted"),
-        None,
-    )
-    .await;
-    let applied = plan_rollout("cat:v1", 5);
-    create::<PipelineRollout>(&client, &ns, applied.clone(), None).await;
+    let applied = rollouts_on_isb_child(&client, &ns, 0).await;
     create::<Pipeline>(&client, &ns, promoted_pipeline(&applied, 0), None).await;
 
     let dir = tempfile::tempdir().expect("tempdir");

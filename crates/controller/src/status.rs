@@ -199,8 +199,11 @@ fn applyable<S: Serialize>(st: &S) -> Result<serde_json::Value, Error> {
     Ok(v)
 }
 
-/// Records a child-name allocation before the child is created.
-pub async fn write_name_count<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
+/// Writes the status now, whatever it was (no comparison, no hold): for a record that must be
+/// on the server before the pass acts on it (a progressive step, a child name it allocates), so
+/// that a pass cut short after acting finds it. The one status write of a pass outside the
+/// report (`rollout/report.rs`).
+pub async fn write_now<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
 where
     R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone

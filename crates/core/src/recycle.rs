@@ -53,6 +53,25 @@ pub fn tries_original_first(reason: Option<&str>) -> bool {
     reason != Some(upgrade_state_reason::PROGRESSIVE_REPLACED_FAILED)
 }
 
+/// Whether two pipeline specs are the same definition: equal but for what a scale-down or a
+/// pause changes (vertex scales, the desired phase), as a paused, scaled-down promoted spec is
+/// still the rollout's.
+pub fn same_definition(a: &Value, b: &Value) -> bool {
+    fn definition(spec: &Value) -> Value {
+        let mut s = spec.clone();
+        if let Some(vs) = s.get_mut("vertices").and_then(Value::as_array_mut) {
+            for v in vs.iter_mut().filter_map(Value::as_object_mut) {
+                v.remove("scale");
+            }
+        }
+        if let Some(l) = s.get_mut("lifecycle").and_then(Value::as_object_mut) {
+            l.remove("desiredPhase");
+        }
+        s
+    }
+    crate::usde::json_eq(&definition(a), &definition(b))
+}
+
 /// Whether a pipeline spec lets data in: desired phase Running (the default) and some
 /// source vertex without an explicit `scale.max: 0`. No source at all counts as scaled to zero.
 pub fn can_ingest(spec: &Value) -> bool {

@@ -685,7 +685,7 @@ pub(crate) async fn pass<R: Rollout>(
             trace,
             (generation, now),
         );
-        status::write_name_count(obj, ctx, &shown).await?;
+        status::write_now(obj, ctx, &shown).await?;
     }
     log_step(&plan, recorded_anew);
     let acted = p

@@ -26,23 +26,6 @@ fn now_rfc3339() -> String {
         .to_string()
 }
 
-/// A pipeline spec without what a scale-down or a pause changes, for "is this the rollout's
-/// definition" comparisons (ignores scale; a paused promoted spec is still the spec).
-fn comparable(spec: &Value) -> Value {
-    let mut s = spec.clone();
-    if let Some(vs) = s.get_mut("vertices").and_then(Value::as_array_mut) {
-        for v in vs {
-            if let Some(m) = v.as_object_mut() {
-                m.remove("scale");
-            }
-        }
-    }
-    if let Some(l) = s.get_mut("lifecycle").and_then(Value::as_object_mut) {
-        l.remove("desiredPhase");
-    }
-    s
-}
-
 /// The rollout's pipeline spec as it would be for child `name` on ISB service `isbsvc`.
 fn rollout_spec_for(
     rollout: &PipelineRollout,
@@ -263,10 +246,7 @@ pub async fn recycle(
         .map(|(pr, target)| Promoted {
             name: pr.metadata.name.as_deref().unwrap_or_default(),
             spec: &pr.spec,
-            matches_rollout: numaplane_core::usde::json_eq(
-                &comparable(&pr.spec),
-                &comparable(target),
-            ),
+            matches_rollout: numaplane_core::recycle::same_definition(&pr.spec, target),
         });
     let strategy = rollout.spec.strategy.as_ref();
     let historical = rollout

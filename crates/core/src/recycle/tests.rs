@@ -768,3 +768,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_paused_scaled_down_pipeline_is_still_the_same_definition() {
+    let spec = json!({"vertices": [{"name": "in", "source": {"generator": {}}, "scale": {"min": 2}},
+                                   {"name": "out", "sink": {"log": {}}}],
+                      "lifecycle": {"desiredPhase": "Running"}});
+    let drained = json!({"vertices": [{"name": "in", "source": {"generator": {}}, "scale": {"min": 0, "max": 0}},
+                                      {"name": "out", "sink": {"log": {}}, "scale": {"max": 0}}],
+                         "lifecycle": {"desiredPhase": "Paused"}});
+    assert!(same_definition(&spec, &drained));
+    let other = json!({"vertices": [{"name": "in", "source": {"generator": {"rpu": 5}}},
+                                    {"name": "out", "sink": {"log": {}}}]});
+    assert!(!same_definition(&spec, &other));
+}
