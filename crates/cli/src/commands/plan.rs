@@ -268,13 +268,13 @@ fn string_map(v: &Value, ptr: &str) -> BTreeMap<String, String> {
 
 /// Checks the child spec as the controller would before doing anything.
 fn validate(kind: Kind, spec: &Value) -> Result<()> {
-    let path = format!("spec.{}.spec", kind.template_field());
+    let path = kind.spec_path();
     let res = match kind {
-        Kind::Pipeline => child::validate_pipeline_spec(spec, &path)
+        Kind::Pipeline => child::validate_pipeline_spec(spec, path)
             .map_err(|e| format!("invalid Numaflow Pipeline spec: {e}")),
-        Kind::MonoVertex => child::validate_monovertex_spec(spec, &path)
+        Kind::MonoVertex => child::validate_monovertex_spec(spec, path)
             .map_err(|e| format!("invalid Numaflow MonoVertex spec: {e}")),
-        Kind::IsbService => child::validate_isbsvc_spec(spec, &path)
+        Kind::IsbService => child::validate_isbsvc_spec(spec, path)
             .map_err(|e| format!("invalid Numaflow InterStepBufferService spec: {e}")),
         Kind::NumaflowController => Ok(()),
     };
