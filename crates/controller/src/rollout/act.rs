@@ -6,7 +6,8 @@
 use super::desired::desired_riders;
 use super::kind::{Carry, Rollout, publish};
 use super::observation::Trace;
-use super::plan::{At, PassPlan, Step, Update};
+use super::pass::Pass;
+use super::plan::{PassPlan, Step, Update};
 use crate::children::{self, ChildObject, DesiredChild};
 use crate::context::Ctx;
 use crate::error::Error;
@@ -53,13 +54,13 @@ fn earliest(wake: &mut Option<Timestamp>, t: Timestamp) {
     *wake = Some(wake.map_or(t, |w| w.min(t)));
 }
 
-/// Carries out `plan` for `obj`, keeping in `st` what the status must record.
+/// Carries out `plan`, keeping in the pass's status what it must record.
 pub(super) async fn act<R: Rollout>(
-    obj: &R,
+    pass: &mut Pass<'_, R>,
     ctx: &Ctx,
-    st: &mut R::Status,
     plan: PassPlan<R>,
 ) -> Result<Acted<R::Child>, Error> {
+    let obj = pass.obj;
     for (child, reason) in &plan.retire {
         if reason == upgrade_state_reason::PURGE {
             warn!(child = %child.name_any(), "duplicate child in one upgrade state: purging the older one");
@@ -72,7 +73,7 @@ pub(super) async fn act<R: Rollout>(
             .await?
             .inspect(|t| earliest(&mut wake, *t));
     }
-    let at = &plan.at;
+    let generation_changed = plan.generation_changed;
     let mut trace = Trace::default();
     let (child, mut changed, pending) = match plan.promoted {
         Step::Wait(why) => return Ok(Acted::waiting(why, wake)),
@@ -85,7 +86,7 @@ pub(super) async fn act<R: Rollout>(
         } => {
             trace.created = true;
             (
-                create(ctx, st, desired, name_count, &discontinue).await?,
+                create(ctx, &mut pass.st, desired, name_count, &discontinue).await?,
                 true,
                 None,
             )
@@ -93,13 +94,13 @@ pub(super) async fn act<R: Rollout>(
         Step::Update(mut u) => {
             trace.changed_fields = std::mem::take(&mut u.changed_fields);
             trace.promoted = u.live.name_any();
-            let carried = update(obj, ctx, st, at, &mut wake, &trace, u).await?;
+            let carried = update(pass, ctx, &mut wake, &trace, u).await?;
             trace.applied = carried.applied;
             (carried.child, carried.changed, carried.pending)
         }
     };
     trace.promoted = child.name_any();
-    changed |= sync_riders(obj, ctx, st, &child, changed || at.generation_changed).await?;
+    changed |= sync_riders(pass, ctx, &child, changed || generation_changed).await?;
     obj.ensure_companions(ctx, &child).await?;
     Ok(Acted {
         outcome: Outcome::Done {
@@ -114,37 +115,36 @@ pub(super) async fn act<R: Rollout>(
 
 /// Carries the rollout's spec to the promoted child: a progressive step, or the kind's own way.
 async fn update<R: Rollout>(
-    obj: &R,
+    pass: &mut Pass<'_, R>,
     ctx: &Ctx,
-    st: &mut R::Status,
-    at: &At,
     wake: &mut Option<Timestamp>,
     trace: &Trace,
     u: Update<R>,
 ) -> Result<Carried<R::Child>, Error> {
-    let desired = u.desired;
-    let carry = if u.progressive {
+    let obj = pass.obj;
+    let Update {
+        live,
+        desired,
+        resolved,
+        progressive,
+        riders_progressive,
+        ..
+    } = u;
+    let carry = if progressive {
         let mut until = None;
-        let carry = super::progressive::pass(
-            obj,
-            ctx,
-            st,
-            &u.resolved,
-            &u.live,
+        let asked = super::progressive::Asked {
+            resolved: &resolved,
+            live: &live,
             desired,
-            u.riders_progressive,
-            trace,
-            at.generation,
-            &at.now,
-            &mut until,
-        )
-        .await?;
+            riders_changed: riders_progressive,
+        };
+        let carry = super::progressive::pass(pass, ctx, asked, trace, &mut until).await?;
         until.inspect(|t| earliest(wake, *t));
         carry
     } else {
-        obj.carry_update(ctx, st, &u.live, desired).await?
+        obj.carry_update(ctx, &mut pass.st, &live, desired).await?
     };
-    carry_out(obj, ctx, &u.live, carry).await
+    carry_out(obj, ctx, &live, carry).await
 }
 
 /// Creates the promoted child, after marking the trials it leaves without a promoted child
@@ -216,22 +216,20 @@ async fn carry_out<R: Rollout>(
 /// Riders follow their child: synced whenever something changed (`force`), else now and then;
 /// returns whether any was written. Status lists them in any case.
 async fn sync_riders<R: Rollout>(
-    obj: &R,
+    pass: &mut Pass<'_, R>,
     ctx: &Ctx,
-    st: &mut R::Status,
     child: &R::Child,
     force: bool,
 ) -> Result<bool, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let uid = obj.uid().unwrap_or_default();
+    let (obj, ns, uid, st) = (pass.obj, &pass.ns, &pass.uid, &mut pass.st);
     let desired_riders = desired_riders(obj, ctx, child)?;
     // A progressive upgrade owns the riders until it is done (the promoted HPA is removed
     // while a trial runs).
     let progressing = st.common().upgrade_in_progress == UpgradeStrategy::Progressive;
     let mut changed = false;
-    if !progressing && ctx.riders_due(&uid, force) {
-        changed = riders::sync(ctx, &ns, child, st.riders(), &desired_riders).await?;
-        ctx.riders_checked(&uid);
+    if !progressing && ctx.riders_due(uid, force) {
+        changed = riders::sync(ctx, ns, child, st.riders(), &desired_riders).await?;
+        ctx.riders_checked(uid);
     }
     // Said once per write of the riders, not on every pass.
     if changed {

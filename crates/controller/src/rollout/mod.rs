@@ -9,6 +9,9 @@
 //!    records its state before it acts).
 //! 4. [`report`]: status written once, Events, metrics and the next wake-up.
 //!
+//! A [`pass::Pass`] carries what the pass is about (the rollout, its namespace, name, uid,
+//! generation and time) through the four, and is the only way a pass writes status.
+//!
 //! What differs per kind sits behind the [`Rollout`] trait (`kind.rs`), implemented in
 //! `pipeline.rs`, `monovertex.rs` and `isbservice.rs`; what the child should be is in
 //! `desired.rs`, cache lookups in `lookup.rs`. The submodules never import this one: the loop
@@ -23,6 +26,7 @@ mod lookup;
 pub mod monovertex;
 mod observation;
 mod observe;
+mod pass;
 pub mod pipeline;
 pub(crate) mod placement;
 mod plan;
@@ -129,19 +133,19 @@ async fn run<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
         let added = finalizer::add(ctx, obj).await?;
         status::remember(ctx, &added);
     }
-    let mut report = report::Report::begin(obj, ctx);
+    let mut pass = pass::Pass::begin(obj, ctx);
     let acted = async {
         plan::validate(obj)?;
-        let seen = observe::observe(obj, ctx, &report.st, report.now.clone(), first).await?;
+        let seen = observe::observe(&pass, ctx, first).await?;
         // A count corrected past a live child is kept (see `naming::count_past_live`).
-        if seen.name_count != *crate::status::RolloutStatus::name_count(&report.st) {
-            *crate::status::RolloutStatus::name_count_mut(&mut report.st) = seen.name_count;
+        if seen.name_count != *crate::status::RolloutStatus::name_count(&pass.st) {
+            *crate::status::RolloutStatus::name_count_mut(&mut pass.st) = seen.name_count;
         }
-        let plan = plan::plan(obj, seen)?;
-        act::act(obj, ctx, &mut report.st, plan).await
+        let plan = plan::plan(&pass, seen)?;
+        act::act(&mut pass, ctx, plan).await
     }
     .await;
-    report.finish(obj, ctx, acted).await
+    pass.finish(ctx, acted).await
 }
 
 /// Deletion: wait for what the kind's deletion guard asks (`deletion.rs`), remove every child,

@@ -4,13 +4,13 @@
 
 use super::kind::{Resolution, Rollout};
 use super::lookup::cached_children;
+use super::pass::Pass;
 use super::placement::{Resolved, placement};
 use crate::children;
 use crate::context::Ctx;
 use crate::error::Error;
 use crate::status::RolloutStatus;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_core::config::{UsdeConfig, UserStrategy};
 use numaplane_core::pass::{self, Retirement};
@@ -46,11 +46,6 @@ pub(super) enum PromotedSeen<C> {
 
 /// One pass's observation of a rollout.
 pub(super) struct Observed<R: Rollout> {
-    pub ns: String,
-    pub name: String,
-    pub uid: String,
-    pub generation: i64,
-    pub now: Time,
     /// `metadata.generation` differs from `status.observedGeneration`.
     pub generation_changed: bool,
     /// `status.upgradeInProgress`.
@@ -73,6 +68,7 @@ pub(super) struct Observed<R: Rollout> {
 /// How the promoted child is found: the newest promoted one in the cache, one being recreated,
 /// or none, in which case the rollout's children are listed live.
 async fn promoted_seen<R: Rollout>(
+    pass: &Pass<'_, R>,
     ctx: &Ctx,
     seen: &Observed<R>,
     views: &[pass::ChildView<'_>],
@@ -90,7 +86,7 @@ async fn promoted_seen<R: Rollout>(
         // refuses an object someone else made (at cold start this saves a LIST per rollout).
         (None, None) if first && seen.cached.is_empty() => PromotedSeen::Missing(Vec::new()),
         (None, None) => {
-            PromotedSeen::Missing(children::list_live::<R::Child>(ctx, &seen.ns, &seen.name).await?)
+            PromotedSeen::Missing(children::list_live::<R::Child>(ctx, &pass.ns, &pass.name).await?)
         }
     })
 }
@@ -106,34 +102,25 @@ fn name_count_past<C: children::ChildObject>(
     })
 }
 
-/// Gathers what a pass of `obj`, starting from status `st`, decides on. `first`: this pass
-/// added Numaplane's finalizer, so no earlier pass created a child the cache could be missing.
+/// Gathers what `pass`, from the status it builds, decides on. `first`: this pass added
+/// Numaplane's finalizer, so no earlier pass created a child the cache could be missing.
 pub(super) async fn observe<R: Rollout>(
-    obj: &R,
+    pass: &Pass<'_, R>,
     ctx: &Ctx,
-    st: &R::Status,
-    now: Time,
     first: bool,
 ) -> Result<Observed<R>, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let generation = obj.meta().generation.unwrap_or_default();
-    let cached: Vec<Arc<R::Child>> = cached_children::<R>(ctx, &ns, &name).collect();
+    let (obj, st, ns, name) = (pass.obj, &pass.st, pass.ns.as_str(), pass.name.as_str());
+    let cached: Vec<Arc<R::Child>> = cached_children::<R>(ctx, ns, name).collect();
     let mut seen = Observed {
-        uid: obj.uid().unwrap_or_default(),
-        generation,
-        now,
-        generation_changed: st.common().observed_generation != generation,
+        generation_changed: st.common().observed_generation != pass.generation,
         in_progress: st.common().upgrade_in_progress,
-        name_count: name_count_past(&name, *st.name_count(), &cached),
+        name_count: name_count_past(name, *st.name_count(), &cached),
         retire: obj.retiring(ctx, &cached),
         cached,
         duplicates_live: None,
         target: None,
-        user_strategy: ctx.settings.user_strategy(&ns),
+        user_strategy: ctx.settings.user_strategy(ns),
         usde: ctx.settings.usde(),
-        ns,
-        name,
     };
     if !seen.retire.is_empty() {
         return Ok(seen);
@@ -141,9 +128,8 @@ pub(super) async fn observe<R: Rollout>(
     let views: Vec<_> = seen
         .cached
         .iter()
-        .map(|c| children::view(&**c, &seen.uid))
+        .map(|c| children::view(&**c, &pass.uid))
         .collect();
-    let (ns, name) = (seen.ns.as_str(), seen.name.as_str());
     if !pass::duplicates(&views).is_empty() {
         seen.duplicates_live = Some(children::list_live::<R::Child>(ctx, ns, name).await?);
     }
@@ -167,7 +153,7 @@ pub(super) async fn observe<R: Rollout>(
         seen.target = Some(Target::Waiting(waiting));
         return Ok(seen);
     }
-    let promoted = promoted_seen::<R>(ctx, &seen, &views, first).await?;
+    let promoted = promoted_seen(pass, ctx, &seen, &views, first).await?;
     let progressing = seen.in_progress == UpgradeStrategy::Progressive;
     let riders = match &promoted {
         PromotedSeen::Cached(child) if seen.generation_changed || progressing => {

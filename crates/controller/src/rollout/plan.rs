@@ -5,25 +5,19 @@
 use super::desired::desired_child;
 use super::kind::Rollout;
 use super::observe::{Observed, PromotedSeen, Target};
+use super::pass::Pass;
 use super::placement::Resolved;
 use crate::children::{self, DesiredChild};
 use crate::error::Error;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 use numaplane_api::keys::upgrade_state;
 use numaplane_core::pass::{self, ProgressiveView, Promoted, PromotedStep};
 use std::sync::Arc;
 
-/// When a pass runs, and what changed since the last.
-pub(super) struct At {
-    pub generation: i64,
-    pub generation_changed: bool,
-    pub now: Time,
-}
-
 /// What one pass does, in this order, with the objects it acts on.
 pub(super) struct PassPlan<R: Rollout> {
-    pub at: At,
+    /// The rollout changed since the status last recorded it.
+    pub generation_changed: bool,
     /// Children to mark recyclable, with the reason.
     pub retire: Vec<(R::Child, String)>,
     /// Recyclable children to take one recycling step for.
@@ -123,21 +117,20 @@ fn desired_for<R: Rollout>(
 
 /// Plans one pass of `obj` from what was observed. (Long: it pairs each decision of the core
 /// plan with the objects it is about, one arm per step.)
-pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>, Error> {
-    let at = At {
-        generation: seen.generation,
-        generation_changed: seen.generation_changed,
-        now: seen.now.clone(),
-    };
+pub(super) fn plan<R: Rollout>(
+    pass: &Pass<'_, R>,
+    seen: Observed<R>,
+) -> Result<PassPlan<R>, Error> {
+    let obj = pass.obj;
     let views: Vec<_> = seen
         .cached
         .iter()
-        .map(|c| children::view(&**c, &seen.uid))
+        .map(|c| children::view(&**c, &pass.uid))
         .collect();
     let duplicates_live: Option<Vec<_>> = seen
         .duplicates_live
         .as_ref()
-        .map(|l| l.iter().map(|c| children::view(c, &seen.uid)).collect());
+        .map(|l| l.iter().map(|c| children::view(c, &pass.uid)).collect());
     // The promoted child's side: the child it asks for, or why it cannot be had.
     let (desired, failed) = match &seen.target {
         Some(Target::Ready {
@@ -161,12 +154,12 @@ pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>
         }) => match (promoted, &desired) {
             (PromotedSeen::Recreating(old), _) => Promoted::Recreating { old },
             (PromotedSeen::Missing(live), _) => Promoted::Missing {
-                live: live.iter().map(|c| children::view(c, &seen.uid)).collect(),
+                live: live.iter().map(|c| children::view(c, &pass.uid)).collect(),
             },
             (PromotedSeen::Cached(live), Some(d)) => {
                 riders = changes;
                 Promoted::Cached {
-                    child: children::view(live, &seen.uid),
+                    child: children::view(live, &pass.uid),
                     desired: d.view(),
                 }
             }
@@ -180,7 +173,7 @@ pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>
         usde: usde.map(|u| u.for_kind(p.kind)),
     });
     let core = pass::plan(&pass::PassInput {
-        rollout: &seen.name,
+        rollout: &pass.name,
         child_kind: children::kind_str::<R::Child>(),
         cached: &views,
         duplicates_live: duplicates_live.as_deref(),
@@ -310,7 +303,7 @@ pub(super) fn plan<R: Rollout>(obj: &R, seen: Observed<R>) -> Result<PassPlan<R>
         }
     };
     Ok(PassPlan {
-        at,
+        generation_changed: seen.generation_changed,
         retire,
         recycle,
         promoted,

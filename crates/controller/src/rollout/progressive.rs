@@ -8,6 +8,7 @@ use super::desired::{desired_child, desired_riders};
 use super::kind::{Carry, Parts, Rollout, publish};
 use super::lookup::cached_children;
 use super::observation::{self, Trace};
+use super::pass::Pass;
 use super::placement::Resolved;
 use crate::children::{self, ChildObject, DesiredChild};
 use crate::context::Ctx;
@@ -617,35 +618,47 @@ fn log_step(plan: &progressive::Plan, recorded_anew: bool) {
     }
 }
 
-/// One progressive pass for a rollout whose promoted child is `live`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn pass<R: Rollout>(
-    obj: &R,
+/// What the rollout asks of its promoted child `live` in a progressive pass.
+pub(super) struct Asked<'a, R: Rollout> {
+    pub resolved: &'a Resolved<R::Resolved>,
+    pub live: &'a R::Child,
+    pub desired: DesiredChild,
+    /// A `progressive: true` rider was modified.
+    pub riders_changed: bool,
+}
+
+/// One progressive pass for a rollout whose promoted child is `asked.live`.
+pub(super) async fn pass<R: Rollout>(
+    pass: &mut Pass<'_, R>,
     ctx: &Ctx,
-    st: &mut R::Status,
-    resolved: &Resolved<R::Resolved>,
-    live: &R::Child,
-    desired: DesiredChild,
-    riders_changed: bool,
+    asked: Asked<'_, R>,
     trace: &Trace,
-    generation: i64,
-    now: &Time,
     wake: &mut Option<Timestamp>,
 ) -> Result<Carry<R::Child>, Error> {
+    let Asked {
+        resolved,
+        live,
+        desired,
+        riders_changed,
+    } = asked;
+    let obj = pass.obj;
     let Some(parts) = obj.progressive_parts() else {
         return Ok(Carry::Apply(Box::new(desired)));
     };
+    let (generation, now) = (pass.generation, &pass.now.clone());
     let p = Progress {
         obj,
         ctx,
         resolved,
         live,
         parts,
-        ns: obj.namespace().unwrap_or_default(),
-        name: obj.name_any(),
+        ns: pass.ns.clone(),
+        name: pass.name.clone(),
+        uid: pass.uid.clone(),
         generation,
         now,
     };
+    let st = &mut pass.st;
     let strategy_before = st.common().upgrade_in_progress;
     st.common_mut().upgrade_in_progress = UpgradeStrategy::Progressive;
     let record = R::read_record(st);
@@ -685,8 +698,9 @@ pub(crate) async fn pass<R: Rollout>(
             trace,
             (generation, now),
         );
-        status::write_now(obj, ctx, &shown).await?;
+        pass.record_before_acting(ctx, &shown).await?;
     }
+    let st = &mut pass.st;
     log_step(&plan, recorded_anew);
     let acted = p
         .act(st, plan, &record, desired, trial.as_ref().map(|t| &t.child))
@@ -716,7 +730,7 @@ fn schedule_verdict<R: Rollout>(p: &Progress<'_, R>, plan: &progressive::Plan) {
             controller: R::KIND.controller(),
             namespace: p.ns.clone(),
             name: p.name.clone(),
-            uid: p.obj.uid().unwrap_or_default(),
+            uid: p.uid.clone(),
         },
         deadline,
     );
@@ -731,6 +745,7 @@ struct Progress<'a, R: Rollout> {
     parts: Parts<'a>,
     ns: String,
     name: String,
+    uid: String,
     generation: i64,
     now: &'a Time,
 }

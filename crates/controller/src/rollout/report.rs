@@ -4,16 +4,15 @@
 use super::act::{Acted, Outcome};
 use super::kind::{Rollout, publish};
 use super::observation::{Trace, record_history, report_child};
+use super::pass::Pass;
 use crate::context::{Ctx, RESYNC};
 use crate::error::Error;
 use crate::status::{self, RolloutStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use numaplane_api::Subject;
-use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys;
 use std::time::Duration;
 use tracing::debug;
@@ -26,46 +25,15 @@ pub(crate) const IN_PROGRESS_RECHECK: Duration = Duration::from_secs(20);
 /// How soon a pass that waits for the cluster (a garbage collection) looks again.
 const WAIT_RECHECK: Duration = Duration::from_secs(5);
 
-/// A pass under way: the status it started from and the one it is building.
-pub(super) struct Report<R: Rollout> {
-    uid: String,
-    before: R::Status,
-    /// The status being built; acting records strategy state in it.
-    pub st: R::Status,
-    pub generation: i64,
-    pub now: Time,
-    started: std::time::Instant,
-    strategy_before: UpgradeStrategy,
-}
-
-impl<R: Rollout> Report<R> {
-    pub fn begin(obj: &R, ctx: &Ctx) -> Self {
-        let uid = obj.uid().unwrap_or_default();
-        let before = obj.status_of().cloned().unwrap_or_default();
-        // A status held back by an earlier pass is newer than the cached one.
-        let st = ctx
-            .status_holds
-            .held::<R::Status>(&uid)
-            .unwrap_or_else(|| before.clone());
-        Report {
-            strategy_before: st.common().upgrade_in_progress,
-            uid,
-            before,
-            st,
-            generation: obj.meta().generation.unwrap_or_default(),
-            now: status::now(),
-            started: std::time::Instant::now(),
-        }
-    }
-
+impl<R: Rollout> Pass<'_, R> {
     /// Writes what the pass came to and says when to look again. (Long: the single place a
     /// pass's outcome becomes status, an Event and the next wake-up.)
     pub async fn finish(
         mut self,
-        obj: &R,
         ctx: &Ctx,
         acted: Result<Acted<R::Child>, Error>,
     ) -> Result<Action, Error> {
+        let obj = self.obj;
         let (generation, now) = (self.generation, self.now.clone());
         // Compared with what the API server has: a status written earlier in this pass (a
         // progressive record) may already say all of it.
@@ -116,13 +84,13 @@ impl<R: Rollout> Report<R> {
                 record_history::<R>(ctx, st, self.strategy_before, &trace, generation, &now);
                 ctx.metrics.upgrades_finished(
                     R::KIND,
-                    &obj.namespace().unwrap_or_default(),
-                    &obj.name_any(),
+                    &self.ns,
+                    &self.name,
                     &self.before.common().upgrade_history,
                     &st.common().upgrade_history,
                 );
                 if changed {
-                    self.changed(obj, ctx, &trace).await;
+                    self.changed(ctx, &trace).await;
                 } else {
                     debug!("in sync, nothing to do");
                 }
@@ -148,9 +116,7 @@ impl<R: Rollout> Report<R> {
         if self.before != *st
             && settling
             && holdable::<R>(&self.before, st)
-            && let Some(left) =
-                ctx.status_holds
-                    .hold(&self.uid, &obj.namespace().unwrap_or_default(), st)
+            && let Some(left) = ctx.status_holds.hold(&self.uid, &self.ns, st)
         {
             debug!(?left, "child settling; status write held back");
             return Ok(Action::requeue(next_pass(left, until_wake)));
@@ -168,7 +134,7 @@ impl<R: Rollout> Report<R> {
     /// The promoted child changed: its metric, and one Event per new child (routine updates
     /// show in status and metrics only: an Event per update would double the writes of a mass
     /// update).
-    async fn changed(&self, obj: &R, ctx: &Ctx, trace: &Trace) {
+    async fn changed(&self, ctx: &Ctx, trace: &Trace) {
         let phase = if trace.created { "create" } else { "update" };
         ctx.metrics.child_change(
             R::KIND.controller(),
@@ -179,7 +145,7 @@ impl<R: Rollout> Report<R> {
             ctx.events
                 .publish_once(
                     R::KIND.event_source(),
-                    &obj.object_ref(&()),
+                    &self.obj.object_ref(&()),
                     EventType::Normal,
                     R::KIND.success_event(),
                     "Reconciliation successful: child created".into(),
