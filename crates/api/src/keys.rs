@@ -122,6 +122,9 @@ pub mod condition {
     pub const PAUSING_PIPELINES: &str = "PausingPipelines";
     pub const PIPELINE_PAUSING_OR_PAUSED: &str = "PipelinePausingOrPaused";
     pub const MONO_VERTEX_PAUSING_OR_PAUSED: &str = "MonoVertexPausingOrPaused";
+    /// Ours: `False` (reason `NoUSDEConfig`) while no upgrade-strategy ConfigMap is loaded and
+    /// every change is carried the most careful way; absent once one is.
+    pub const UPGRADE_STRATEGY_CONFIGURED: &str = "UpgradeStrategyConfigured";
 }
 
 /// Condition reasons (and the fixed messages that go with them).
@@ -138,6 +141,7 @@ pub mod reason {
     pub const PIPELINE_PAUSED: &str = "PipelinePaused";
     pub const MONO_VERTEX_PAUSED: &str = "MonoVertexPaused";
     pub const UNPAUSED: &str = "Unpaused";
+    pub const NO_USDE_CONFIG: &str = "NoUSDEConfig";
     pub const PIPELINE_FAILED: &str = "PipelineFailed";
     pub const PIPELINE_UNKNOWN: &str = "PipelineUnknown";
     pub const PIPELINE_DELETING: &str = "PipelineDeleting";

@@ -387,10 +387,10 @@ pub async fn mark_recyclable<K: ChildObject>(
     let name = child.name_any();
     let mut patch = serde_json::json!({
         "metadata": {
-            "labels": {
-                labels::UPGRADE_STATE: numaplane_api::keys::upgrade_state::RECYCLABLE,
-                labels::UPGRADE_STATE_REASON: reason,
-            },
+            "labels": BTreeMap::from(numaplane_core::child::state_labels(
+                numaplane_api::keys::upgrade_state::RECYCLABLE,
+                reason,
+            )),
         }
     });
     // Set once: expiry counts from the first time it became recyclable.

@@ -10,11 +10,12 @@ use crate::context::{Ctx, Stores};
 use crate::error::{Error, KubeContext, is_not_found};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use numaplane_api::PipelineRollout;
 use numaplane_api::common::{PauseStatus, Status};
 use numaplane_api::keys::{annotations, condition, labels, message, reason};
+use numaplane_api::numaflow::Pipeline;
 use numaplane_core::conditions::set_condition;
 use numaplane_core::health::HealthStatus;
 use serde_json::Value;
@@ -112,13 +113,24 @@ impl PauseCheck {
     }
 }
 
-/// Sorts the pipelines (of `isb_rollout`, or all of the namespace when `None`) by whether they
-/// are as `need` asks; a pipeline that is not, on a PipelineRollout annotated
-/// `allow-data-loss: "true"` (or gone), does not hold the update. PipelineRollouts are read live.
+/// The ISB service a check is about: the rollout's pipelines by label, and any other pipeline
+/// naming its child in `spec.interStepBufferServiceName`.
+#[derive(Debug, Clone, Copy)]
+pub struct OnIsb<'a> {
+    pub rollout: &'a str,
+    pub child: &'a str,
+}
+
+/// Sorts the pipelines (on the ISB service `on`, or all of the namespace when `None`) by whether
+/// they are as `need` asks; a pipeline that is not, on a PipelineRollout annotated
+/// `allow-data-loss: "true"` (or gone), does not hold the update. A pipeline no PipelineRollout
+/// manages holds it only when the ISB service is recreated (its buffers deleted): Numaplane cannot
+/// pause it, so the recreate waits until its owner pauses and drains it or deletes it.
+/// PipelineRollouts are read live.
 pub async fn check_pipelines(
     ctx: &Ctx,
     ns: &str,
-    isb_rollout: Option<&str>,
+    on: Option<OnIsb<'_>>,
     need: Need,
 ) -> Result<PauseCheck, Error> {
     let mut out = PauseCheck::default();
@@ -126,14 +138,36 @@ pub async fn check_pipelines(
     let mut pipelines: Vec<_> = ctx.stores.pipelines.filtered(|m| {
         m.namespace.as_deref() == Some(ns)
             && m.deletion_timestamp.is_none()
-            && isb_rollout.is_none_or(|i| {
+            && on.is_none_or(|on| {
                 m.labels
                     .as_ref()
                     .and_then(|l| l.get(labels::ISBSVC_NAME))
                     .map(String::as_str)
-                    == Some(i)
+                    == Some(on.rollout)
             })
     });
+    // A recreate deletes the buffers under every pipeline naming the ISB service: those no
+    // PipelineRollout manages are not cached (the watch selects Numaplane's), so listed live.
+    if let Some(on) = on.filter(|_| need == Need::Drained) {
+        let listed = Api::<Pipeline>::namespaced(ctx.client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .ctx(|| format!("listing the pipelines of namespace {ns}"))?;
+        pipelines.extend(
+            listed
+                .items
+                .into_iter()
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && !p.labels().contains_key(labels::PARENT_ROLLOUT_NAME)
+                        && numaplane_core::child::SpecView(&p.spec)
+                            .isbsvc_name()
+                            .unwrap_or("default")
+                            == on.child
+                })
+                .map(std::sync::Arc::new),
+        );
+    }
     pipelines.sort_by_key(|p| p.name_any());
     for p in pipelines {
         let ph = phase(p.status.as_ref());
@@ -171,7 +205,12 @@ pub async fn check_pipelines(
             _ => format!("{} ({ph})", p.name_any()),
         };
         let allowed = match p.labels().get(labels::PARENT_ROLLOUT_NAME) {
-            // Not ours to judge: nothing of Numaplane's holds data in it.
+            // Not Numaplane's to pause: its data is lost only if the ISB service goes.
+            None if need == Need::Drained => {
+                out.waiting
+                    .push(format!("{described}, not managed by Numaplane"));
+                continue;
+            }
             None => true,
             Some(parent) => match prs.get(parent).await {
                 Ok(pr) => pr

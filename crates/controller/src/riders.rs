@@ -185,6 +185,13 @@ pub async fn sync<K: ChildObject>(
     }
     let owner = plain_owner_ref(child);
     for (r, api, uid) in writes {
+        // Forced only over our own rider (its uid in the body); a create is not forced, so an
+        // object someone else made under the name meanwhile conflicts instead of being taken.
+        let pp = if uid.is_some() {
+            PatchParams::apply(FIELD_MANAGER).force()
+        } else {
+            PatchParams::apply(FIELD_MANAGER)
+        };
         let mut body = r.object.clone();
         if let Some(meta) = body.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.insert(
@@ -196,13 +203,9 @@ pub async fn sync<K: ChildObject>(
             }
         }
         info!(rider = %r.name, kind = %r.gvk.kind, "applying rider");
-        api.patch(
-            &r.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .ctx(|| format!("spec.riders: applying rider {} {}", r.gvk.kind, r.name))?;
+        api.patch(&r.name, &pp, &Patch::Apply(body))
+            .await
+            .ctx(|| format!("spec.riders: applying rider {} {}", r.gvk.kind, r.name))?;
     }
     for r in &diff.delete {
         let Some(uid) = read

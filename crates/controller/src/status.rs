@@ -74,6 +74,34 @@ pub fn mark_pending(st: &mut Status, msg: &str) {
     };
 }
 
+/// `UpgradeStrategyConfigured`: `False`, saying how changes are carried, while no USDE config
+/// is loaded (the namespace's strategy `strategy`); removed once one is.
+pub fn note_usde_config(
+    st: &mut Status,
+    kind: numaplane_api::Kind,
+    loaded: bool,
+    strategy: numaplane_core::config::UserStrategy,
+    generation: i64,
+    now: &Time,
+) {
+    if loaded {
+        numaplane_core::conditions::remove_condition(
+            &mut st.conditions,
+            condition::UPGRADE_STRATEGY_CONFIGURED,
+        );
+        return;
+    }
+    set_condition(
+        &mut st.conditions,
+        condition::UPGRADE_STRATEGY_CONFIGURED,
+        HealthStatus::False,
+        reason::NO_USDE_CONFIG,
+        &numaplane_core::usde::unconfigured_note(kind, strategy),
+        generation,
+        now.clone(),
+    );
+}
+
 pub fn mark_deployed(st: &mut Status, generation: i64, now: &Time) {
     st.phase = Phase::Deployed;
     st.message = message::DEPLOYED.to_string();
@@ -120,15 +148,6 @@ where
     }
 }
 
-/// What this process wrote to `obj` after the copy `obj` was read, if anything: within a pass,
-/// the API server's copy as of the status the pass has written so far.
-pub fn written_since<R>(ctx: &Ctx, obj: &R) -> Option<R>
-where
-    R: Resource + DeserializeOwned,
-{
-    newer_written(ctx, obj, false)
-}
-
 /// The object last written for `obj`'s UID if it is newer than `obj`; an older one is
 /// forgotten when `forget_older` (the cache has caught up with it).
 fn newer_written<R>(ctx: &Ctx, obj: &R, forget_older: bool) -> Option<R>
@@ -167,9 +186,65 @@ pub(crate) fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
     }
 }
 
-/// Writes the status when it differs from what the object had. Any status type will do (the
+/// What the API server holds of one object's status as far as the pass knows (what the pass
+/// started from, then what it wrote), and the only way a pass writes status: a record a
+/// strategy must have on the server before it acts on it ([`Ledger::record_before_acting`]),
+/// and the pass's outcome when it differs ([`Ledger::write`]). Any status type will do (the
 /// NumaflowController kinds have no child names or riders).
-pub async fn write_if_changed<R, S>(obj: &R, ctx: &Ctx, before: &S, after: &S) -> Result<(), Error>
+pub struct Ledger<S> {
+    on_server: S,
+}
+
+impl<S: PartialEq + Serialize + Clone> Ledger<S> {
+    /// The ledger of a pass that read `on_server`.
+    pub fn new(on_server: S) -> Self {
+        Ledger { on_server }
+    }
+
+    pub fn on_server(&self) -> &S {
+        &self.on_server
+    }
+
+    /// Writes `shown` now, whatever it was (no comparison, no hold): for a record that must be
+    /// on the server before the pass acts on it (a progressive step, a child name it
+    /// allocates), so that a pass cut short after acting finds it.
+    pub async fn record_before_acting<R>(
+        &mut self,
+        obj: &R,
+        ctx: &Ctx,
+        shown: &S,
+    ) -> Result<(), Error>
+    where
+        R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Reconciled,
+    {
+        write::<R>(obj, ctx, applyable(shown)?).await?;
+        self.on_server = shown.clone();
+        Ok(())
+    }
+
+    /// Writes `st` when it differs from what the server holds.
+    pub async fn write<R>(&mut self, obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
+    where
+        R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Reconciled,
+    {
+        write_if_changed(obj, ctx, &self.on_server, st).await?;
+        self.on_server = st.clone();
+        Ok(())
+    }
+}
+
+/// Writes the status when it differs from what the object had.
+async fn write_if_changed<R, S>(obj: &R, ctx: &Ctx, before: &S, after: &S) -> Result<(), Error>
 where
     R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -197,23 +272,6 @@ fn applyable<S: Serialize>(st: &S) -> Result<serde_json::Value, Error> {
         .map_err(|e| Error::InvalidSpec(format!("status not serializable: {e}")))?;
     numaplane_core::child::make_applyable(&mut v);
     Ok(v)
-}
-
-/// Writes the status now, whatever it was (no comparison, no hold): for a record that must be
-/// on the server before the pass acts on it (a progressive step, a child name it allocates), so
-/// that a pass cut short after acting finds it. The one status write of a pass outside the
-/// report (`rollout/report.rs`).
-pub async fn write_now<R, S>(obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
-where
-    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Reconciled,
-    S: RolloutStatus,
-{
-    write::<R>(obj, ctx, applyable(st)?).await
 }
 
 async fn write<R>(obj: &R, ctx: &Ctx, st: serde_json::Value) -> Result<(), Error>

@@ -7,7 +7,8 @@
 //! watches ([`numaplane_testenv::faults`]).
 //!
 //! Lanes run concurrently, each on its own rollout, each taking flows from a shared budget:
-//! - two PipelineRollouts and a MonoVertexRollout under `progressive`: successful upgrades,
+//! - two PipelineRollouts (one judged by the shipped AnalysisTemplate too: its successful upgrades
+//!   check their AnalysisRun passed) and a MonoVertexRollout under `progressive`: successful upgrades,
 //!   failed upgrades then reverted, replacement of a failing trial, force promotion of a failing
 //!   trial, user pause and resume, rider edits (with the recycling and force drains they cause),
 //!   and (pipelines) deletion of the rollout and its re-creation;
@@ -18,7 +19,8 @@
 //! Every flow ends in a state the test checks (which child is promoted, with which spec), within
 //! [`FLOW_BOUND`]. The process faults are dealt from a shuffled deck, so every kind comes up
 //! within each few faults; injection goes on after the last flow until every fault kind reached
-//! its minimum for the run's size ([`minimum_faults`]), and the counts are asserted. Then, with
+//! its minimum for the run's size ([`minimum_faults`]) and all together theirs
+//! ([`minimum_total_faults`]), and the counts are asserted. Then, with
 //! faults off, every rollout must reach the state its lane last asked for within
 //! [`SETTLE_BOUND`], the invariant checker ([`support::invariants`]) must find nothing in the
 //! whole history of both namespaces, and no operator incarnation may have panicked, exited on its
@@ -36,7 +38,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use numaplane_api::keys::{labels, upgrade_state};
-use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
+use numaplane_api::numaflow::{AnalysisRun, InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_api::progressive::AssessmentResult;
 use numaplane_api::{
     ISBServiceRollout, MonoVertexRollout, NumaflowControllerRollout, PipelineRollout,
@@ -57,7 +59,7 @@ use support::scenario::{
     BAD_CAT, CAT, ISB, MV_BAD, MV_IMAGE, MV_JAVA, Rollout, settled, three_vertices, two_vertices,
     upgrading_pipeline,
 };
-use support::{Process, fixtures, install_numaflow, install_rbac, lease_holder, repo};
+use support::{Process, analysis, fixtures, install_numaflow, install_rbac, lease_holder, repo};
 
 /// A good trial must show healthy within `end` (90 s) of its start: under the faults a fresh
 /// vertex pod can take over 20 s to be ready (a pipeline trial once missed a 20 s window right
@@ -106,6 +108,12 @@ const PROXY_FAULTS: [&str; 6] = [
     "lost-answer",
     "watch-dropped",
 ];
+
+/// The least count of faults of every kind together a run of `flows` flows must have injected:
+/// five per two flows (500 for the full run).
+fn minimum_total_faults(flows: usize) -> u64 {
+    (flows as u64 * 5).div_ceil(2)
+}
 
 /// The least count of each fault kind a run of `flows` flows must have injected: each kind at
 /// least once, and one more per 25 flows (the rarest kind, a 409, came 15 times in 200 flows).
@@ -475,13 +483,44 @@ struct Lane {
     nc_old: bool,
     /// pause-and-drain lane: the ISB service's volume 20Mi (else 10Mi), a recreate field.
     isb_big: bool,
+    /// Pipelines: trials are also judged by the shipped AnalysisTemplate (Argo Rollouts,
+    /// Prometheus), and a successful upgrade checks its AnalysisRun passed.
+    analysis: bool,
 }
 
 type Step = Result<Duration, String>;
 
 impl Lane {
     fn pipeline_manifest(&self, spec: Value) -> Value {
-        pipeline_rollout(&self.name, spec, self.rider)
+        let mut r = pipeline_rollout(&self.name, spec, self.rider);
+        if self.analysis {
+            r["spec"]["strategy"]["analysis"] = json!({
+                "templates": [{"templateName": analysis::PIPELINE_TEMPLATE}],
+                "args": analysis::fast_args(),
+            });
+        }
+        r
+    }
+
+    /// The AnalysisRun of the lane's promoted pipeline `child` (its trial's) passed.
+    async fn analysis_passed(&self, w: &World, ns: &str, child: &str) -> Step {
+        let run = format!("pipeline-{child}");
+        let (_, took) = until(
+            &format!("{} AnalysisRun {run} Successful", self.name),
+            || async {
+                let r = api::<AnalysisRun>(w, ns)
+                    .get_opt(&run)
+                    .await
+                    .map_err(|e| format!("reading {run}: {e}"))?
+                    .ok_or_else(|| format!("no AnalysisRun {run}"))?;
+                let phase = analysis::run_phase(&r);
+                (phase == "Successful")
+                    .then_some(())
+                    .ok_or_else(|| format!("{run} is {phase:?}"))
+            },
+        )
+        .await?;
+        Ok(took)
     }
 
     /// Applies the lane's good pipeline spec and waits until its rollout is settled on it.
@@ -587,6 +626,10 @@ impl Lane {
                 let now = promoted::<Pipeline>(w, ns, &self.name).await?.name_any();
                 if now == before {
                     return Err(format!("{}: a topology change kept {now}", self.name));
+                }
+                if self.analysis {
+                    let judged = self.analysis_passed(w, ns, &now).await?;
+                    return Ok(("analysis-success", took.max(judged)));
                 }
                 Ok(("progressive-success", took))
             }
@@ -1003,15 +1046,15 @@ impl Operator {
 }
 
 /// Injects process faults, dealt from shuffled [`DECK`]s, until `stop`; then, for at most
-/// [`TOP_UP_BOUND`], until every kind reached `minimum`: process faults go on while one of
-/// theirs is short, and each proxy kind short is owed to the proxy ([`FaultProxy::owe`]), which
-/// puts it on the operator's next request it applies to. Returns the count of each process fault.
+/// [`TOP_UP_BOUND`], until every kind reached `minimum` and all together `min_total`: process
+/// faults go on while one of theirs is short, and each proxy fault short is owed to the proxy
+/// ([`FaultProxy::owe`]), which puts it on the operator's next request it applies to. Returns the count of each process fault.
 async fn inject(
     env: &'static TestEnv,
     w: Arc<World>,
     op: Arc<tokio::sync::Mutex<Operator>>,
     proxy: Arc<FaultProxy>,
-    minimum: BTreeMap<&'static str, u64>,
+    (minimum, min_total): (BTreeMap<&'static str, u64>, u64),
     stop: Arc<AtomicBool>,
     seed: u64,
 ) -> Result<BTreeMap<&'static str, u64>, String> {
@@ -1039,12 +1082,25 @@ async fn inject(
                             proxy.owe(kind);
                         }
                     }
+                    // Then what the total still lacks, spread over the proxy's kinds.
+                    let injected = counts.values().sum::<u64>()
+                        + proxy
+                            .counts()
+                            .iter()
+                            .filter(|(k, _)| **k != "forwarded")
+                            .map(|(_, v)| *v)
+                            .sum::<u64>();
+                    let lacking = min_total.saturating_sub(injected + proxy.owed() as u64);
+                    for kind in PROXY_FAULTS.iter().cycle().take(lacking as usize) {
+                        proxy.owe(kind);
+                    }
                     if proxy.owed() > 0 {
                         w.note(format!("topping up: {} proxy faults owed", proxy.owed()));
                     }
                 }
                 topping_up_process = DECK.iter().any(|k| short(&counts, k) > 0);
-                let proxy_short = PROXY_FAULTS.iter().any(|k| short(&counts, k) > 0);
+                let proxy_short =
+                    PROXY_FAULTS.iter().any(|k| short(&counts, k) > 0) || proxy.owed() > 0;
                 let late = stopped_at.is_some_and(|t| t.elapsed() > TOP_UP_BOUND);
                 if !(topping_up_process || proxy_short) || late || FAILED.load(Ordering::Relaxed) {
                     return Ok(counts);
@@ -1166,6 +1222,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
     op.lock().await.start();
 
     let prog = namespace(&client, env, "chaos-prog", "progressive").await;
+    analysis::apply_templates(&client, &prog, analysis::SHIPPED_TEMPLATES).await;
     let ppnd = namespace(&client, env, "chaos-ppnd", "pause-and-drain").await;
     let recorders = [
         Recorder::start(&client, &prog).await,
@@ -1194,10 +1251,17 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         isb_old: false,
         nc_old: false,
         isb_big: false,
+        analysis: false,
     };
     let lanes = [
         (LaneKind::Pipeline, lane("pa", 1)),
-        (LaneKind::Pipeline, lane("pb", 2)),
+        (
+            LaneKind::Pipeline,
+            Lane {
+                analysis: true,
+                ..lane("pb", 2)
+            },
+        ),
         (LaneKind::MonoVertex, lane("mv", 3)),
         (LaneKind::PauseAndDrain, lane("pd", 4)),
     ];
@@ -1229,7 +1293,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         w.clone(),
         op.clone(),
         proxy.clone(),
-        minimum.clone(),
+        (minimum.clone(), minimum_total_faults(flows)),
         stop.clone(),
         seed,
     ));
@@ -1355,6 +1419,13 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
             ));
         }
     }
+    let total: u64 = faults.values().sum();
+    if total < minimum_total_faults(flows) {
+        failures.push(format!(
+            "{total} faults injected, below the minimum {} for {flows} flows",
+            minimum_total_faults(flows)
+        ));
+    }
     let done = w.flows.lock().map(|f| f.clone()).unwrap_or_default();
     let mut by_flow: BTreeMap<&str, u64> = BTreeMap::new();
     for (_, f, _) in &done {
@@ -1366,7 +1437,8 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         "seed": seed,
         "flows": done.len(),
         "flows_by_kind": by_flow,
-        "faults": faults.values().sum::<u64>(),
+        "faults": total,
+        "minimum_faults": minimum_total_faults(flows),
         "faults_by_kind": faults,
         "requests_forwarded": proxy.counts().get("forwarded").copied().unwrap_or(0),
         "minimum_faults_by_kind": minimum,

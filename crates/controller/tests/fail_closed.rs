@@ -58,6 +58,28 @@ fn last_seen(seen: &std::sync::Mutex<Vec<Pipeline>>) -> Pipeline {
         .expect("the pipeline was recorded")
 }
 
+/// `UpgradeStrategyConfigured` (status, reason, message) of rollout `name` (a PipelineRollout, or
+/// the ISBServiceRollout `isb`), once settled.
+async fn usde_condition(h: &Harness, name: &str) -> Option<(String, String, String)> {
+    fn of<R: support::scenario::Rollout>(
+        r: Option<&R>,
+    ) -> Option<Option<(String, String, String)>> {
+        settled(r)?;
+        let st = r?.common()?;
+        Some(
+            st.conditions
+                .iter()
+                .find(|c| c.type_ == "UpgradeStrategyConfigured")
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
+        )
+    }
+    if name == "isb" {
+        h.until("isb settled", name, of::<ISBServiceRollout>).await
+    } else {
+        h.until("pr settled", name, of::<PipelineRollout>).await
+    }
+}
+
 async fn gone<K>(h: &Harness, what: &str, name: &str)
 where
     K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
@@ -69,9 +91,10 @@ where
         .await;
 }
 
-/// A typo in the controller config at start-up: the operator is not ready, says why in
-/// `/readyz` and its log, and reconciles nothing (the reference fell back to defaults, whose
-/// strategy is `no-strategy`); once the file is fixed it starts.
+/// An unusable controller config at start-up (no file, an empty one, a misspelt key, a typo in a
+/// value): the operator is not ready, says why in `/readyz` and its log, and reconciles nothing
+/// (the reference fell back to defaults, whose strategy is `no-strategy`); once the file is
+/// fixed it starts.
 #[tokio::test]
 async fn an_unusable_config_at_start_up_holds_everything_until_fixed() {
     let env = TestEnv::shared_real().await;
@@ -80,16 +103,26 @@ async fn an_unusable_config_at_start_up_holds_everything_until_fixed() {
     let ns = env.create_namespace("fc-config").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "defaultUpgradeStrategy: pause-and-drian\n").expect("config");
     let p = Process::start(env, &ns, &config, dir.path(), "typo", &[]);
-    let body = eventually("not ready, saying why", || async {
-        match http_get(p.health, "/readyz").await {
-            Some((503, body)) if body.contains("defaultUpgradeStrategy") => Some(body),
-            _ => None,
+    let not_ready_saying = |words: &'static [&'static str]| {
+        let p = &p;
+        async move {
+            eventually("not ready, saying why", || async {
+                match http_get(p.health, "/readyz").await {
+                    Some((503, body)) if words.iter().all(|w| body.contains(w)) => Some(body),
+                    _ => None,
+                }
+            })
+            .await
         }
-    })
-    .await;
-    assert!(body.contains("pause-and-drian"), "{body}");
+    };
+    not_ready_saying(&["cannot read it"]).await;
+    std::fs::write(&config, "# emptied\n").expect("config");
+    not_ready_saying(&["config.yaml", "empty"]).await;
+    std::fs::write(&config, "defaultUpgradeStratgy: pause-and-drain\n").expect("config");
+    not_ready_saying(&["defaultUpgradeStratgy", "did you mean"]).await;
+    std::fs::write(&config, "defaultUpgradeStrategy: pause-and-drian\n").expect("config");
+    not_ready_saying(&["defaultUpgradeStrategy", "pause-and-drian"]).await;
 
     let isbrs: Api<ISBServiceRollout> = Api::namespaced(client.clone(), &ns);
     isbrs
@@ -138,6 +171,16 @@ async fn without_a_usde_config_every_change_pauses_and_drains() {
         .await;
     h.until("pr settled", "pr", settled::<PipelineRollout>)
         .await;
+    for rollout in ["pr", "isb"] {
+        let note = usde_condition(&h, rollout).await;
+        assert!(
+            note.as_ref()
+                .is_some_and(|(status, reason, message)| status == "False"
+                    && reason == "NoUSDEConfig"
+                    && message.contains("carried by pause-and-drain")),
+            "{rollout}: {note:?}"
+        );
+    }
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(pr("pr", two_vertices(31), None))
         .await;
@@ -208,6 +251,8 @@ async fn a_deleted_usde_config_keeps_the_last_one_loaded() {
     })
     .await;
 
+    // The kept config is a loaded one: no condition says otherwise.
+    assert_eq!(usde_condition(&h, "pr").await, None);
     // Not in any list: applied directly, never paused.
     let seen = record::<Pipeline>(&h, "pr-0").await;
     h.apply::<PipelineRollout>(pr("pr", two_vertices(31), None))
@@ -365,6 +410,84 @@ async fn an_isb_recreate_waits_for_a_failed_pipeline_until_data_loss_is_allowed(
                 e.note
                     .as_deref()
                     .is_some_and(|n| n.contains("data loss allowed") && n.contains("pr-0"))
+            })
+            .then_some(())
+    })
+    .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    h.assert_invariants().await;
+}
+
+/// An ISB service recreate under a pipeline that no PipelineRollout manages, which Numaplane
+/// cannot pause, waits until its owner deletes it (or pauses and drains it), naming it; the ISB
+/// service is neither deleted nor marked for it meanwhile. Before, only Numaplane's pipelines
+/// counted, and the recreate deleted the buffers under it.
+#[tokio::test]
+async fn an_isb_recreate_waits_for_a_pipeline_numaplane_does_not_manage() {
+    let h = Harness::start_real("fc-unmanaged", PPND).await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "10Mi", None))
+        .await;
+    h.until("isb settled", ISB, settled::<ISBServiceRollout>)
+        .await;
+    let child = format!("{ISB}-0");
+    let mut spec = two_vertices(30);
+    spec["interStepBufferServiceName"] = json!(child);
+    h.api::<Pipeline>()
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "numaflow.numaproj.io/v1alpha1",
+                "kind": "Pipeline",
+                "metadata": {"name": "by-hand"},
+                "spec": spec,
+            }))
+            .expect("pipeline"),
+        )
+        .await
+        .expect("create the pipeline by hand");
+    h.until::<Pipeline, _, _>("the pipeline by hand runs", "by-hand", |p| {
+        (phase(p?) == "Running").then_some(())
+    })
+    .await;
+    h.apply::<ISBServiceRollout>(isb("2.10.17", "20Mi", None))
+        .await;
+    h.until::<ISBServiceRollout, _, _>("the recreate waits, naming the pipeline", ISB, |r| {
+        let msg = &r?.status.as_ref()?.status.message;
+        msg.contains("by-hand (Running), not managed by Numaplane")
+            .then_some(())
+    })
+    .await;
+    h.stays::<InterStepBufferService, _>(
+        "the ISB service under it stays, not marked for recreation",
+        &child,
+        Duration::from_secs(4),
+        |i| {
+            i.is_some_and(|i| {
+                i.metadata.deletion_timestamp.is_none()
+                    && i.labels().get("numaplane.numaproj.io/upgrade-state")
+                        != Some(&"recyclable".to_string())
+            })
+        },
+    )
+    .await;
+    h.history.deleted_by_test("Pipeline", "by-hand");
+    h.api::<Pipeline>()
+        .delete("by-hand", &DeleteParams::default())
+        .await
+        .expect("delete the pipeline by hand");
+    gone::<Pipeline>(&h, "the pipeline by hand gone", "by-hand").await;
+    eventually("recreated at 20Mi", || async {
+        let isbs = h
+            .api::<InterStepBufferService>()
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        isbs.items
+            .iter()
+            .any(|i| {
+                i.name_any() != child
+                    && i.spec["jetstream"]["persistence"]["volumeSize"] == json!("20Mi")
             })
             .then_some(())
     })

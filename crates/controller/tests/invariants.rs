@@ -419,8 +419,9 @@ fn a_child_of_an_unknown_rollout_is_judged() {
         "promoted, unknown rollout",
         "still promoted",
     );
-    // A rollout recorded as being deleted takes its children along.
-    let p = pipeline(2, "pr-0", "promoted", running());
+    // A rollout recorded as being deleted takes its children along (a pipeline drained first:
+    // `a_deleted_rollouts_pipelines_go_drained_or_with_a_visible_allowance`).
+    let p = pipeline(2, "pr-0", "promoted", drained());
     let going = rollout(
         3,
         json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
@@ -765,4 +766,88 @@ fn a_deletion_across_a_control_plane_restart_is_not_judged() {
         ..Rules::default()
     };
     assert_eq!(run(&log, &[], &rules).violations.len(), 1, "an old restart");
+}
+
+// A PipelineRollout being deleted drains its pipelines first: an undrained deletion passes
+// only on the rollout's allow-data-loss or once the configured drain timeout since the
+// rollout's recorded deletion is over (an earlier checker passed every child of a deleted
+// rollout).
+#[test]
+fn a_deleted_rollouts_pipelines_go_drained_or_with_a_visible_allowance() {
+    let t0 = "2026-01-01T00:00:00Z";
+    let deleting = |extra: Value| {
+        rollout(
+            3,
+            merged(json!({"metadata": {"deletionTimestamp": t0}}), &extra),
+        )
+    };
+    let history = |rollout_deleting: Seen, last: Value, at: &str| {
+        let last = pipeline(4, "pr-0", "promoted", last);
+        let mut gone = last.clone().deleted_at(5);
+        gone.obj["metadata"]["deletionTimestamp"] = json!(at);
+        vec![rollout(1, json!({})), rollout_deleting, last, gone]
+    };
+    let timeout = Rules {
+        deletion_drain_timeout: vec![(k8s_openapi::jiff::Timestamp::MIN, Duration::from_secs(300))],
+        ..Rules::default()
+    };
+    let check = |log: &[Seen], rules: &Rules| run(log, &[], rules).violations;
+
+    let early = history(deleting(json!({})), running(), "2026-01-01T00:00:10Z");
+    let v = check(&early, &timeout);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert!(v[0].contains("not over"), "{v:#?}");
+    let v = check(&early, &Rules::default());
+    assert!(
+        v.len() == 1 && v[0].contains("deletionDrainTimeoutSeconds is unknown"),
+        "{v:#?}"
+    );
+    // The timeout over, the rollout allowing data loss, or the pipeline drained: clean.
+    let late = history(deleting(json!({})), running(), "2026-01-01T00:05:01Z");
+    assert!(
+        check(&late, &timeout).is_empty(),
+        "{:#?}",
+        check(&late, &timeout)
+    );
+    let allowing = json!({"metadata": {"annotations": {annotations::ALLOW_DATA_LOSS: "true"}}});
+    let allowed = history(deleting(allowing), running(), "2026-01-01T00:00:10Z");
+    assert!(check(&allowed, &timeout).is_empty());
+    let drained_first = history(deleting(json!({})), drained(), "2026-01-01T00:00:10Z");
+    assert!(check(&drained_first, &timeout).is_empty());
+}
+
+// An ISB service stays while pipelines use it, also when its ISBServiceRollout is being
+// deleted (an earlier checker did not look then).
+#[test]
+fn an_isbsvc_of_a_deleted_rollout_deleted_under_a_live_pipeline_is_caught() {
+    let isbr = Seen::new(
+        1,
+        "ISBServiceRollout",
+        json!({"metadata": {"name": "isb", "uid": "uid-isbr", "generation": 1,
+            "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+    );
+    let owned = json!({"metadata": {"ownerReferences": [
+        {"kind": "ISBServiceRollout", "name": "isb", "uid": "uid-isbr", "controller": true}
+    ]}});
+    let isb = |rv| {
+        child(
+            "InterStepBufferService",
+            rv,
+            "isb-0",
+            "promoted",
+            owned.clone(),
+        )
+    };
+    let user = pipeline(
+        2,
+        "pr-0",
+        "promoted",
+        json!({"spec": {"interStepBufferServiceName": "isb-0"}}),
+    );
+    let log = vec![isbr, user, isb(3), isb(3).deleted_at(4)];
+    assert_one(
+        &log,
+        "its rollout deleted, a pipeline on it",
+        "still use it: pr-0",
+    );
 }

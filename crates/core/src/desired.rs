@@ -9,7 +9,6 @@ use crate::template::{TemplateError, TemplateVars};
 use numaplane_api::Kind;
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::annotations::{NUMAFLOW_INSTANCE, REQUIRES_DRAIN};
-use numaplane_api::keys::labels;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -85,9 +84,10 @@ pub fn desired(inputs: &Inputs<'_>) -> Result<RenderedChild, TemplateError> {
         inputs.template,
         &vars,
     )?;
-    child
-        .labels
-        .insert(labels::UPGRADE_STATE.into(), inputs.upgrade_state.into());
+    child.labels.extend(crate::child::child_labels(
+        inputs.rollout,
+        inputs.upgrade_state,
+    ));
     match inputs.kind {
         KindInputs::Pipeline {
             isb_rollout,
@@ -133,7 +133,7 @@ pub fn desired(inputs: &Inputs<'_>) -> Result<RenderedChild, TemplateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numaplane_api::keys::upgrade_state;
+    use numaplane_api::keys::{labels, upgrade_state};
     use serde_json::json;
 
     fn pipeline_inputs<'a>(

@@ -221,9 +221,17 @@ async fn apply_one(
     let ar = crate::riders::resource(ctx, &gvk(obj)).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
     let (kind, name) = (&obj.key.kind, &obj.key.name);
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
     let mut body = obj.body.clone();
-    if let Some(uid) = owned_uid(nctx, nc, &api, ns, obj).await?
+    let uid = owned_uid(nctx, nc, &api, ns, obj).await?;
+    // Forced only over our own object (its uid in the body: replaced meanwhile, it is refused).
+    // A create is not forced: an object someone else made under the name meanwhile conflicts
+    // instead of being taken over.
+    let pp = if uid.is_some() {
+        PatchParams::apply(FIELD_MANAGER).force()
+    } else {
+        PatchParams::apply(FIELD_MANAGER)
+    };
+    if let Some(uid) = uid
         && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
     {
         meta.insert("uid".into(), Value::String(uid));
@@ -250,7 +258,11 @@ async fn apply_one(
                     .ctx(|| format!("deleting {kind} {name}"))?;
             }
             let written = api
-                .patch(name, &pp, &Patch::Apply(&obj.body))
+                .patch(
+                    name,
+                    &PatchParams::apply(FIELD_MANAGER),
+                    &Patch::Apply(&obj.body),
+                )
                 .await
                 .ctx(|| format!("recreating {kind} {name}"))?;
             Ok((written, true))

@@ -6,8 +6,8 @@ use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use crate::status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
-use numaplane_api::keys::labels;
 use numaplane_api::{NumaflowController, NumaflowControllerRollout, NumaflowControllerSpec};
+use std::collections::BTreeMap;
 
 /// Server-side applies NumaflowController `name` (the rollout's own name, or a trial's): the
 /// controller spec, a controller owner reference, and the labels every child carries (its
@@ -32,10 +32,7 @@ pub(super) async fn apply(
             "name": name,
             "namespace": ns,
             "ownerReferences": [owner],
-            "labels": {
-                labels::PARENT_ROLLOUT_NAME: r.name_any(),
-                labels::UPGRADE_STATE: state,
-            },
+            "labels": BTreeMap::from(numaplane_core::child::child_labels(&r.name_any(), state)),
         },
         "spec": spec,
     });
@@ -59,9 +56,7 @@ pub(super) fn labelled(
     r: &NumaflowControllerRollout,
     state: &str,
 ) -> bool {
-    let l = nc.labels();
-    l.get(labels::PARENT_ROLLOUT_NAME) == Some(&r.name_any())
-        && l.get(labels::UPGRADE_STATE).map(String::as_str) == Some(state)
+    numaplane_core::child::has_child_labels(nc.labels(), &r.name_any(), state)
 }
 
 /// Deletes NumaflowController `name` if rollout `r` owns it (by UID), with its UID as a

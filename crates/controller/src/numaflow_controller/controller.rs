@@ -84,6 +84,7 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
     }
     let before = nc.status.clone().unwrap_or_default();
     let mut st = before.clone();
+    let mut ledger = status::Ledger::new(before.status);
     let generation = nc.meta().generation.unwrap_or_default();
     let now = status::now();
     let started = Instant::now();
@@ -126,7 +127,7 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
             )
             .await;
             record_health(nctx, nc, &st.status);
-            status::write_if_changed(nc, ctx, &before.status, &st.status).await?;
+            ledger.write(nc, ctx, &st.status).await?;
             return Err(e);
         }
     };
@@ -148,7 +149,7 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
         .await;
     }
     record_health(nctx, nc, &st.status);
-    status::write_if_changed(nc, ctx, &before.status, &st.status).await?;
+    ledger.write(nc, ctx, &st.status).await?;
     Ok(Action::requeue(crate::context::RESYNC))
 }
 

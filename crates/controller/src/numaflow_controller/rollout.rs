@@ -137,11 +137,20 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
 
     let before = r.status.clone().unwrap_or_default();
     let mut st = before.clone();
+    let mut ledger = status::Ledger::new(before.clone());
     let generation = r.meta().generation.unwrap_or_default();
     let now = status::now();
     let started = Instant::now();
-    let result = ensure_controller(r, nctx, &mut st, generation, &now).await;
+    let result = ensure_controller(r, nctx, &mut st, &mut ledger, generation, &now).await;
     st.status.observed_generation = generation;
+    status::note_usde_config(
+        &mut st.status,
+        Kind::NumaflowController,
+        ctx.settings.usde().is_some(),
+        ctx.settings.user_strategy(&ns),
+        generation,
+        &now,
+    );
     if let Ok((phase, fields)) = &result {
         let strategy_before = before.status.upgrade_in_progress;
         record_history(r, nctx, &mut st, strategy_before, *phase, fields, &now);
@@ -171,7 +180,7 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
             )
             .await;
             record_metrics(nctx, r, &st);
-            status::write_if_changed(r, ctx, &before, &st).await?;
+            ledger.write(r, ctx, &st).await?;
             return Err(e);
         }
     }
@@ -201,7 +210,7 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
         None => Action::requeue(crate::context::RESYNC),
     };
     record_metrics(nctx, r, &st);
-    status::write_if_changed(r, ctx, &before, &st).await?;
+    ledger.write(r, ctx, &st).await?;
     Ok(action)
 }
 
@@ -263,6 +272,7 @@ async fn ensure_controller(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
     st: &mut NumaflowControllerRolloutStatus,
+    ledger: &mut status::Ledger<NumaflowControllerRolloutStatus>,
     generation: i64,
     now: &Time,
 ) -> Result<(Option<&'static str>, Vec<String>), Error> {
@@ -291,7 +301,7 @@ async fn ensure_controller(
         && let Some(out) =
             super::trial::pass(r, nctx, st.progressive_status.as_ref(), progressive, now).await?
     {
-        return progressive_step(r, nctx, st, out, generation, now).await;
+        return progressive_step(r, nctx, st, ledger, out, generation, now).await;
     }
     let cached = nctx
         .controllers
@@ -413,6 +423,7 @@ async fn progressive_step(
     r: &NumaflowControllerRollout,
     nctx: &NcCtx,
     st: &mut NumaflowControllerRolloutStatus,
+    ledger: &mut status::Ledger<NumaflowControllerRolloutStatus>,
     out: super::trial::Outcome,
     generation: i64,
     now: &Time,
@@ -424,11 +435,10 @@ async fn progressive_step(
         && plan.status.upgrading_controller_status.is_none()
         && plan.actions.is_empty();
     if !quiet {
-        let before = st.clone();
         st.progressive_status = Some(plan.status.clone());
-        if !plan.actions.is_empty() {
+        if !plan.actions.is_empty() && ledger.on_server() != st {
             // Record before act: a trial's name is known before it is created.
-            status::write_if_changed(r, &nctx.ctx, &before, st).await?;
+            ledger.record_before_acting(r, &nctx.ctx, st).await?;
         }
     }
     super::trial::act(r, nctx, &plan.actions, promoted.as_deref()).await?;

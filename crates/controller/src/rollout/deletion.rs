@@ -207,6 +207,6 @@ async fn report_waiting<R: Rollout>(obj: &R, ctx: &Ctx, msg: &str) -> Result<boo
         status::now(),
     );
     let changed = before != after;
-    status::write_if_changed(obj, ctx, &before, &after).await?;
+    status::Ledger::new(before).write(obj, ctx, &after).await?;
     Ok(changed)
 }

@@ -175,7 +175,11 @@ async fn carry(
             reconciled: reconciled.as_ref().map(|_| ()).map_err(String::as_str),
         });
         if action == IsbAction::ObservePipelines && check.is_none() {
-            check = Some(check_pipelines(ctx, &ns, Some(&name), need).await?);
+            let on = crate::pause_requests::OnIsb {
+                rollout: &name,
+                child: &live.name_any(),
+            };
+            check = Some(check_pipelines(ctx, &ns, Some(on), need).await?);
             continue;
         }
         break action;
@@ -355,25 +359,23 @@ impl Rollout for ISBServiceRollout {
         child: &InterStepBufferService,
     ) -> Result<Option<String>, Error> {
         // Live, not cached: a pipeline the cache hasn't seen yet must not lose its ISB service.
+        // Every pipeline naming it counts, Numaplane's or not (its buffers go with it).
         let ns = child.namespace().unwrap_or_default();
-        let selector = format!(
-            "{}={},{}",
-            labels::ISBSVC_CHILD_NAME,
-            child.name_any(),
-            labels::PARENT_ROLLOUT_NAME
-        );
+        let name = child.name_any();
         let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), &ns);
         let using: Vec<String> = api
-            .list(&ListParams::default().labels(&selector))
+            .list(&ListParams::default())
             .await
-            .ctx(|| {
-                format!(
-                    "listing pipelines on InterStepBufferService {}",
-                    child.name_any()
-                )
-            })?
+            .ctx(|| format!("listing pipelines on InterStepBufferService {name}"))?
             .items
             .iter()
+            .filter(|p| {
+                p.labels().get(labels::ISBSVC_CHILD_NAME) == Some(&name)
+                    || numaplane_core::child::SpecView(&p.spec)
+                        .isbsvc_name()
+                        .unwrap_or("default")
+                        == name
+            })
             .map(|p| p.name_any())
             .collect();
         Ok((!using.is_empty()).then(|| format!("used by pipelines {}", using.join(", "))))

@@ -22,6 +22,8 @@ pub(super) struct Pass<'o, R: Rollout> {
     pub now: Time,
     /// The status the pass started from (the cached rollout's).
     pub(super) before: R::Status,
+    /// What the API server holds of it: every status write of the pass goes through here.
+    pub(super) ledger: status::Ledger<R::Status>,
     /// The status being built; acting records strategy state in it.
     pub st: R::Status,
     pub(super) started: std::time::Instant,
@@ -43,6 +45,7 @@ impl<'o, R: Rollout> Pass<'o, R> {
             name: obj.name_any(),
             strategy_before: st.common().upgrade_in_progress,
             uid,
+            ledger: status::Ledger::new(before.clone()),
             before,
             st,
             generation: obj.meta().generation.unwrap_or_default(),
@@ -54,7 +57,11 @@ impl<'o, R: Rollout> Pass<'o, R> {
     /// Writes `shown` now, before the pass acts on what it records (a progressive step, a child
     /// name it allocates): a pass cut short after acting then finds the record. Never held; the
     /// report at the end compares with what this wrote.
-    pub async fn record_before_acting(&self, ctx: &Ctx, shown: &R::Status) -> Result<(), Error> {
-        status::write_now(self.obj, ctx, shown).await
+    pub async fn record_before_acting(
+        &mut self,
+        ctx: &Ctx,
+        shown: &R::Status,
+    ) -> Result<(), Error> {
+        self.ledger.record_before_acting(self.obj, ctx, shown).await
     }
 }

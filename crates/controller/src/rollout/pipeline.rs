@@ -497,8 +497,8 @@ impl Rollout for PipelineRollout {
         )
     }
 
-    /// Pipelines on an ISB service that became recyclable follow it, with its reason (a
-    /// recreate deletes them at once; docs/compatibility.md).
+    /// Pipelines on an ISB service that became recyclable follow it, with its reason, and are
+    /// drained before they go like any recyclable pipeline (docs/compatibility.md).
     fn retiring(
         &self,
         ctx: &Ctx,

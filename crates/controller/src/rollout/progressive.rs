@@ -602,6 +602,16 @@ async fn trial_riders_differ<R: Rollout>(
     Ok(!numaplane_core::riders::diff_riders(&want, &have).is_empty())
 }
 
+/// The labels of a trial promoted: its state and reason, and the result of its assessment.
+fn promoted_labels(result: &str) -> std::collections::BTreeMap<String, String> {
+    let mut l = std::collections::BTreeMap::from(numaplane_core::child::state_labels(
+        upgrade_state::PROMOTED,
+        upgrade_state_reason::PROGRESSIVE_SUCCESS,
+    ));
+    l.insert(labels::PROGRESSIVE_RESULT_STATE.into(), result.into());
+    l
+}
+
 /// What the rollout's status says it waits for while a step of its upgrade is under way.
 fn waiting_for(step: &str) -> String {
     format!("progressive: {step}")
@@ -635,12 +645,7 @@ pub(super) async fn pass<R: Rollout>(
     trace: &Trace,
     wake: &mut Option<Timestamp>,
 ) -> Result<Carry<R::Child>, Error> {
-    let Asked {
-        resolved,
-        live,
-        desired,
-        riders_changed,
-    } = asked;
+    let (live, desired) = (asked.live, asked.desired);
     let obj = pass.obj;
     let Some(parts) = obj.progressive_parts() else {
         return Ok(Carry::Apply(Box::new(desired)));
@@ -649,7 +654,7 @@ pub(super) async fn pass<R: Rollout>(
     let p = Progress {
         obj,
         ctx,
-        resolved,
+        resolved: asked.resolved,
         live,
         parts,
         ns: pass.ns.clone(),
@@ -665,7 +670,7 @@ pub(super) async fn pass<R: Rollout>(
     let rollout_changed = st.common().observed_generation != generation;
     let trial = p.observe_trial(&record, rollout_changed).await?;
     let plan = p
-        .plan(&record, &desired, riders_changed, trial.as_ref())
+        .plan(&record, &desired, asked.riders_changed, trial.as_ref())
         .await?;
     if let Some(behind) = p.cache_behind(&plan, &record).await? {
         // Fail closed: a trial is only ever started from a view that shows every child.
@@ -1087,11 +1092,7 @@ impl<R: Rollout> Progress<'_, R> {
                     ctx,
                     &ns,
                     &trial_name,
-                    &json!({"metadata": {"labels": {
-                        labels::PROGRESSIVE_RESULT_STATE: result_label,
-                        labels::UPGRADE_STATE: upgrade_state::PROMOTED,
-                        labels::UPGRADE_STATE_REASON: upgrade_state_reason::PROGRESSIVE_SUCCESS,
-                    }}}),
+                    &json!({"metadata": {"labels": promoted_labels(result_label)}}),
                 )
                 .await?;
                 for p in &previous {

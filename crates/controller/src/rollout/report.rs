@@ -35,9 +35,6 @@ impl<R: Rollout> Pass<'_, R> {
     ) -> Result<Action, Error> {
         let obj = self.obj;
         let (generation, now) = (self.generation, self.now.clone());
-        // Compared with what the API server has: a status written earlier in this pass (a
-        // progressive record) may already say all of it.
-        let server = status::written_since(ctx, obj).and_then(|w| w.status_of().cloned());
         let st = &mut self.st;
         let (outcome, wake) = match acted {
             Ok(a) => (a.outcome, a.wake),
@@ -59,8 +56,7 @@ impl<R: Rollout> Pass<'_, R> {
                 .await;
                 record_health::<R>(ctx, obj, st.common());
                 obj.observe_metrics(ctx, st, &now);
-                status::write_if_changed(obj, ctx, server.as_ref().unwrap_or(&self.before), st)
-                    .await?;
+                self.ledger.write(obj, ctx, st).await?;
                 ctx.status_holds.release(&self.uid);
                 return Err(e);
             }
@@ -102,6 +98,14 @@ impl<R: Rollout> Pass<'_, R> {
                 (pending.is_none() && settling, !settling, delay)
             }
         };
+        status::note_usde_config(
+            self.st.common_mut(),
+            R::KIND,
+            ctx.settings.usde().is_some(),
+            ctx.settings.user_strategy(&self.ns),
+            generation,
+            &now,
+        );
         let st = &self.st;
         record_health::<R>(ctx, obj, st.common());
         obj.observe_metrics(ctx, st, &now);
@@ -122,7 +126,9 @@ impl<R: Rollout> Pass<'_, R> {
             return Ok(Action::requeue(next_pass(left, until_wake)));
         }
         // Released only once written: a failed write keeps what the held status recorded.
-        status::write_if_changed(obj, ctx, server.as_ref().unwrap_or(&self.before), st).await?;
+        // Compared with what the API server has: a status recorded earlier in this pass (a
+        // progressive record) may already say all of it.
+        self.ledger.write(obj, ctx, st).await?;
         if reacted {
             ctx.status_holds.settled(&self.uid);
         } else {

@@ -42,6 +42,11 @@ pub fn sample(file: &str) -> Vec<Value> {
 
 /// Applies the AnalysisTemplates of a sample file, as shipped, in the test namespace.
 pub async fn apply_sample_template(h: &Harness, file: &str) {
+    apply_templates(&h.client, &h.ns, file).await;
+}
+
+/// Applies the AnalysisTemplates of sample file `file`, as shipped, in namespace `ns`.
+pub async fn apply_templates(client: &kube::Client, ns: &str, file: &str) {
     let templates: Vec<Value> = sample(file)
         .into_iter()
         .filter(|d| d["kind"] == "AnalysisTemplate")
@@ -53,13 +58,13 @@ pub async fn apply_sample_template(h: &Harness, file: &str) {
         "AnalysisTemplate",
     ));
     for mut template in templates {
-        template["metadata"]["namespace"] = json!(h.ns);
+        template["metadata"]["namespace"] = json!(ns);
         let name = template["metadata"]["name"]
             .as_str()
             .expect("name")
             .to_string();
         let obj: DynamicObject = serde_json::from_value(template).expect("template");
-        Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &ar)
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
             .patch(
                 &name,
                 &PatchParams::apply("test-user").force(),

@@ -146,8 +146,10 @@ fn configure(rules: &Mutex<Rules>, controller_config: &str) {
     if let Ok(c) = numaplane_core::config::parse_controller_config(controller_config)
         && let Ok(mut r) = rules.lock()
     {
-        r.max_recyclable
-            .push((Timestamp::now(), c.max_recyclable_duration));
+        let now = Timestamp::now();
+        r.max_recyclable.push((now, c.max_recyclable_duration));
+        r.deletion_drain_timeout
+            .push((now, c.deletion_drain_timeout));
     }
 }
 

@@ -4,8 +4,11 @@
 //! Views never fail: a missing or wrongly shaped field reads as absent. Use the `validate_*`
 //! functions to report wrong shapes in user input.
 
+mod labels;
 mod render;
 mod validate;
+
+pub use labels::{child_labels, has_child_labels, state_labels};
 
 pub use render::{RenderedChild, isb_rollout_name, isb_rollout_name_in, vertex_names};
 pub(crate) use render::{keep_live_replicas, point_pipeline_at_isbsvc, render_child};

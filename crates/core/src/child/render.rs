@@ -44,8 +44,7 @@ pub fn render_child(
     };
     let mut labels_out = render_map(metadata.and_then(|m| m.labels.as_ref()), "labels")?;
     let annotations = render_map(metadata.and_then(|m| m.annotations.as_ref()), "annotations")?;
-    labels_out.insert(labels::PARENT_ROLLOUT_NAME.into(), rollout.to_string());
-    labels_out.insert(labels::UPGRADE_STATE.into(), upgrade_state::PROMOTED.into());
+    labels_out.extend(super::child_labels(rollout, upgrade_state::PROMOTED));
     Ok(RenderedChild {
         labels: labels_out,
         annotations,

@@ -247,9 +247,18 @@ impl ControllerConfig {
 pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigError> {
     let mut cfg = ControllerConfig::default();
     let doc = load_yaml(yaml, "config.yaml")?;
-    let Some(root) = object(&doc, "config.yaml")? else {
-        return Ok(cfg);
-    };
+    // Fail closed: the defaults apply every change directly (`no-strategy`), so an emptied
+    // ConfigMap or a misspelt key must not quietly become them.
+    let root = object(&doc, "config.yaml")?
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "config.yaml",
+                "empty: refused rather than run on the defaults (defaultUpgradeStrategy \
+                 no-strategy applies every change directly)",
+            )
+        })?;
+    known_keys(root, "", TOP_KEYS)?;
     if let Some(v) = get(root, "logLevel") {
         cfg.log_level = LogLevel::parse(&weak_string(v, "logLevel")?);
     }
@@ -276,6 +285,7 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
         .transpose()?
         .flatten()
     {
+        known_keys(progressive, "progressive", PROGRESSIVE_KEYS)?;
         let key = "progressive.defaultAssessmentSchedule";
         for (i, item) in list(get(progressive, "defaultAssessmentSchedule"), key)?
             .iter()
@@ -307,6 +317,7 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
         .transpose()?
         .flatten()
     {
+        known_keys(pipeline, "pipeline", PIPELINE_KEYS)?;
         if let Some(v) = get(pipeline, "recycleScaleFactor") {
             // 0 would divide the pause grace period by zero; above 100 % is not a scale-down.
             let f = weak_int_in(v, "pipeline.recycleScaleFactor", 1, 100)?;
@@ -344,6 +355,74 @@ pub fn parse_controller_config(yaml: &str) -> Result<ControllerConfig, ConfigErr
         }
     }
     Ok(cfg)
+}
+
+/// The keys of `config.yaml` (the reference's, `numaflowControllerImageNames` read and unused as
+/// there, and ours), of its `progressive` and its `pipeline` sections.
+const TOP_KEYS: &[&str] = &[
+    "logLevel",
+    "includedResources",
+    "numaflowControllerDefinitionsNamespaces",
+    "permittedRiders",
+    "defaultUpgradeStrategy",
+    "featureFlagDisableAnalysisRunsForPipeline",
+    "upgradeHistoryLimit",
+    "progressive",
+    "pipeline",
+    "numaflowControllerImageNames",
+];
+const PROGRESSIVE_KEYS: &[&str] = &["defaultAssessmentSchedule", "analysisRunTimeout"];
+const PIPELINE_KEYS: &[&str] = &[
+    "recycleScaleFactor",
+    "maxRecyclableDurationMinutes",
+    "forceDrainFailureWaitDuration",
+    "keepUndrainedPipelines",
+    "deletionDrainTimeoutSeconds",
+];
+
+/// Refuses a key the section does not have (keys match case-insensitively, as they are read),
+/// naming the one meant when it is a near miss: a misspelt key would otherwise leave its
+/// setting at the default without a word.
+fn known_keys(
+    section: &serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+    known: &[&str],
+) -> Result<(), ConfigError> {
+    let Some(unknown) = section
+        .keys()
+        .find(|k| !known.iter().any(|n| n.eq_ignore_ascii_case(k)))
+    else {
+        return Ok(());
+    };
+    let near = known
+        .iter()
+        .find(|n| near_miss(&n.to_ascii_lowercase(), &unknown.to_ascii_lowercase()));
+    let hint = near.map_or_else(
+        || format!("known keys: {}", known.join(", ")),
+        |n| format!("did you mean {:?}?", join(prefix, n)),
+    );
+    Err(invalid(
+        &join(prefix, unknown),
+        format!("unknown key; {hint}"),
+    ))
+}
+
+/// Whether `a` and `b` are at most two edits apart (a letter added, dropped or changed).
+fn near_miss(a: &str, b: &str) -> bool {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()] <= 2
 }
 
 /// The parsed [`DEFAULT_INCLUDED_RESOURCES`].

@@ -88,10 +88,58 @@ fn parses_the_shipped_controller_config() {
 }
 
 #[test]
-fn empty_config_is_the_defaults() {
+fn an_empty_config_is_refused_not_taken_as_the_defaults() {
+    for empty in ["", "# nothing\n", "{}", "null"] {
+        let err = parse_controller_config(empty).unwrap_err().to_string();
+        assert!(
+            err.contains("config.yaml") && err.contains("empty"),
+            "{empty:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_misspelt_key_is_refused_naming_it_and_the_key_meant() {
+    let err = parse_controller_config("defaultUpgradeStratgy: pause-and-drain\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("defaultUpgradeStratgy"), "{err}");
+    assert!(
+        err.contains("did you mean \"defaultUpgradeStrategy\""),
+        "{err}"
+    );
+    let err =
+        parse_controller_config("logLevel: INFO\npipeline:\n  maxRecyclableDurationMinute: 9\n")
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("pipeline.maxRecyclableDurationMinute"),
+        "{err}"
+    );
+    assert!(
+        err.contains("pipeline.maxRecyclableDurationMinutes"),
+        "{err}"
+    );
+    let err = parse_controller_config("progressive:\n  somethingElse: 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("progressive.somethingElse") && err.contains("known keys"),
+        "{err}"
+    );
+    // Keys are read case-insensitively (as the reference's reader does), so are checked so.
+    assert_eq!(
+        parse_controller_config("DEFAULTUPGRADESTRATEGY: pause-and-drain\n")
+            .unwrap()
+            .default_upgrade_strategy,
+        UserStrategy::PauseAndDrain
+    );
+}
+
+#[test]
+fn absent_keys_take_the_defaults() {
     let d = ControllerConfig::default();
-    assert_eq!(parse_controller_config("").unwrap(), d);
-    assert_eq!(parse_controller_config("# nothing\n").unwrap(), d);
+    assert_eq!(parse_controller_config("logLevel: INFO\n").unwrap(), d);
     assert_eq!(d.recycle_scale_factor, 50);
     assert_eq!(d.max_recyclable_duration, secs(3600));
     assert_eq!(d.force_drain_failure_wait, secs(15));
@@ -143,7 +191,6 @@ defaultUpgradeStrategy: pause-and-drain
 featureFlagDisableAnalysisRunsForPipeline: "true"
 upgradeHistoryLimit: "3"
 numaflowControllerImageNames: [numaflow, numaflow-rc]
-somethingNew: {a: 1}
 progressive:
   analysisRunTimeout: "30"
   defaultAssessmentSchedule:

@@ -120,6 +120,28 @@ fn spec_part(input: &DecisionInput<'_>) -> Decision {
 /// What a field counts as when no USDE config was ever loaded: it may lose data.
 pub const UNCONFIGURED: &str = "no upgrade-strategy (USDE) ConfigMap loaded";
 
+/// What a rollout of `kind` in a namespace of strategy `strategy` says while no USDE config is
+/// loaded: its changes are all taken as data-loss changes, carried the way this names.
+pub fn unconfigured_note(kind: numaplane_api::Kind, strategy: UserStrategy) -> String {
+    let careful = match strategy {
+        UserStrategy::Progressive => UpgradeStrategy::Progressive,
+        UserStrategy::PauseAndDrain | UserStrategy::NoStrategy => {
+            UpgradeStrategy::PipelinePauseAndDrain
+        }
+    };
+    let carried =
+        match super::effective_for_kind(kind, decision(careful, false, Vec::new())).strategy {
+            UpgradeStrategy::Progressive => "by a progressive upgrade".to_string(),
+            UpgradeStrategy::PipelinePauseAndDrain => "by pause-and-drain".to_string(),
+            _ => format!(
+                "directly: a {} has no more careful strategy under {}",
+                kind.child_kind(),
+                strategy.as_str()
+            ),
+        };
+    format!("{UNCONFIGURED}: every change is taken as one that may lose data and carried {carried}")
+}
+
 /// The spec part without a USDE config: nothing says which fields are safe, so every changed
 /// path is taken as a data-loss change, named with why.
 fn unconfigured_spec_part(input: &DecisionInput<'_>) -> Decision {

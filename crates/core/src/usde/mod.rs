@@ -21,7 +21,7 @@
 mod decision;
 mod path;
 
-pub use decision::{UNCONFIGURED, decide, pipeline_needs_update_for_ppnd};
+pub use decision::{UNCONFIGURED, decide, pipeline_needs_update_for_ppnd, unconfigured_note};
 pub use path::{diff_paths, field_changed, json_eq, strip_nulls};
 
 use crate::config::{SpecField, UsdeKindConfig, UserStrategy};

@@ -82,23 +82,28 @@ impl Rules {
         }
     }
 
-    /// The maximum the operator may have acted on at `when`: the least of those in force at
-    /// some moment of the [`CONFIG_LAG`] before it (a change takes a moment to be read).
+    /// The maximum recyclable duration the operator may have acted on at `when`.
     fn max_recyclable_at(&self, when: Timestamp) -> Option<Duration> {
-        let from = when.checked_sub(CONFIG_LAG).unwrap_or(when);
-        let current = self
-            .max_recyclable
-            .iter()
-            .rposition(|(t, _)| *t <= from)
-            .unwrap_or(0);
-        self.max_recyclable
-            .get(current..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|(t, _)| *t <= when)
-            .map(|(_, max)| *max)
-            .min()
+        least_at(&self.max_recyclable, when)
     }
+
+    /// The deletion drain timeout the operator may have acted on at `when`.
+    fn deletion_drain_timeout_at(&self, when: Timestamp) -> Option<Duration> {
+        least_at(&self.deletion_drain_timeout, when)
+    }
+}
+
+/// The least of the settings (`list`, oldest first) in force at some moment of the
+/// [`CONFIG_LAG`] before `when` (a change takes a moment to be read).
+fn least_at(list: &[(Timestamp, Duration)], when: Timestamp) -> Option<Duration> {
+    let from = when.checked_sub(CONFIG_LAG).unwrap_or(when);
+    let current = list.iter().rposition(|(t, _)| *t <= from).unwrap_or(0);
+    list.get(current..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|(t, _)| *t <= when)
+        .map(|(_, d)| *d)
+        .min()
 }
 
 impl Seen {
@@ -141,6 +146,10 @@ pub struct Rules {
     /// file as it changed), oldest first; no entry: unknown, and expiry never excuses an
     /// undrained deletion.
     pub max_recyclable: Vec<(Timestamp, Duration)>,
+    /// The operator's `pipeline.deletionDrainTimeoutSeconds` likewise; no entry: unknown, and a
+    /// deleted PipelineRollout's pipeline deleted undrained is excused only by its rollout's
+    /// allowance.
+    pub deletion_drain_timeout: Vec<(Timestamp, Duration)>,
     /// Objects the test deletes itself, by uid: the user's doing, not the operator's.
     pub by_test: BTreeSet<String>,
     /// Same, by (kind, name), for those the recorder had not seen when the test said so.
@@ -256,8 +265,9 @@ fn owner_uid<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
 enum Parent<'a> {
     /// Recorded and not being deleted: its versions so far, oldest first.
     Live(Vec<&'a Seen>),
-    /// Recorded as being deleted (or gone): its children go with it, the user's doing.
-    Going,
+    /// Recorded as being deleted (or gone), its versions so far: its children go with it,
+    /// pipelines drained first unless it allowed data loss or its drain timed out.
+    Going(Vec<&'a Seen>),
     /// Never recorded (no owner reference, or an owner uid never seen).
     Unknown,
 }
@@ -385,8 +395,10 @@ impl<'a> Replay<'a> {
         };
         match self.versions.get(uid) {
             None => Parent::Unknown,
-            Some(_) if self.ended.contains(uid) => Parent::Going,
-            Some(_) if self.live.get(uid).is_some_and(|r| deleting(&r.obj)) => Parent::Going,
+            Some(v) if self.ended.contains(uid) => Parent::Going(v.clone()),
+            Some(v) if self.live.get(uid).is_some_and(|r| deleting(&r.obj)) => {
+                Parent::Going(v.clone())
+            }
             Some(v) => Parent::Live(v.clone()),
         }
     }
@@ -461,7 +473,7 @@ impl<'a> Replay<'a> {
                 why_not.push("its rollout neither allowed data loss nor forced promotion".into());
             }
             Parent::Unknown => why_not.push("its rollout was never recorded".into()),
-            Parent::Going => {}
+            Parent::Going(_) => {}
         }
         let start = annotation(&last.obj, annotations::RECYCLABLE_START_TIME);
         match (
@@ -496,6 +508,45 @@ impl<'a> Replay<'a> {
         Err(why_not.join("; "))
     }
 
+    /// What allowed the undrained deletion at `when` of a pipeline whose PipelineRollout
+    /// (`versions`) is being deleted, or why nothing did: the rollout allowed data loss, or its
+    /// deletion drain timeout had passed since its recorded deletion.
+    fn deletion_allowance(&self, versions: &[&Seen], when: Timestamp) -> Result<String, String> {
+        if let Some(r) = versions
+            .iter()
+            .find(|r| annotation(&r.obj, annotations::ALLOW_DATA_LOSS) == Some("true"))
+        {
+            return Ok(format!(
+                "{} on deleted {} {} (rv {})",
+                annotations::ALLOW_DATA_LOSS,
+                r.kind,
+                r.name,
+                r.rv
+            ));
+        }
+        let since = versions
+            .iter()
+            .filter_map(|r| time_of(&r.obj["metadata"]["deletionTimestamp"]))
+            .min();
+        match (since, self.rules.deletion_drain_timeout_at(when)) {
+            (Some(since), Some(timeout)) => {
+                let end = SignedDuration::try_from(timeout)
+                    .ok()
+                    .and_then(|d| since.checked_add(d).ok());
+                match end {
+                    Some(end) if when >= end => Ok(format!(
+                        "its rollout deleted at {since}, drain timeout {timeout:?} over at {end}"
+                    )),
+                    _ => Err(format!(
+                        "its rollout deleted at {since}, the drain timeout {timeout:?} not over at {when}"
+                    )),
+                }
+            }
+            (None, _) => Err("its rollout's deletion time was never recorded".into()),
+            (Some(_), None) => Err("the configured deletionDrainTimeoutSeconds is unknown".into()),
+        }
+    }
+
     /// The recyclable start time `start` of object `uid`, or, if the annotation was added
     /// while recorded, no earlier than the version that first carried it arrived (less
     /// [`STAMP_SLACK`]): a start time written earlier than its write is not believed.
@@ -521,10 +572,7 @@ impl<'a> Replay<'a> {
     /// A pipeline deleted (at `s`, its last recorded version `last`).
     fn judge_pipeline_deletion(&mut self, s: &'a Seen, last: &'a Seen) {
         let parent = self.parent(last);
-        if matches!(parent, Parent::Going) || !self.may_hold_data(&s.uid, last) {
-            return;
-        }
-        if paused_drained(&last.obj) {
+        if !self.may_hold_data(&s.uid, last) || paused_drained(&last.obj) {
             return;
         }
         // When it was deleted: the server's deletionTimestamp, else when the watch said so (a
@@ -534,9 +582,18 @@ impl<'a> Replay<'a> {
         } else {
             s.wall
         });
-        let Err(why) = self.allowance(last, &parent, when, s.rv) else {
-            return;
-        };
+        let mut why_not = Vec::new();
+        if let Parent::Going(versions) = &parent {
+            match self.deletion_allowance(versions, when) {
+                Ok(_) => return,
+                Err(why) => why_not.push(why),
+            }
+        }
+        match self.allowance(last, &parent, when, s.rv) {
+            Ok(_) => return,
+            Err(why) => why_not.push(why),
+        }
+        let why = why_not.join("; ");
         let st = &last.obj["status"];
         let what = format!(
             "rv {}: Pipeline {} (uid {}) may hold data and {}: its last recorded version (rv {}) \
@@ -583,7 +640,7 @@ impl<'a> Replay<'a> {
         }
         let parent = self.parent(last);
         let rollout = parent_kind(s.kind).unwrap_or_default();
-        let going = matches!(parent, Parent::Going);
+        let going = matches!(parent, Parent::Going(_));
         let owner = match parent {
             Parent::Unknown => format!("its {rollout} never recorded"),
             _ => format!(
@@ -597,7 +654,8 @@ impl<'a> Replay<'a> {
                 .violations
                 .push(format!("{at} deleted while still promoted ({owner})"));
         }
-        if s.kind == "InterStepBufferService" && !going {
+        // Also while its rollout is deleted: the rollout's deletion waits for its users.
+        if s.kind == "InterStepBufferService" {
             let users: Vec<String> = self
                 .live
                 .values()
