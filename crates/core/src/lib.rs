@@ -22,6 +22,7 @@ pub mod child;
 pub mod conditions;
 pub mod config;
 pub mod controller_trial;
+pub mod controller_update;
 pub mod deletion;
 pub mod desired;
 pub mod health;

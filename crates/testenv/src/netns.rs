@@ -101,7 +101,11 @@ impl Pod {
         script.push('\n');
         let script_path = dir.join(format!("{name}.sh"));
         fs::write(&script_path, script)?;
-        let out = fs::File::create(&log)?;
+        // Appended to: a process started again after it exited keeps its predecessor's log.
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
         let mut cmd = Command::new("unshare");
         cmd.args(["--mount", "--net", "--propagation", "private", "sh"])
             .arg(&script_path)

@@ -24,6 +24,7 @@ use numaplane_api::{
 use numaplane_api::{Kind, Subject};
 use numaplane_core::conditions::set_condition;
 use numaplane_core::config::UserStrategy;
+use numaplane_core::controller_update::{UpdateDecision, decide_update};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::info;
@@ -32,52 +33,6 @@ use tracing::info;
 const SUBJECT: Subject = Subject::Rollout(Kind::NumaflowController);
 /// How often a deletion blocked by remaining rollouts is re-checked (as in the reference).
 const DELETION_RECHECK: Duration = Duration::from_secs(5);
-
-/// How a change of the rollout's controller spec reaches its NumaflowController.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpdateDecision {
-    /// Update the NumaflowController now.
-    ApplyNow,
-    /// Ask every pipeline of the namespace to pause first (pause-and-drain).
-    PauseFirst,
-}
-
-/// The upgrade-strategy decision. A change of a `numaflowcontroller` USDE field (shipped:
-/// `dataLoss: [spec.version]`) under `pause-and-drain` first asks every pipeline of the
-/// namespace to pause and updates the NumaflowController once they are paused or cannot pause
-/// (persisted in `status.upgradeInProgress`). Under `no-strategy`, and under `progressive` (as in
-/// the reference, unless the rollout opts into a controller trial: `trial.rs`), every change
-/// applies directly.
-pub fn decide_update(
-    strategy: UserStrategy,
-    config: Option<&numaplane_core::config::UsdeKindConfig>,
-    live: &NumaflowControllerSpec,
-    desired: &NumaflowControllerSpec,
-) -> UpdateDecision {
-    let (Ok(live), Ok(desired)) = (serde_json::to_value(live), serde_json::to_value(desired))
-    else {
-        return UpdateDecision::ApplyNow;
-    };
-    let none = Default::default();
-    let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
-        user_strategy: strategy,
-        config,
-        desired_spec: &desired,
-        live_spec: &live,
-        desired_labels: &none,
-        live_labels: &none,
-        desired_annotations: &none,
-        live_annotations: &none,
-        riders: &[],
-    });
-    let decision =
-        numaplane_core::usde::effective_for_kind(numaplane_api::Kind::NumaflowController, decision);
-    if decision.strategy == UpgradeStrategy::PipelinePauseAndDrain {
-        UpdateDecision::PauseFirst
-    } else {
-        UpdateDecision::ApplyNow
-    }
-}
 
 /// Whether the NumaflowController has rolled out its spec: generation observed, not Pending,
 /// its Deployment not progressing. A Failed one counts (as in the reference), so a failed
@@ -801,54 +756,4 @@ async fn publish(
             note,
         )
         .await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_version_change_pauses_first_under_pause_and_drain_or_without_a_usde_config() {
-        let live = NumaflowControllerSpec {
-            version: "1.7.5".into(),
-            instance_id: None,
-        };
-        let desired = NumaflowControllerSpec {
-            version: "1.8.1".into(),
-            instance_id: None,
-        };
-        let cfg = numaplane_core::config::UsdeKindConfig {
-            data_loss: vec![numaplane_core::config::SpecField {
-                path: "spec.version".into(),
-                include_subfields: false,
-            }],
-            ..Default::default()
-        };
-        for s in [UserStrategy::NoStrategy, UserStrategy::Progressive] {
-            assert_eq!(
-                decide_update(s, Some(&cfg), &live, &desired),
-                UpdateDecision::ApplyNow
-            );
-        }
-        assert_eq!(
-            decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &desired),
-            UpdateDecision::PauseFirst
-        );
-        // No USDE config loaded: fail closed, the pipelines pause first under every strategy
-        // that has no progressive controller upgrade of its own.
-        for s in [UserStrategy::PauseAndDrain, UserStrategy::NoStrategy] {
-            assert_eq!(
-                decide_update(s, None, &live, &desired),
-                UpdateDecision::PauseFirst
-            );
-        }
-        let instance = NumaflowControllerSpec {
-            instance_id: Some("a".into()),
-            ..live.clone()
-        };
-        assert_eq!(
-            decide_update(UserStrategy::PauseAndDrain, Some(&cfg), &live, &instance),
-            UpdateDecision::ApplyNow
-        );
-    }
 }

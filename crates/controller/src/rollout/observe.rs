@@ -157,7 +157,7 @@ pub(super) async fn observe<R: Rollout>(
     let progressing = seen.in_progress == UpgradeStrategy::Progressive;
     let riders = match &promoted {
         PromotedSeen::Cached(child) if seen.generation_changed || progressing => {
-            super::progressive::rider_changes(obj, ctx, st, child).await
+            super::progressive::rider_changes(pass, ctx, child).await
         }
         _ => Ok(Vec::new()),
     };

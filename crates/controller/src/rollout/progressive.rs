@@ -42,72 +42,22 @@ use tracing::{debug, info};
 /// How the rollout's riders differ from those of the promoted child `child` (read from the
 /// cluster, so only when the rollout changed): a change of a `progressive: true` rider starts a
 /// progressive upgrade like a spec change (per-vertex riders and VPAs included).
-pub async fn rider_changes<R: Rollout>(
-    obj: &R,
+pub(super) async fn rider_changes<R: Rollout>(
+    pass: &Pass<'_, R>,
     ctx: &Ctx,
-    st: &R::Status,
     child: &R::Child,
 ) -> Result<Vec<numaplane_core::usde::RiderChange>, Error> {
-    if obj.progressive_parts().is_none() {
-        return Ok(Vec::new());
-    }
-    let ns = obj.namespace().unwrap_or_default();
-    if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive {
+    let (obj, ns) = (pass.obj, pass.ns.as_str());
+    if obj.progressive_parts().is_none()
+        || ctx.settings.user_strategy(ns) != UserStrategy::Progressive
+    {
         return Ok(Vec::new());
     }
     let desired = desired_riders(obj, ctx, child)?;
     let child_uid = child.uid().unwrap_or_default();
-    let have = crate::riders::existing(ctx, &ns, &child_uid, st.riders()).await?;
+    let have = crate::riders::existing(ctx, ns, &child_uid, pass.st.riders()).await?;
     let diff = numaplane_core::riders::diff_riders(&desired, &have);
     Ok(numaplane_core::usde::rider_changes(&diff))
-}
-
-/// Whether a rider change alone calls for a trial: a `progressive: true` rider was modified.
-pub fn riders_progressive(changes: &[numaplane_core::usde::RiderChange]) -> bool {
-    changes.iter().any(|c| {
-        matches!(
-            c.change,
-            numaplane_core::usde::RiderChangeKind::Modified { progressive: true }
-        )
-    })
-}
-
-/// Whether this pass belongs to the progressive strategy: one is in progress, or the change
-/// (spec, metadata or riders) is classified progressive under the namespace's `progressive`
-/// strategy.
-pub fn applies<R: Rollout>(
-    obj: &R,
-    ctx: &Ctx,
-    st: &R::Status,
-    live: &R::Child,
-    desired: &DesiredChild,
-    riders: &[numaplane_core::usde::RiderChange],
-) -> bool {
-    let Some(parts) = obj.progressive_parts() else {
-        return false;
-    };
-    if st.common().upgrade_in_progress == UpgradeStrategy::Progressive {
-        return true;
-    }
-    let ns = obj.namespace().unwrap_or_default();
-    if ctx.settings.user_strategy(&ns) != UserStrategy::Progressive
-        || (!children::needs_apply(live, desired) && riders.is_empty())
-    {
-        return false;
-    }
-    let usde = ctx.settings.usde();
-    let decision = numaplane_core::usde::decide(&numaplane_core::usde::DecisionInput {
-        user_strategy: UserStrategy::Progressive,
-        config: usde.as_ref().map(|u| u.for_kind(parts.kind)),
-        desired_spec: &desired.spec,
-        live_spec: live.spec(),
-        desired_labels: &desired.labels,
-        live_labels: live.labels(),
-        desired_annotations: &desired.annotations,
-        live_annotations: live.annotations(),
-        riders,
-    });
-    decision.strategy == UpgradeStrategy::Progressive
 }
 
 fn schedule(ctx: &Ctx, parts: &Parts<'_>) -> Result<AssessmentSchedule, Error> {
@@ -575,14 +525,12 @@ fn wanted_trial_riders<R: Rollout>(
 
 /// Creates the trial's riders; returns them for `upgrading…Status.riders`.
 async fn trial_riders<R: Rollout>(
-    obj: &R,
-    ctx: &Ctx,
+    p: &Progress<'_, R>,
     trial: &R::Child,
     recorded: &[RiderStatus],
 ) -> Result<Vec<RiderStatus>, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let riders = wanted_trial_riders(obj, ctx, trial)?;
-    crate::riders::sync(ctx, &ns, trial, recorded, &riders).await?;
+    let riders = wanted_trial_riders(p.obj, p.ctx, trial)?;
+    crate::riders::sync(p.ctx, &p.ns, trial, recorded, &riders).await?;
     Ok(numaplane_core::riders::rider_status(&riders))
 }
 
@@ -590,15 +538,13 @@ async fn trial_riders<R: Rollout>(
 /// the cluster, so only on a pass where the rollout changed): a rider edit during a trial
 /// replaces the trial like a spec edit, instead of landing unassessed on the next promoted child.
 async fn trial_riders_differ<R: Rollout>(
-    obj: &R,
-    ctx: &Ctx,
+    p: &Progress<'_, R>,
     trial: &R::Child,
     recorded: &[RiderStatus],
 ) -> Result<bool, Error> {
-    let ns = obj.namespace().unwrap_or_default();
-    let want = wanted_trial_riders(obj, ctx, trial)?;
+    let want = wanted_trial_riders(p.obj, p.ctx, trial)?;
     let trial_uid = trial.uid().unwrap_or_default();
-    let have = crate::riders::existing(ctx, &ns, &trial_uid, recorded).await?;
+    let have = crate::riders::existing(p.ctx, &p.ns, &trial_uid, recorded).await?;
     Ok(!numaplane_core::riders::diff_riders(&want, &have).is_empty())
 }
 
@@ -824,7 +770,7 @@ impl<R: Rollout> Progress<'_, R> {
             && let Some(u) = record.upgrading_for(&t.name_any())
             && u.initialization_complete
         {
-            differs = trial_riders_differ(obj, ctx, &t, &u.riders).await?;
+            differs = trial_riders_differ(self, &t, &u.riders).await?;
         }
         let run_name = progressive::analysis_run_name(kind, &t.name_any());
         let run = if record.analysis.is_some() {
@@ -1027,7 +973,7 @@ impl<R: Rollout> Progress<'_, R> {
                         .upgrading_for(&t.name_any())
                         .map(|u| u.riders.clone())
                         .unwrap_or_default();
-                    let riders = trial_riders(obj, ctx, t, &recorded).await?;
+                    let riders = trial_riders(self, t, &recorded).await?;
                     if let Some(u) = after.as_mut().and_then(|a| a.upgrading.as_mut()) {
                         u.riders = riders;
                     }

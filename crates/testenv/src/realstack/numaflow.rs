@@ -10,7 +10,8 @@
 //! When the Deployment's pod template changes (a version upgrade: a new pod), the old process is
 //! killed and the new one started, reading its environment's ConfigMaps then; a mounted
 //! ConfigMap that changes is rewritten in place, as a kubelet syncs it; a Deployment scaled to
-//! zero or deleted stops it. A version whose binary cannot be built here (the Go module proxy serves
+//! zero or deleted stops it; one that exits is started again, as a kubelet restarts a
+//! container. A version whose binary cannot be built here (the Go module proxy serves
 //! only 1.7.5 and 1.8.1) runs the nearest built one, and the log says so.
 
 use std::collections::{BTreeMap, HashMap};
@@ -190,6 +191,14 @@ async fn sync(
         }
     }
     running.retain(|key, r| {
+        // A container that exits is started again, as a kubelet does (restartPolicy Always):
+        // the Numaflow controller exits on errors an API server or etcd restart causes, and a
+        // controller left stopped creates nothing more in its namespace.
+        if !r.pod.is_running() {
+            warn!(namespace = %key.0, deployment = %key.1, log = %r.pod.log.display(),
+                "numaflow controller exited; starting it again");
+            return false;
+        }
         let Some(want) = wanted.get(key).filter(|w| w.template == r.desired.template) else {
             info!(namespace = %key.0, deployment = %key.1, version = %r.desired.version, "stopping numaflow controller");
             return false;
@@ -231,9 +240,6 @@ async fn sync(
         let hosts = daemon_hosts(stores.services, ns);
         if let Err(e) = r.pod.set_hosts(&hosts) {
             warn!("updating hosts: {e:#}");
-        }
-        if !r.pod.is_running() {
-            warn!(namespace = %ns, log = %r.pod.log.display(), "numaflow controller exited");
         }
     }
 }
