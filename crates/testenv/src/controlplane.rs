@@ -22,6 +22,8 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -30,7 +32,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
 use secrecy::SecretString;
 use tokio::sync::OnceCell;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::binaries::Binaries;
 use crate::certs::Pki;
@@ -113,8 +115,11 @@ pub struct TestEnv {
     admin_token: String,
     operator_token: String,
     audit_log: Option<PathBuf>,
-    /// Behind a lock so that [`TestEnv::restart`] works on the shared environment too.
-    processes: std::sync::Mutex<Vec<Process>>,
+    /// Behind a lock so that [`TestEnv::restart`] works on the shared environment too; shared
+    /// with the supervisor thread ([`supervise`]).
+    processes: Arc<std::sync::Mutex<Vec<Process>>>,
+    /// Set when the environment stops: the supervisor starts nothing again.
+    stopping: Arc<AtomicBool>,
     watchdog: Option<Child>,
     real: Option<crate::realstack::RealStack>,
     analysis: Option<crate::realstack::analysis::AnalysisStack>,
@@ -517,6 +522,7 @@ impl TestEnv {
             operator_token: random_token()?,
             audit_log: opts.audit_log.clone(),
             processes: Default::default(),
+            stopping: Default::default(),
             watchdog: Some(watchdog),
             real: None,
             analysis: None,
@@ -565,6 +571,7 @@ impl TestEnv {
         if let Some(nb) = node_bins {
             env.start_real_node(nb, &pki, !opts.real_stack).await?;
         }
+        supervise(&env.dir, &env.processes, &env.stopping);
         Ok(env)
     }
 
@@ -893,8 +900,7 @@ impl TestEnv {
         Ok(())
     }
 
-    /// Starts one process in its own process group and records its pid for the watchdog; a
-    /// restart appends to the log instead of truncating it.
+    /// Starts one process ([`launch`]) in this environment's directory.
     fn launch(
         &self,
         name: &'static str,
@@ -902,41 +908,7 @@ impl TestEnv {
         args: &[String],
         append: bool,
     ) -> Result<Process> {
-        let log = self.dir.join(format!("{name}.log"));
-        let out = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(append)
-            .truncate(!append)
-            .open(&log)
-            .with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
-        let child = Command::new(bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            // Own process group: the watchdog kills the group, and Ctrl-C on the terminal
-            // reaches only the test process, whose exit then triggers the watchdog.
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let pid = child.id();
-        let pids = self.dir.join("pids");
-        let recorded = OpenOptions::new()
-            .append(true)
-            .open(&pids)
-            .and_then(|mut f| writeln!(f, "{pid}"));
-        let p = Process {
-            name,
-            child,
-            log,
-            bin: bin.to_path_buf(),
-            args: args.to_vec(),
-        };
-        recorded.with_context(|| format!("recording pid {pid} in {}", pids.display()))?;
-        debug!(name, pid, "started");
-        Ok(p)
+        launch(&self.dir, name, bin, args, append)
     }
 
     fn procs(&self) -> std::sync::MutexGuard<'_, Vec<Process>> {
@@ -1080,6 +1052,7 @@ impl TestEnv {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
         // The real node and the real stack's pods first: they talk to the apiserver.
         self.real_node = None;
         self.real = None;
@@ -1097,6 +1070,100 @@ impl Drop for TestEnv {
         let _ = fs::remove_dir_all(&self.scratch);
         let _ = fs::remove_file(self.dir.join("pids"));
     }
+}
+
+/// Starts one process in its own process group and records its pid for the watchdog; a
+/// restart appends to the log instead of truncating it.
+fn launch(
+    dir: &Path,
+    name: &'static str,
+    bin: &Path,
+    args: &[String],
+    append: bool,
+) -> Result<Process> {
+    let log = dir.join(format!("{name}.log"));
+    let out = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(&log)
+        .with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    let child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // Own process group: the watchdog kills the group, and Ctrl-C on the terminal
+        // reaches only the test process, whose exit then triggers the watchdog.
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let pid = child.id();
+    let pids = dir.join("pids");
+    let recorded = OpenOptions::new()
+        .append(true)
+        .open(&pids)
+        .and_then(|mut f| writeln!(f, "{pid}"));
+    let p = Process {
+        name,
+        child,
+        log,
+        bin: bin.to_path_buf(),
+        args: args.to_vec(),
+    };
+    recorded.with_context(|| format!("recording pid {pid} in {}", pids.display()))?;
+    debug!(name, pid, "started");
+    Ok(p)
+}
+
+/// Processes started again when they exit, as a kubelet restarts a static pod: kube-scheduler
+/// exits on purpose when it finds its cache corrupted (a pod it placed seen on another node,
+/// after an etcd restart), expecting its supervisor to start it again; until then no pod is
+/// placed. etcd and kube-apiserver are left to [`TestEnv::restart`] (a fault test keeps them
+/// down for a while), Prometheus to the tests that take it away.
+const RESTARTED_WHEN_EXITED: [&str; 3] = ["kube-scheduler", "kube-controller-manager", "kwok"];
+
+/// Watches the environment's processes from a thread of its own and starts again any of
+/// [`RESTARTED_WHEN_EXITED`] that exited, its log appended to, until the environment stops.
+fn supervise(
+    dir: &Path,
+    processes: &Arc<std::sync::Mutex<Vec<Process>>>,
+    stopping: &Arc<AtomicBool>,
+) {
+    let (dir, processes, stopping) = (
+        dir.to_path_buf(),
+        Arc::downgrade(processes),
+        stopping.clone(),
+    );
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let Some(processes) = processes.upgrade() else {
+                return;
+            };
+            let mut procs = processes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            for p in procs
+                .iter_mut()
+                .filter(|p| RESTARTED_WHEN_EXITED.contains(&p.name))
+            {
+                let Ok(Some(status)) = p.child.try_wait() else {
+                    continue;
+                };
+                warn!(name = p.name, %status, log = %p.log.display(), "exited; starting it again");
+                match launch(&dir, p.name, &p.bin, &p.args, true) {
+                    Ok(fresh) => *p = fresh,
+                    Err(e) => warn!(name = p.name, "starting it again: {e:#}"),
+                }
+            }
+        }
+    });
 }
 
 /// Starts the watchdog (see the module documentation). The returned child's stdin is the pipe

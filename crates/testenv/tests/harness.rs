@@ -157,7 +157,30 @@ async fn crud_and_watch() {
 
 #[tokio::test]
 async fn garbage_collector_deletes_dependents() {
-    let env = TestEnv::shared().await;
+    collects_garbage(TestEnv::shared().await).await;
+}
+
+/// kube-controller-manager killed (as kube-scheduler exits on purpose when its cache is
+/// corrupted) is started again, as a kubelet restarts a static pod: garbage is still collected.
+#[tokio::test]
+async fn an_exited_controller_manager_is_started_again() {
+    let env = TestEnv::start().await.expect("environment");
+    let pid = env.pid_of("kube-controller-manager").expect("its pid");
+    std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    eventually("kube-controller-manager started again", WAIT, || async {
+        env.pid_of("kube-controller-manager")
+            .filter(|p| *p != pid)
+            .map(|_| ())
+    })
+    .await;
+    collects_garbage(&env).await;
+}
+
+/// The garbage collector deletes a dependent of a deleted owner, and nothing else.
+async fn collects_garbage(env: &TestEnv) {
     let ns = env.create_namespace("gc").await;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
     let pp = PostParams::default();
