@@ -486,6 +486,26 @@ fn two_promoted_children_at_once_are_caught() {
         "a recyclable child promoted again",
         "2 promoted children at once",
     );
+    // A promoted child first seen in a relist beside the promoted one: whether it was a trial
+    // just promoted is unknown, so it is reported as not judged; seen by the watch, it is caught.
+    let mut relisted = pipeline(3, "pr-1", "promoted", json!({}));
+    relisted.after_gap = true;
+    let log = vec![
+        rollout(1, json!({})),
+        pipeline(2, "pr-0", "promoted", json!({})),
+        relisted,
+        pipeline(4, "pr-0", "recyclable", json!({})),
+    ];
+    let v = run(&log, &[], &Rules::default());
+    assert!(v.violations.is_empty(), "{:#?}", v.violations);
+    assert_eq!(v.unjudged.len(), 1, "{:#?}", v.unjudged);
+    let mut log = log;
+    log[2].after_gap = false;
+    assert_one(
+        &log,
+        "created promoted beside the promoted one",
+        "2 promoted children at once",
+    );
     // The old one relabelled first: never two.
     let log = vec![
         rollout(1, json!({})),

@@ -760,6 +760,10 @@ impl<'a> Replay<'a> {
                     None if self.stale_member(s, &family) => self.out.unjudged.push(format!(
                         "{what} (a child's state then is unknown: its next version came from a relist)"
                     )),
+                    // What it was before (a trial promoted, say) was lost in the relist.
+                    None if s.after_gap => self.out.unjudged.push(format!(
+                        "{what} (its state before is unknown: this version came from a relist)"
+                    )),
                     None => self.out.violations.push(what),
                 }
             }
