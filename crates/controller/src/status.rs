@@ -186,6 +186,27 @@ pub(crate) fn remember<R: Resource + Serialize>(ctx: &Ctx, written: &R) {
     }
 }
 
+/// An object whose status a pass writes: a namespaced Numaplane kind.
+pub trait StatusOf:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Reconciled
+{
+}
+
+impl<R> StatusOf for R where
+    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Reconciled
+{
+}
+
 /// What the API server holds of one object's status as far as the pass knows (what the pass
 /// started from, then what it wrote), and the only way a pass writes status: a record a
 /// strategy must have on the server before it acts on it ([`Ledger::record_before_acting`]),
@@ -215,12 +236,7 @@ impl<S: PartialEq + Serialize + Clone> Ledger<S> {
         shown: &S,
     ) -> Result<(), Error>
     where
-        R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Reconciled,
+        R: StatusOf,
     {
         write::<R>(obj, ctx, applyable(shown)?).await?;
         self.on_server = shown.clone();
@@ -230,12 +246,7 @@ impl<S: PartialEq + Serialize + Clone> Ledger<S> {
     /// Writes `st` when it differs from what the server holds.
     pub async fn write<R>(&mut self, obj: &R, ctx: &Ctx, st: &S) -> Result<(), Error>
     where
-        R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Reconciled,
+        R: StatusOf,
     {
         write_if_changed(obj, ctx, &self.on_server, st).await?;
         self.on_server = st.clone();
@@ -246,12 +257,7 @@ impl<S: PartialEq + Serialize + Clone> Ledger<S> {
 /// Writes the status when it differs from what the object had.
 async fn write_if_changed<R, S>(obj: &R, ctx: &Ctx, before: &S, after: &S) -> Result<(), Error>
 where
-    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Reconciled,
+    R: StatusOf,
     S: PartialEq + Serialize,
 {
     if before == after {
@@ -276,12 +282,7 @@ fn applyable<S: Serialize>(st: &S) -> Result<serde_json::Value, Error> {
 
 async fn write<R>(obj: &R, ctx: &Ctx, st: serde_json::Value) -> Result<(), Error>
 where
-    R: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Reconciled,
+    R: StatusOf,
 {
     ctx.ensure_leader()?;
     let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
