@@ -142,9 +142,9 @@ fn image(base: &str, tag: &str) -> String {
     }
 }
 
-/// Namespace `bench` under the progressive strategy, with the shipped USDE config in the
-/// operator's namespace (the progressive strategy needs it to classify a change).
-pub async fn configure(client: &Client, ns: &str) -> Result<()> {
+/// The shipped USDE config in the operator's namespace, as `config/install.yaml` installs it:
+/// without one every change is carried as a data-loss change (pause-and-drain).
+pub async fn install_usde(client: &Client) -> Result<()> {
     let operator_ns = numaplane_testenv::controlplane::OPERATOR_NAMESPACE;
     let namespace: Namespace = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": operator_ns}
@@ -152,7 +152,13 @@ pub async fn configure(client: &Client, ns: &str) -> Result<()> {
     crate::rbac::apply(Api::all(client.clone()), &namespace).await?;
     let mut usde: ConfigMap = crate::rbac::read("config/manager/usde-config.yaml")?;
     usde.metadata.namespace = Some(operator_ns.to_string());
-    crate::rbac::apply(Api::namespaced(client.clone(), operator_ns), &usde).await?;
+    crate::rbac::apply(Api::namespaced(client.clone(), operator_ns), &usde).await
+}
+
+/// Namespace `bench` under the progressive strategy, with the shipped USDE config in the
+/// operator's namespace (the progressive strategy needs it to classify a change).
+pub async fn configure(client: &Client, ns: &str) -> Result<()> {
+    install_usde(client).await?;
     let strategy: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "bench-strategy", "namespace": ns,

@@ -101,6 +101,8 @@ pub async fn run(n: usize, s: &Settings) -> Result<(Vec<Scenario>, Option<crate:
         log_dir: dir.clone(),
     };
     let others = other_processes(env.dir());
+    // As installed: the operator starts with the shipped USDE config.
+    crate::progressive::install_usde(&client).await?;
     let mut controller = Controller::start(&launch, "numaplane-1")?;
     controller.wait_ready(READY_TIMEOUT).await?;
     if s.real_stack {
