@@ -149,22 +149,11 @@ pub async fn check_pipelines(
     // A recreate deletes the buffers under every pipeline naming the ISB service: those no
     // PipelineRollout manages are not cached (the watch selects Numaplane's), so listed live.
     if let Some(on) = on.filter(|_| need == Need::Drained) {
-        let listed = Api::<Pipeline>::namespaced(ctx.client.clone(), ns)
-            .list(&ListParams::default())
-            .await
-            .ctx(|| format!("listing the pipelines of namespace {ns}"))?;
         pipelines.extend(
-            listed
-                .items
+            unmanaged_on(ctx, ns, on.child)
+                .await?
                 .into_iter()
-                .filter(|p| {
-                    p.metadata.deletion_timestamp.is_none()
-                        && !p.labels().contains_key(labels::PARENT_ROLLOUT_NAME)
-                        && numaplane_core::child::SpecView(&p.spec)
-                            .isbsvc_name()
-                            .unwrap_or("default")
-                            == on.child
-                })
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
                 .map(std::sync::Arc::new),
         );
     }
@@ -228,6 +217,21 @@ pub async fn check_pipelines(
         }
     }
     Ok(out)
+}
+
+/// The pipelines no PipelineRollout manages that run on InterStepBufferService `isbsvc` of
+/// namespace `ns`, read live (the watch caches only Numaplane's): recreating or deleting it
+/// would take their buffers.
+pub async fn unmanaged_on(ctx: &Ctx, ns: &str, isbsvc: &str) -> Result<Vec<Pipeline>, Error> {
+    let unlabelled = ListParams::default().labels(&format!("!{}", labels::PARENT_ROLLOUT_NAME));
+    Ok(Api::<Pipeline>::namespaced(ctx.client.clone(), ns)
+        .list(&unlabelled)
+        .await
+        .ctx(|| format!("listing the pipelines of namespace {ns} no rollout manages"))?
+        .items
+        .into_iter()
+        .filter(|p| numaplane_core::child::SpecView(&p.spec).isbsvc_or_default() == isbsvc)
+        .collect())
 }
 
 /// `PausingPipelines` and `pauseRequestStatus` of a requesting rollout, from whether its request

@@ -142,15 +142,15 @@ pub fn fresher<R>(ctx: &Ctx, obj: Arc<R>) -> Arc<R>
 where
     R: Resource + DeserializeOwned,
 {
-    match newer_written(ctx, &*obj, true) {
+    match newer_written(ctx, &*obj) {
         Some(newer) => Arc::new(newer),
         None => obj,
     }
 }
 
 /// The object last written for `obj`'s UID if it is newer than `obj`; an older one is
-/// forgotten when `forget_older` (the cache has caught up with it).
-fn newer_written<R>(ctx: &Ctx, obj: &R, forget_older: bool) -> Option<R>
+/// forgotten (the cache has caught up with it).
+fn newer_written<R>(ctx: &Ctx, obj: &R) -> Option<R>
 where
     R: Resource + DeserializeOwned,
 {
@@ -158,11 +158,11 @@ where
     let mut written = ctx.written.lock().unwrap_or_else(|e| e.into_inner());
     match written.get(&uid) {
         Some((wrv, value)) if *wrv > rv => serde_json::from_value::<R>(value.clone()).ok(),
-        Some(_) if forget_older => {
+        Some(_) => {
             written.remove(&uid);
             None
         }
-        _ => None,
+        None => None,
     }
 }
 

@@ -83,14 +83,7 @@ pub fn pipeline_step(
 pub fn isbsvc_users(pipelines: &[Value], isbsvcs: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = pipelines
         .iter()
-        .filter(|p| {
-            let used = p
-                .pointer("/spec/interStepBufferServiceName")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .unwrap_or("default");
-            isbsvcs.contains(&used)
-        })
+        .filter(|p| isbsvcs.contains(&ChildView(p).spec().isbsvc_or_default()))
         .map(|p| ChildView(p).name().to_string())
         .collect();
     out.sort();

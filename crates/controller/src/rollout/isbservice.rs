@@ -359,25 +359,29 @@ impl Rollout for ISBServiceRollout {
         child: &InterStepBufferService,
     ) -> Result<Option<String>, Error> {
         // Live, not cached: a pipeline the cache hasn't seen yet must not lose its ISB service.
-        // Every pipeline naming it counts, Numaplane's or not (its buffers go with it).
+        // Numaplane's pipelines on it, and those no rollout manages (its buffers go with it).
         let ns = child.namespace().unwrap_or_default();
         let name = child.name_any();
+        let selector = format!(
+            "{}={name},{}",
+            labels::ISBSVC_CHILD_NAME,
+            labels::PARENT_ROLLOUT_NAME
+        );
         let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), &ns);
-        let using: Vec<String> = api
-            .list(&ListParams::default())
+        let mut using: Vec<String> = api
+            .list(&ListParams::default().labels(&selector))
             .await
             .ctx(|| format!("listing pipelines on InterStepBufferService {name}"))?
             .items
             .iter()
-            .filter(|p| {
-                p.labels().get(labels::ISBSVC_CHILD_NAME) == Some(&name)
-                    || numaplane_core::child::SpecView(&p.spec)
-                        .isbsvc_name()
-                        .unwrap_or("default")
-                        == name
-            })
             .map(|p| p.name_any())
             .collect();
+        using.extend(
+            crate::pause_requests::unmanaged_on(ctx, &ns, &name)
+                .await?
+                .iter()
+                .map(|p| p.name_any()),
+        );
         Ok((!using.is_empty()).then(|| format!("used by pipelines {}", using.join(", "))))
     }
 

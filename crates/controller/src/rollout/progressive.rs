@@ -596,7 +596,7 @@ pub(super) async fn pass<R: Rollout>(
     let Some(parts) = obj.progressive_parts() else {
         return Ok(Carry::Apply(Box::new(desired)));
     };
-    let (generation, now) = (pass.generation, &pass.now.clone());
+    let (generation, now) = (pass.generation, pass.now.clone());
     let p = Progress {
         obj,
         ctx,
@@ -607,7 +607,7 @@ pub(super) async fn pass<R: Rollout>(
         name: pass.name.clone(),
         uid: pass.uid.clone(),
         generation,
-        now,
+        now: &now,
     };
     let st = &mut pass.st;
     let strategy_before = st.common().upgrade_in_progress;
@@ -647,7 +647,7 @@ pub(super) async fn pass<R: Rollout>(
             &waiting_for(&plan.message),
             strategy_before,
             trace,
-            (generation, now),
+            (generation, &now),
         );
         pass.record_before_acting(ctx, &shown).await?;
     }

@@ -136,6 +136,12 @@ impl<'a> SpecView<'a> {
     pub fn isbsvc_name(&self) -> Option<&'a str> {
         str_at(self.0, &["interStepBufferServiceName"]).filter(|s| !s.is_empty())
     }
+
+    /// The InterStepBufferService (and ISBServiceRollout) a pipeline runs on: its
+    /// `interStepBufferServiceName`, `default` when unset or empty, as Numaflow reads it.
+    pub fn isbsvc_or_default(&self) -> &'a str {
+        self.isbsvc_name().unwrap_or("default")
+    }
 }
 
 /// A view over a whole child object (`metadata`, `spec`, `status`).

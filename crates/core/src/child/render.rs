@@ -54,11 +54,7 @@ pub fn render_child(
 
 /// Name of the ISBServiceRollout a pipeline spec refers to (absent or empty means `default`).
 pub fn isb_rollout_name(spec: &Value) -> String {
-    spec.get("interStepBufferServiceName")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .unwrap_or("default")
-        .to_string()
+    super::SpecView(spec).isbsvc_or_default().to_string()
 }
 
 /// [`isb_rollout_name`] of a PipelineRollout's `spec.pipeline.spec`, read from the rollout

@@ -581,10 +581,7 @@ fn no_trial(
     rec.analysis = None;
     rec.trial_scale = trial_scale_record(input.kind, input.desired_spec)?;
     if input.kind == Kind::Pipeline {
-        rec.trial_isbsvc = SpecView(input.desired_spec)
-            .isbsvc_name()
-            .unwrap_or("default")
-            .to_string();
+        rec.trial_isbsvc = SpecView(input.desired_spec).isbsvc_or_default().to_string();
     }
     let values = promoted_values(&rec);
     Ok(plan(
