@@ -61,21 +61,22 @@ use support::scenario::{
 };
 use support::{Process, analysis, fixtures, install_numaflow, install_rbac, lease_holder, repo};
 
-/// A good trial must show healthy within `end` (90 s) of its start: under the faults a fresh
+/// A good trial must show healthy within `end` (150 s) of its start: under the faults a fresh
 /// vertex pod can take over 20 s to be ready (a pipeline trial once missed a 20 s window right
-/// after an etcd restart, its vertices read live), the Numaflow controller once created a
-/// trial's vertices only 39 s after the trial (its ISB service still coming back), and a trial
+/// after an etcd restart, its vertices read live), and the Numaflow controller, itself restarted
+/// and slowed by the restarts around it, has created a trial's vertices 39 s and a MonoVertex's
+/// pods 40 s after the trial and then not reported them ready within a 90 s window; a trial
 /// failed for the stack's slowness is no verdict on Numaplane. A bad trial then takes the full
-/// 90 s to fail (unhealthy waits for `end`), well inside [`FLOW_BOUND`].
+/// 150 s to fail (unhealthy waits for `end`), inside [`FLOW_BOUND`].
 const CONFIG: &str = r#"
 defaultUpgradeStrategy: "progressive"
 permittedRiders: "group=,kind=ConfigMap"
 progressive:
   defaultAssessmentSchedule:
     - kind: Pipeline
-      schedule: "0,90,2,1"
+      schedule: "0,150,2,1"
     - kind: MonoVertex
-      schedule: "0,90,2,1"
+      schedule: "0,150,2,1"
     - kind: InterstepBufferService
       schedule: "0,0,0,1"
 "#;
@@ -87,7 +88,7 @@ const FLOW_BOUND: Duration = support::invariants::CONVERGENCE_BOUND;
 const FAULT_GAP: (u64, u64) = (6, 20);
 /// How long the rollouts may take to reach their last asked state once the faults are off (a
 /// trial's assessment window, and a successor's wait for the lease of a killed operator).
-const SETTLE_BOUND: Duration = Duration::from_secs(180);
+const SETTLE_BOUND: Duration = Duration::from_secs(240);
 /// How long injection may go on after the last flow to reach the minimum of each fault kind.
 const TOP_UP_BOUND: Duration = Duration::from_secs(600);
 /// One deck of process faults: every kind, SIGKILL twice (the fault a crash-only design must
