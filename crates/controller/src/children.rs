@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// Field manager of everything Numaplane writes to children and riders.
 pub const FIELD_MANAGER: &str = "numaplane";
@@ -113,9 +114,9 @@ impl DesiredChild {
     }
 }
 
-impl DesiredChild {
+impl numaplane_core::pass::Desired for DesiredChild {
     /// The parts of it a pass compares with the live child.
-    pub fn view(&self) -> numaplane_core::pass::DesiredView<'_> {
+    fn view(&self) -> numaplane_core::pass::DesiredView<'_> {
         numaplane_core::pass::DesiredView {
             labels: &self.labels,
             annotations: &self.annotations,
@@ -131,6 +132,7 @@ pub fn view<'a, K: ChildObject>(
 ) -> numaplane_core::pass::ChildView<'a> {
     let meta = child.meta();
     numaplane_core::pass::ChildView {
+        handle: (),
         name: meta.name.as_deref().unwrap_or_default(),
         labels: child.labels(),
         annotations: child.annotations(),
@@ -144,9 +146,18 @@ pub fn view<'a, K: ChildObject>(
     }
 }
 
+/// [`view`] of a shared child, handing the child back when a plan acts on it.
+pub fn handled<'a, K: ChildObject>(
+    child: &'a Arc<K>,
+    rollout_uid: &str,
+) -> numaplane_core::pass::ChildView<'a, Arc<K>> {
+    view(&**child, rollout_uid).with(Arc::clone(child))
+}
+
 /// Whether the live child differs from what the rollout wants
 /// ([`numaplane_core::pass::differs`]).
 pub fn needs_apply<K: ChildObject>(live: &K, desired: &DesiredChild) -> bool {
+    use numaplane_core::pass::Desired;
     numaplane_core::pass::differs(&view(live, &desired.owner.uid), &desired.view())
 }
 

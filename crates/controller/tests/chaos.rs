@@ -47,7 +47,7 @@ use numaplane_testenv::TestEnv;
 use numaplane_testenv::faults::{FaultProxy, Rates};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::PathBuf;
@@ -172,6 +172,9 @@ struct World {
     log: Mutex<Vec<(f64, String)>>,
     /// When the API server or etcd was restarted: (down from, serving again).
     restarts: Mutex<Vec<(Instant, Instant)>>,
+    /// Trials of a good spec that failed (the stack did not report their pods ready in the
+    /// window), each asked again as a user would: "<rollout> <trial>: <reasons>".
+    stack_failed_trials: Mutex<Vec<String>>,
     t0: Instant,
 }
 
@@ -182,6 +185,16 @@ impl World {
         }
         if let Ok(mut l) = self.log.lock() {
             l.push((self.t0.elapsed().as_secs_f64(), what));
+        }
+    }
+
+    /// Records a good trial the stack failed; the lane then asks again.
+    fn stack_failed(&self, what: String) {
+        self.note(format!(
+            "good trial failed by the stack, asked again: {what}"
+        ));
+        if let Ok(mut l) = self.stack_failed_trials.lock() {
+            l.push(what);
         }
     }
 
@@ -382,6 +395,38 @@ where
     })
 }
 
+/// At most one good trial in this many flows may fail for the stack's sake (a user asks again;
+/// more says something is wrong with Numaplane's judgement, not with the stack).
+const FLOWS_PER_STACK_FAILURE: usize = 40;
+
+/// A trial of the spec the lane asked for that failed its assessment: the name of the failed
+/// child and its reasons, if the rollout's upgrading child is such a trial. `good` says
+/// whether a child runs the spec asked for (a bad trial a flow reverts is not one).
+async fn good_trial_failed<K>(
+    w: &World,
+    ns: &str,
+    up: Option<&numaplane_api::progressive::UpgradingChildStatus>,
+    good: impl Fn(&K) -> bool,
+) -> Option<(String, String)>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let up = up.filter(|u| u.assessment_result == Some(AssessmentResult::Failure))?;
+    let child = api::<K>(w, ns).get_opt(&up.name).await.ok()??;
+    good(&child).then(|| (up.name.clone(), up.failure_reasons.join("; ")))
+}
+
+/// Marks a manifest as asked again for the `n`th time (an annotation on the child template),
+/// so the rollout starts a new trial of the same spec.
+fn asked_again(mut manifest: Value, template: &str, n: usize) -> Value {
+    manifest["spec"][template]["metadata"]["annotations"]["chaos.numaplane.io/asked-again"] =
+        json!(n.to_string());
+    manifest
+}
+
 /// The upgrading child is `trial` and failed its assessment.
 fn failed_trial(
     up: &numaplane_api::progressive::UpgradingChildStatus,
@@ -532,9 +577,32 @@ impl Lane {
 
     async fn pipeline_settled(&self, w: &World, ns: &str) -> Step {
         let want = if self.alt { 3 } else { 2 };
+        let is_good = |p: &Pipeline| vertices(p) == want && (want == 2 || cat_image(p) == CAT);
+        let handled = std::sync::Mutex::new(BTreeSet::new());
         let (_, took) = until(
             &format!("{} settled with {want} vertices", self.name),
             || async {
+                let r = api::<PipelineRollout>(w, ns)
+                    .get_opt(&self.name)
+                    .await
+                    .ok()
+                    .flatten();
+                let up = r
+                    .as_ref()
+                    .and_then(|r| upgrading_pipeline(r))
+                    .map(|u| &u.child);
+                if let Some((trial, why)) = good_trial_failed(w, ns, up, is_good).await
+                    && handled
+                        .lock()
+                        .map(|mut h| h.insert(trial.clone()))
+                        .unwrap_or(false)
+                {
+                    w.stack_failed(format!("{} {trial}: {why}", self.name));
+                    let n = handled.lock().map(|h| h.len()).unwrap_or(1);
+                    let again = self.pipeline_manifest(good_pipeline(self.alt));
+                    apply::<PipelineRollout>(w, ns, &asked_again(again, "pipeline", n)).await;
+                    return Err(format!("{trial} failed ({why}): asked again"));
+                }
                 rollout_settled::<PipelineRollout>(w, ns, &self.name).await?;
                 let p = promoted::<Pipeline>(w, ns, &self.name).await?;
                 if vertices(&p) != want || (want == 3 && cat_image(&p) != CAT) {
@@ -710,7 +778,31 @@ impl Lane {
 
     async fn monovertex_settled(&self, w: &World, ns: &str) -> Step {
         let image = if self.alt { MV_JAVA } else { MV_IMAGE };
+        let is_good = |m: &MonoVertex| support::scenario::mv_image(m) == image;
+        let handled = std::sync::Mutex::new(BTreeSet::new());
         let (_, took) = until(&format!("{} settled on {image}", self.name), || async {
+            let r = api::<MonoVertexRollout>(w, ns)
+                .get_opt(&self.name)
+                .await
+                .ok()
+                .flatten();
+            let up = r
+                .as_ref()
+                .and_then(|r| r.status.as_ref()?.progressive_status.as_ref())
+                .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
+                .map(|u| &u.child);
+            if let Some((trial, why)) = good_trial_failed(w, ns, up, is_good).await
+                && handled
+                    .lock()
+                    .map(|mut h| h.insert(trial.clone()))
+                    .unwrap_or(false)
+            {
+                w.stack_failed(format!("{} {trial}: {why}", self.name));
+                let n = handled.lock().map(|h| h.len()).unwrap_or(1);
+                let again = monovertex_rollout(&self.name, image, self.rider);
+                apply::<MonoVertexRollout>(w, ns, &asked_again(again, "monoVertex", n)).await;
+                return Err(format!("{trial} failed ({why}): asked again"));
+            }
             rollout_settled::<MonoVertexRollout>(w, ns, &self.name).await?;
             let mv = promoted::<MonoVertex>(w, ns, &self.name).await?;
             let have = support::scenario::mv_image(&mv);
@@ -1242,6 +1334,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         flows: Mutex::default(),
         log: Mutex::default(),
         restarts: Mutex::default(),
+        stack_failed_trials: Mutex::default(),
         t0: Instant::now(),
     });
     let lane = |name: &str, stream: u64| Lane {
@@ -1427,6 +1520,19 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
             minimum_total_faults(flows)
         ));
     }
+    let stack_failed = w
+        .stack_failed_trials
+        .lock()
+        .map(|l| l.clone())
+        .unwrap_or_default();
+    let allowed = (flows / FLOWS_PER_STACK_FAILURE).max(1);
+    if stack_failed.len() > allowed {
+        failures.push(format!(
+            "{} good trials failed (asked again each time), more than {allowed} for {flows} flows: {}",
+            stack_failed.len(),
+            stack_failed.join(" | ")
+        ));
+    }
     let done = w.flows.lock().map(|f| f.clone()).unwrap_or_default();
     let mut by_flow: BTreeMap<&str, u64> = BTreeMap::new();
     for (_, f, _) in &done {
@@ -1446,6 +1552,7 @@ async fn upgrades_survive_crashes_restarts_and_api_faults() {
         "invariant_violations": violations.len(),
         "deletions_unseen_by_the_checker": vanished,
         "judgements_the_checker_could_not_make": unjudged.len(),
+        "good_trials_failed_by_the_stack": stack_failed,
         "settle_with_faults_off_seconds": (settle_seconds * 10.0).round() / 10.0,
         "settle_bound_seconds": SETTLE_BOUND.as_secs(),
         "operator_panics": panics.len(),

@@ -21,6 +21,8 @@
 pub mod child;
 pub mod conditions;
 pub mod config;
+pub mod controller_health;
+pub mod controller_rollout;
 pub mod controller_trial;
 pub mod controller_update;
 pub mod deletion;

@@ -1,7 +1,6 @@
 //! The NumaflowController reconciler: definition → rendered objects → cluster, then health from
 //! the Numaflow controller Deployment.
 
-use super::health::deployment_health;
 use super::nc_ctx::{Applied, NcCtx};
 use super::owned::Cached;
 use super::render::{self, ObjKey, Target};
@@ -16,6 +15,7 @@ use kube::{Resource, ResourceExt};
 use numaplane_api::keys::{condition, event_reason, reason};
 use numaplane_api::{NumaflowController, Subject};
 use numaplane_core::conditions::get_condition;
+use numaplane_core::controller_health::deployment_health;
 use numaplane_core::health::{Health, HealthStatus};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;

@@ -3,20 +3,19 @@
 //!
 //! - [`definitions`]: the `<namespace>/<version>` → manifest store, fed by ConfigMap watches.
 //! - [`render`]: templating and object preparation (pure).
-//! - [`health`]: Deployment health and the rollout's mirror of its NumaflowController (pure).
 //! - `nc_ctx`: what both reconcilers share; `child`: applying and deleting NumaflowControllers; `owned`: caches of the rendered objects; `apply`: apply, recreate, prune.
 //! - `controller`: the NumaflowController reconciler; `rollout`: the NumaflowControllerRollout
 //!   reconciler and the upgrade-strategy seam; `trial`: a progressive controller upgrade;
 //!   `wiring`: watches and controllers.
 //!
-//! Both reconcilers follow the shape of the rollout loop: observe caches, decide, act with
+//! Both reconcilers follow the shape of the rollout loop: observe caches, decide in core
+//! (`numaplane_core::controller_rollout`, `controller_trial`, `controller_health`), act with
 //! server-side apply, write status once and only if it changed.
 
 mod apply;
 mod child;
 mod controller;
 pub mod definitions;
-pub mod health;
 mod nc_ctx;
 mod owned;
 pub mod render;

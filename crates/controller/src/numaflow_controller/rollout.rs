@@ -3,9 +3,9 @@
 //! controller running until no PipelineRollout or ISBServiceRollout is left in the namespace
 //! (their Pipelines and ISB services need it to clear their finalizers).
 
-use super::health::mirror_controller;
 use super::nc_ctx::NcCtx;
 use crate::error::{Error, KubeContext};
+use crate::pause_requests::{Need, PauseCheck, check_pipelines};
 use crate::reconcile::Ran;
 use crate::{finalizer, metrics::Labels, status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -14,8 +14,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use numaplane_api::common::{Phase, UpgradeStrategy};
-use numaplane_api::keys::{condition, event_reason, reason, upgrade_state};
+use numaplane_api::common::UpgradeStrategy;
+use numaplane_api::keys::{condition, event_reason, upgrade_state};
 use numaplane_api::progressive::AssessmentResult;
 use numaplane_api::{
     ISBServiceRollout, NumaflowController, NumaflowControllerRollout,
@@ -24,7 +24,8 @@ use numaplane_api::{
 use numaplane_api::{Kind, Subject};
 use numaplane_core::conditions::set_condition;
 use numaplane_core::config::UserStrategy;
-use numaplane_core::controller_update::{UpdateDecision, decide_update};
+use numaplane_core::controller_health::{Reported, mirror_controller};
+use numaplane_core::controller_rollout::{self, Found, Step};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::info;
@@ -33,28 +34,6 @@ use tracing::info;
 const SUBJECT: Subject = Subject::Rollout(Kind::NumaflowController);
 /// How often a deletion blocked by remaining rollouts is re-checked (as in the reference).
 const DELETION_RECHECK: Duration = Duration::from_secs(5);
-
-/// Whether the NumaflowController has rolled out its spec: generation observed, not Pending,
-/// its Deployment not progressing. A Failed one counts (as in the reference), so a failed
-/// upgrade does not keep the pipelines paused forever.
-fn controller_reconciled(nc: &NumaflowController) -> Result<(), String> {
-    let generation = nc.metadata.generation.unwrap_or_default();
-    let st = nc.status.clone().unwrap_or_default().status;
-    if st.observed_generation < generation {
-        return Err(format!(
-            "observedGeneration {} < generation {generation}",
-            st.observed_generation
-        ));
-    }
-    if st.phase == Phase::Pending || st.phase == Phase::Unset {
-        return Err(format!("phase {}", st.phase.as_str()));
-    }
-    let reported = mirror_controller(nc);
-    if reported.reason == reason::PROGRESSING {
-        return Err(reported.message);
-    }
-    Ok(())
-}
 
 pub async fn reconcile(
     r: Arc<NumaflowControllerRollout>,
@@ -232,8 +211,7 @@ async fn ensure_controller(
     now: &Time,
 ) -> Result<(Option<&'static str>, Vec<String>), Error> {
     let ctx = &nctx.ctx;
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
-    let uid = r.uid().unwrap_or_default();
+    let ns = r.namespace().unwrap_or_default();
     // The CRD refuses such an ID; one stored before it did is refused here, naming the field.
     if let Some(problem) = numaplane_core::naming::instance_id_problem(
         r.spec.controller.instance_id.as_deref(),
@@ -258,111 +236,163 @@ async fn ensure_controller(
     {
         return progressive_step(r, nctx, st, ledger, out, generation, now).await;
     }
+    carry(r, nctx, st, &desired, generation, now).await
+}
+
+/// What a pass without a controller trial decides on.
+struct Observed {
+    /// The NumaflowController in the cache.
+    cached: Option<Arc<NumaflowController>>,
+    /// When none is cached: the live read before a create.
+    live: Option<NumaflowController>,
+    /// While a pause-and-drain waits to update it: the namespace's pipelines.
+    check: Option<PauseCheck>,
+}
+
+/// Observes the rollout's NumaflowController: the cache, a live read before a create (never
+/// take over a NumaflowController we don't own), the namespace's pipelines while a pause waits
+/// to update it.
+async fn observe(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    desired: &NumaflowControllerSpec,
+    pausing: bool,
+) -> Result<Observed, Error> {
+    let ctx = &nctx.ctx;
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let uid = r.uid().unwrap_or_default();
     let cached = nctx
         .controllers
         .get(&ObjectRef::new(&name).within(&ns))
         .map(|nc| status::fresher(ctx, nc));
+    let (live, check) = match &cached {
+        Some(nc) if nc.meta().deletion_timestamp.is_some() => (None, None),
+        Some(nc) => {
+            check_owned(nc, &uid, &ns)?;
+            let check = if pausing && nc.spec != *desired {
+                Some(check_pipelines(ctx, &ns, None, Need::Paused).await?)
+            } else {
+                None
+            };
+            (None, check)
+        }
+        None => {
+            let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
+            let live = api
+                .get_opt(&name)
+                .await
+                .ctx(|| format!("reading NumaflowController {name}"))?;
+            if let Some(existing) = &live {
+                check_owned(existing, &uid, &ns)?;
+            }
+            (live, None)
+        }
+    };
+    Ok(Observed {
+        cached,
+        live,
+        check,
+    })
+}
+
+/// One pass without a controller trial: observe, plan (`numaplane_core::controller_rollout`),
+/// act, report. Returns what [`ensure_controller`] does.
+async fn carry(
+    r: &NumaflowControllerRollout,
+    nctx: &NcCtx,
+    st: &mut NumaflowControllerRolloutStatus,
+    desired: &NumaflowControllerSpec,
+    generation: i64,
+    now: &Time,
+) -> Result<(Option<&'static str>, Vec<String>), Error> {
+    let ctx = &nctx.ctx;
+    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let pausing = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
+    let Observed {
+        cached,
+        live,
+        check,
+    } = observe(r, nctx, desired, pausing).await?;
     let fields = cached.as_ref().map_or_else(Vec::new, |nc| {
         let as_json = |s: &NumaflowControllerSpec| serde_json::to_value(s).unwrap_or_default();
         numaplane_core::history::changed_fields(
             "spec.controller",
             &as_json(&nc.spec),
-            &as_json(&desired),
+            &as_json(desired),
         )
     });
-    let in_progress = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
-    let mut pending: Option<String> = None;
-    let (nc, phase) = match cached {
-        Some(nc) if nc.meta().deletion_timestamp.is_some() => {
-            // Its deletion wakes us; then it is recreated.
-            status::mark_pending(
-                &mut st.status,
-                &format!("waiting for NumaflowController {name} to finish deleting"),
-            );
+    // Plan.
+    let usde = ctx.settings.usde();
+    let found = match (&cached, &live) {
+        (Some(nc), _) if nc.meta().deletion_timestamp.is_some() => Found::Deleting,
+        (Some(nc), _) => Found::Cached {
+            controller: &**nc,
+            spec: &nc.spec,
+            labelled: super::child::labelled(nc, r, upgrade_state::PROMOTED),
+            reconciled: controller_rollout::reconciled(nc),
+        },
+        (None, live) => Found::Live(live.as_ref().map(|nc| (nc, &nc.spec))),
+    };
+    let step = controller_rollout::plan(controller_rollout::Input {
+        name: &name,
+        namespace: &ns,
+        desired,
+        found,
+        pausing,
+        not_paused: check.as_ref().map(|c| c.waiting.as_slice()),
+        user_strategy: ctx.settings.user_strategy(&ns),
+        usde: usde.as_ref().map(|u| u.for_kind(Kind::NumaflowController)),
+    });
+    // Act: each step leaves the NumaflowController's health to mirror.
+    let apply = || super::child::apply(r, nctx, &name, desired, upgrade_state::PROMOTED);
+    let (reported, phase, pending) = match step {
+        Step::AwaitDeletion(why) => {
+            // Its deletion wakes us; then it is created again.
+            status::mark_pending(&mut st.status, &why);
             return Ok((None, fields));
         }
-        Some(nc) => {
-            check_owned(&nc, &uid, &ns)?;
-            if in_progress {
-                let (nc, phase, msg) = pause_step(r, nctx, &nc, &desired, st).await?;
-                pending = msg;
-                (nc, phase)
-            } else if nc.spec == desired {
-                // One written before children carried labels gets them, nothing else.
-                if super::child::labelled(&nc, r, upgrade_state::PROMOTED) {
-                    ((*nc).clone(), None)
-                } else {
-                    let relabelled = upgrade_state::PROMOTED;
-                    (
-                        super::child::apply(r, nctx, &name, &desired, relabelled).await?,
-                        None,
-                    )
-                }
-            } else {
-                let usde = ctx.settings.usde();
-                let config = usde.as_ref().map(|u| u.for_kind(Kind::NumaflowController));
-                match decide_update(ctx.settings.user_strategy(&ns), config, &nc.spec, &desired) {
-                    UpdateDecision::ApplyNow => {
-                        info!(from = %nc.spec.version, to = %desired.version, "updating NumaflowController");
-                        (
-                            super::child::apply(r, nctx, &name, &desired, upgrade_state::PROMOTED)
-                                .await?,
-                            Some("update"),
-                        )
-                    }
-                    UpdateDecision::PauseFirst => {
-                        info!(from = %nc.spec.version, to = %desired.version,
-                            "pause-and-drain: requesting a pause of the namespace's pipelines");
-                        st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
-                        pending = Some(format!(
-                            "pause-and-drain: requesting a pause of the pipelines of namespace {ns} before updating the Numaflow controller from {} to {}",
-                            nc.spec.version, desired.version
-                        ));
-                        ((*nc).clone(), None)
-                    }
-                }
-            }
+        Step::Keep {
+            controller,
+            pending,
+        } => (mirror_controller(controller), None, pending),
+        Step::Write(write) => {
+            info!(version = %desired.version, ?write, "writing NumaflowController");
+            (mirror_controller(&apply().await?), write.phase(), None)
         }
-        None => {
-            // A live read before creating: never take over a NumaflowController we don't own.
-            let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
-            match api
-                .get_opt(&name)
-                .await
-                .ctx(|| format!("reading NumaflowController {name}"))?
-            {
-                Some(existing) => {
-                    check_owned(&existing, &uid, &ns)?;
-                    if existing.spec == desired {
-                        // Created a moment ago, not in the cache yet: adopted, not applied again.
-                        (existing, None)
-                    } else {
-                        info!(version = %desired.version, "updating NumaflowController");
-                        (
-                            super::child::apply(r, nctx, &name, &desired, upgrade_state::PROMOTED)
-                                .await?,
-                            Some("update"),
-                        )
-                    }
-                }
-                None => {
-                    info!(version = %desired.version, "creating NumaflowController");
-                    (
-                        super::child::apply(r, nctx, &name, &desired, upgrade_state::PROMOTED)
-                            .await?,
-                        Some("create"),
-                    )
-                }
-            }
+        Step::StartPause {
+            controller,
+            pending,
+        } => {
+            info!(to = %desired.version, "pause-and-drain: requesting a pause of the namespace's pipelines");
+            st.status.upgrade_in_progress = UpgradeStrategy::PipelinePauseAndDrain;
+            (mirror_controller(controller), None, Some(pending))
+        }
+        Step::UpdatePaused { pending } => {
+            info!(to = %desired.version, "pause-and-drain: pipelines paused, updating NumaflowController");
+            let written = mirror_controller(&apply().await?);
+            let paused = check.as_ref().map(|c| c.describe(Need::Paused));
+            publish(
+                nctx,
+                r,
+                EventType::Normal,
+                event_reason::PIPELINES_PAUSED,
+                format!(
+                    "pipelines of namespace {ns}: {}; updating NumaflowController {name} to {}",
+                    paused.unwrap_or_default(),
+                    desired.version
+                ),
+            )
+            .await;
+            (written, Some("update"), Some(pending))
+        }
+        Step::ReleasePause(controller) => {
+            info!("pause-and-drain: NumaflowController reconciled, pause released");
+            st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
+            (mirror_controller(controller), None, None)
         }
     };
-    report_controller(
-        st,
-        pending.as_deref(),
-        mirror_controller(&nc),
-        generation,
-        now,
-    );
+    // Report.
+    report_controller(st, pending.as_deref(), reported, generation, now);
     crate::pause_requests::report(
         &mut st.status,
         &mut st.pause_request_status,
@@ -430,7 +460,7 @@ async fn progressive_step(
     report_verdict(st, &plan, generation, now);
     let reported = promoted.as_deref().map_or_else(
         || {
-            super::health::Reported::new(
+            Reported::new(
                 numaplane_core::health::HealthStatus::False,
                 numaplane_api::keys::reason::PROGRESSING,
                 "the promoted NumaflowController is not in the cache yet",
@@ -456,7 +486,7 @@ async fn progressive_step(
 fn report_controller(
     st: &mut NumaflowControllerRolloutStatus,
     pending: Option<&str>,
-    reported: super::health::Reported,
+    reported: Reported,
     generation: i64,
     now: &Time,
 ) {
@@ -516,64 +546,6 @@ fn report_verdict(
             now.clone(),
         );
     }
-}
-
-/// One step of a pause-and-drain update in progress: wait until the namespace's pipelines are
-/// paused (or won't pause), update the NumaflowController (Event `PipelinesPaused`), wait until
-/// it is reconciled, release the request. Returns the NumaflowController, the duration phase
-/// when it was written, and what the rollout waits for.
-async fn pause_step(
-    r: &NumaflowControllerRollout,
-    nctx: &NcCtx,
-    nc: &NumaflowController,
-    desired: &NumaflowControllerSpec,
-    st: &mut NumaflowControllerRolloutStatus,
-) -> Result<(NumaflowController, Option<&'static str>, Option<String>), Error> {
-    let ns = r.namespace().unwrap_or_default();
-    let name = r.name_any();
-    if nc.spec != *desired {
-        use crate::pause_requests::{Need, check_pipelines};
-        let check = check_pipelines(&nctx.ctx, &ns, None, Need::Paused).await?;
-        let waiting = &check.waiting;
-        if !waiting.is_empty() {
-            let msg = format!(
-                "pause-and-drain: waiting for pipelines {} to pause before updating the Numaflow controller to {}; annotate their PipelineRollouts {}=\"true\" not to wait for them",
-                waiting.join(", "),
-                desired.version,
-                numaplane_api::keys::annotations::ALLOW_DATA_LOSS
-            );
-            return Ok((nc.clone(), None, Some(msg)));
-        }
-        info!(from = %nc.spec.version, to = %desired.version,
-            "pause-and-drain: pipelines paused, updating NumaflowController");
-        let written = super::child::apply(r, nctx, &name, desired, upgrade_state::PROMOTED).await?;
-        publish(
-            nctx,
-            r,
-            EventType::Normal,
-            event_reason::PIPELINES_PAUSED,
-            format!(
-                "pipelines of namespace {ns}: {}; updating NumaflowController {name} to {}",
-                check.describe(Need::Paused),
-                desired.version
-            ),
-        )
-        .await;
-        let msg = format!(
-            "pause-and-drain: NumaflowController {name} updated to {}; waiting for it to be reconciled before resuming the pipelines",
-            desired.version
-        );
-        return Ok((written, Some("update"), Some(msg)));
-    }
-    if let Err(why) = controller_reconciled(nc) {
-        let msg = format!(
-            "pause-and-drain: waiting for NumaflowController {name} to be reconciled before resuming the pipelines: {why}"
-        );
-        return Ok((nc.clone(), None, Some(msg)));
-    }
-    info!("pause-and-drain: NumaflowController reconciled, pause released");
-    st.status.upgrade_in_progress = UpgradeStrategy::NoOp;
-    Ok((nc.clone(), None, None))
 }
 
 fn check_owned(nc: &NumaflowController, uid: &str, ns: &str) -> Result<(), Error> {

@@ -4,7 +4,6 @@
 //! [`numaplane_core::controller_trial::plan`]; record its status, then create or delete
 //! controllers. The workloads read the recorded status (`rollout/placement.rs`).
 
-use super::health::mirror_controller;
 use super::nc_ctx::NcCtx;
 use crate::error::{Error, KubeContext};
 use crate::rollout::placement::instance_of;
@@ -21,6 +20,7 @@ use numaplane_api::{
     NumaflowControllerSpec, PipelineRollout,
 };
 use numaplane_core::config::AssessmentSchedule;
+use numaplane_core::controller_health::mirror_controller;
 use numaplane_core::controller_trial::{
     Action, ControllerChild, DEFAULT_MAX_PARALLEL, DEFAULT_SCHEDULE, Input, Plan, Workload, plan,
 };

@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{self, upgrade_state_reason};
+use std::sync::Arc;
 use tracing::{info, warn};
 
 /// What acting left for the report.
@@ -65,7 +66,7 @@ pub(super) async fn act<R: Rollout>(
         if reason == upgrade_state_reason::PURGE {
             warn!(child = %child.name_any(), "duplicate child in one upgrade state: purging the older one");
         }
-        children::mark_recyclable(ctx, child, reason).await?;
+        children::mark_recyclable(ctx, &**child, reason).await?;
     }
     let mut wake = None;
     for c in &plan.recycle {
@@ -78,7 +79,7 @@ pub(super) async fn act<R: Rollout>(
     let (child, mut changed, pending) = match plan.promoted {
         Step::Wait(why) => return Ok(Acted::waiting(why, wake)),
         Step::Fail(e) => return Err(e),
-        Step::Adopt(child) | Step::InSync(child) => (child, false, None),
+        Step::Adopt(child) | Step::InSync(child) => (Arc::unwrap_or_clone(child), false, None),
         Step::Create {
             desired,
             name_count,
@@ -134,7 +135,7 @@ async fn update<R: Rollout>(
         let mut until = None;
         let asked = super::progressive::Asked {
             resolved: &resolved,
-            live: &live,
+            live: &*live,
             desired,
             riders_changed: riders_progressive,
         };
@@ -156,10 +157,10 @@ async fn create<C: ChildObject, S: RolloutStatus>(
     st: &mut S,
     desired: DesiredChild,
     name_count: i32,
-    discontinue: &[C],
+    discontinue: &[Arc<C>],
 ) -> Result<C, Error> {
     for t in discontinue {
-        children::mark_recyclable(ctx, t, upgrade_state_reason::DISCONTINUE_PROGRESSIVE).await?;
+        children::mark_recyclable(ctx, &**t, upgrade_state_reason::DISCONTINUE_PROGRESSIVE).await?;
     }
     *st.name_count_mut() = Some(name_count);
     let created = children::create::<C>(ctx, &desired).await?;

@@ -122,7 +122,7 @@ pub trait Rollout:
         &self,
         ctx: &Ctx,
         children: &[std::sync::Arc<Self::Child>],
-    ) -> Vec<numaplane_core::pass::Retirement> {
+    ) -> Vec<numaplane_core::pass::Retirement<std::sync::Arc<Self::Child>>> {
         let _ = (ctx, children);
         Vec::new()
     }

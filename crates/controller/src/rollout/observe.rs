@@ -10,7 +10,6 @@ use crate::children;
 use crate::context::Ctx;
 use crate::error::Error;
 use crate::status::RolloutStatus;
-use kube::Resource;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_core::config::{UsdeConfig, UserStrategy};
 use numaplane_core::pass::{self, Retirement};
@@ -27,7 +26,7 @@ pub(super) enum Target<R: Rollout> {
     Failed(Error),
     Ready {
         resolved: Resolved<R::Resolved>,
-        promoted: PromotedSeen<R::Child>,
+        promoted: PromotedSeen<Arc<R::Child>>,
         /// How the rollout's riders differ from the promoted child's (read when the rollout
         /// changed or a progressive upgrade runs).
         riders: Vec<RiderChange>,
@@ -54,11 +53,11 @@ pub(super) struct Observed<R: Rollout> {
     pub name_count: Option<i32>,
     /// Children to retire because of something outside them; when there are any, the pass
     /// retires them and ends, and nothing else was observed.
-    pub retire: Vec<Retirement>,
+    pub retire: Vec<Retirement<Arc<R::Child>>>,
     /// The rollout's children in the cache.
     pub cached: Vec<Arc<R::Child>>,
     /// A live list, taken when the cache shows duplicates.
-    pub duplicates_live: Option<Vec<R::Child>>,
+    pub duplicates_live: Option<Vec<Arc<R::Child>>>,
     /// `None` when retiring.
     pub target: Option<Target<R>>,
     pub user_strategy: UserStrategy,
@@ -71,24 +70,31 @@ async fn promoted_seen<R: Rollout>(
     pass: &Pass<'_, R>,
     ctx: &Ctx,
     seen: &Observed<R>,
-    views: &[pass::ChildView<'_>],
+    views: &[pass::ChildView<'_, Arc<R::Child>>],
     first: bool,
-) -> Result<PromotedSeen<R::Child>, Error> {
-    let newest = pass::newest_promoted(views).and_then(|p| {
-        seen.cached
-            .iter()
-            .find(|c| c.meta().name.as_deref() == Some(p.name))
-    });
-    Ok(match (newest, pass::recreating(views)) {
-        (Some(p), _) => PromotedSeen::Cached((**p).clone()),
-        (None, Some(old)) => PromotedSeen::Recreating(old.to_string()),
-        // A new rollout's first pass: nothing to adopt, and the create's name check still
-        // refuses an object someone else made (at cold start this saves a LIST per rollout).
-        (None, None) if first && seen.cached.is_empty() => PromotedSeen::Missing(Vec::new()),
-        (None, None) => {
-            PromotedSeen::Missing(children::list_live::<R::Child>(ctx, &pass.ns, &pass.name).await?)
-        }
-    })
+) -> Result<PromotedSeen<Arc<R::Child>>, Error> {
+    Ok(
+        match (pass::newest_promoted(views), pass::recreating(views)) {
+            (Some(p), _) => PromotedSeen::Cached(Arc::clone(&p.handle)),
+            (None, Some(old)) => PromotedSeen::Recreating(old.to_string()),
+            // A new rollout's first pass: nothing to adopt, and the create's name check still
+            // refuses an object someone else made (at cold start this saves a LIST per rollout).
+            (None, None) if first && seen.cached.is_empty() => PromotedSeen::Missing(Vec::new()),
+            (None, None) => {
+                PromotedSeen::Missing(live_list::<R::Child>(ctx, &pass.ns, &pass.name).await?)
+            }
+        },
+    )
+}
+
+/// The rollout's children as a live list shows them, shared like the cached ones.
+async fn live_list<C: children::ChildObject>(
+    ctx: &Ctx,
+    ns: &str,
+    rollout: &str,
+) -> Result<Vec<Arc<C>>, Error> {
+    let live = children::list_live::<C>(ctx, ns, rollout).await?;
+    Ok(live.into_iter().map(Arc::new).collect())
 }
 
 /// `status.nameCount` moved past the cached children it would name (`naming::count_past_live`).
@@ -128,10 +134,10 @@ pub(super) async fn observe<R: Rollout>(
     let views: Vec<_> = seen
         .cached
         .iter()
-        .map(|c| children::view(&**c, &pass.uid))
+        .map(|c| children::handled(c, &pass.uid))
         .collect();
     if !pass::duplicates(&views).is_empty() {
-        seen.duplicates_live = Some(children::list_live::<R::Child>(ctx, ns, name).await?);
+        seen.duplicates_live = Some(live_list::<R::Child>(ctx, ns, name).await?);
     }
     let resolved = match obj.resolve(ctx).await {
         Ok(Resolution::Ready(r)) => Resolved {

@@ -503,7 +503,7 @@ impl Rollout for PipelineRollout {
         &self,
         ctx: &Ctx,
         children: &[std::sync::Arc<Pipeline>],
-    ) -> Vec<numaplane_core::pass::Retirement> {
+    ) -> Vec<numaplane_core::pass::Retirement<std::sync::Arc<Pipeline>>> {
         let ns = self.namespace().unwrap_or_default();
         let mut retiring = Vec::new();
         for p in children {
@@ -526,7 +526,7 @@ impl Rollout for PipelineRollout {
                     .unwrap_or_default();
                 info!(child = %p.name_any(), isbsvc = %on, %reason, "pipeline follows its recyclable InterStepBufferService");
                 retiring.push(numaplane_core::pass::Retirement {
-                    child: p.name_any(),
+                    child: std::sync::Arc::clone(p),
                     why: format!("{} (InterStepBufferService {on} is {reason})", p.name_any()),
                     reason,
                 });

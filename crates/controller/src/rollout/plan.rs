@@ -1,6 +1,6 @@
 //! Plan: the pass's decisions, taken from its observation without I/O. The rollout is checked,
 //! the child it asks for rendered under each name the pass needs, and
-//! [`numaplane_core::pass::plan`] decides; what comes back names the objects to act on.
+//! [`numaplane_core::pass::plan`] decides; what comes back carries the objects to act on.
 
 use super::desired::desired_child;
 use super::kind::Rollout;
@@ -9,7 +9,7 @@ use super::pass::Pass;
 use super::placement::Resolved;
 use crate::children::{self, DesiredChild};
 use crate::error::Error;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use numaplane_api::keys::upgrade_state;
 use numaplane_core::pass::{self, ProgressiveView, Promoted, PromotedStep};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub(super) struct PassPlan<R: Rollout> {
     /// The rollout changed since the status last recorded it.
     pub generation_changed: bool,
     /// Children to mark recyclable, with the reason.
-    pub retire: Vec<(R::Child, String)>,
+    pub retire: Vec<(Arc<R::Child>, String)>,
     /// Recyclable children to take one recycling step for.
     pub recycle: Vec<Arc<R::Child>>,
     pub promoted: Step<R>,
@@ -32,20 +32,20 @@ pub(super) enum Step<R: Rollout> {
     /// The pass fails (the children above were seen to first).
     Fail(Error),
     /// A promoted child the cache did not know yet.
-    Adopt(R::Child),
+    Adopt(Arc<R::Child>),
     Create {
         desired: DesiredChild,
         name_count: i32,
         /// Trials left without a promoted child to judge them against.
-        discontinue: Vec<R::Child>,
+        discontinue: Vec<Arc<R::Child>>,
     },
-    InSync(R::Child),
+    InSync(Arc<R::Child>),
     Update(Update<R>),
 }
 
 /// Carry the rollout's spec to the promoted child.
 pub(super) struct Update<R: Rollout> {
-    pub live: R::Child,
+    pub live: Arc<R::Child>,
     pub desired: DesiredChild,
     pub resolved: Resolved<R::Resolved>,
     /// By a progressive step, else the kind's own way (directly, pause-and-drain, recreate).
@@ -115,179 +115,140 @@ fn desired_for<R: Rollout>(
     )
 }
 
-/// Plans one pass of `obj` from what was observed. (Long: it pairs each decision of the core
-/// plan with the objects it is about, one arm per step.)
+/// Plans one pass of `obj` from what was observed: [`pass::plan`] decides, and hands back the
+/// children, the desired child and the resolution it was given, so each of its steps maps to
+/// one of ours. (Long: one arm per way the promoted child was found and per step.)
 pub(super) fn plan<R: Rollout>(
     pass: &Pass<'_, R>,
     seen: Observed<R>,
 ) -> Result<PassPlan<R>, Error> {
-    let obj = pass.obj;
-    let views: Vec<_> = seen
-        .cached
-        .iter()
-        .map(|c| children::view(&**c, &pass.uid))
-        .collect();
-    let duplicates_live: Option<Vec<_>> = seen
-        .duplicates_live
+    let (obj, uid) = (pass.obj, pass.uid.as_str());
+    let Observed {
+        generation_changed,
+        in_progress,
+        name_count,
+        retire,
+        cached,
+        duplicates_live,
+        target,
+        user_strategy,
+        usde,
+    } = seen;
+    let views: Vec<_> = cached.iter().map(|c| children::handled(c, uid)).collect();
+    let duplicates_live: Option<Vec<_>> = duplicates_live
         .as_ref()
-        .map(|l| l.iter().map(|c| children::view(c, &pass.uid)).collect());
-    // The promoted child's side: the child it asks for, or why it cannot be had.
-    let (desired, failed) = match &seen.target {
+        .map(|l| l.iter().map(|c| children::handled(c, uid)).collect());
+    // The promoted child's side: how it was found, or why the pass fails once its children
+    // are seen to.
+    let (mut fail, mut riders) = (None, Vec::new());
+    let (waiting, promoted_live, missing_live);
+    let promoted = match target {
+        None => Promoted::Waiting(""),
+        Some(Target::Failed(e)) => {
+            fail = Some(e);
+            Promoted::Waiting("")
+        }
+        Some(Target::Waiting(why)) => {
+            waiting = why;
+            Promoted::Waiting(&waiting)
+        }
         Some(Target::Ready {
             resolved,
-            promoted: PromotedSeen::Cached(live),
-            ..
-        }) => match desired_for(obj, resolved, live) {
-            Ok(d) => (Some(d), None),
-            Err(e) => (None, Some(e)),
-        },
-        _ => (None, None),
-    };
-    let mut riders: &[numaplane_core::usde::RiderChange] = &[];
-    let promoted = match &seen.target {
-        None | Some(Target::Failed(_)) => Promoted::Waiting(""),
-        Some(Target::Waiting(why)) => Promoted::Waiting(why),
-        Some(Target::Ready {
             promoted,
             riders: changes,
-            ..
-        }) => match (promoted, &desired) {
-            (PromotedSeen::Recreating(old), _) => Promoted::Recreating { old },
-            (PromotedSeen::Missing(live), _) => Promoted::Missing {
-                live: live.iter().map(|c| children::view(c, &pass.uid)).collect(),
-            },
-            (PromotedSeen::Cached(live), Some(d)) => {
-                riders = changes;
-                Promoted::Cached {
-                    child: children::view(live, &pass.uid),
-                    desired: d.view(),
+        }) => match promoted {
+            PromotedSeen::Recreating(old) => {
+                waiting = old;
+                Promoted::Recreating { old: &waiting }
+            }
+            PromotedSeen::Missing(live) => {
+                missing_live = live;
+                Promoted::Missing {
+                    live: missing_live
+                        .iter()
+                        .map(|c| children::handled(c, uid))
+                        .collect(),
+                    resolved,
                 }
             }
-            // (its desired child failed: the pass fails)
-            (PromotedSeen::Cached(_), None) => Promoted::Waiting(""),
+            PromotedSeen::Cached(live) => match desired_for(obj, &resolved, &live) {
+                Ok(desired) => {
+                    riders = changes;
+                    promoted_live = live;
+                    Promoted::Cached {
+                        child: children::handled(&promoted_live, uid),
+                        desired,
+                        resolved,
+                    }
+                }
+                Err(e) => {
+                    fail = Some(e);
+                    Promoted::Waiting("")
+                }
+            },
         },
     };
-    let usde = seen.usde.as_deref();
     let progressive = obj.progressive_parts().map(|p| ProgressiveView {
         kind: p.kind,
-        usde: usde.map(|u| u.for_kind(p.kind)),
+        usde: usde.as_deref().map(|u| u.for_kind(p.kind)),
     });
-    let core = pass::plan(&pass::PassInput {
+    let core = pass::plan(pass::PassInput {
         rollout: &pass.name,
         child_kind: children::kind_str::<R::Child>(),
         cached: &views,
         duplicates_live: duplicates_live.as_deref(),
-        retire: &seen.retire,
+        retire: &retire,
         promoted,
-        generation_changed: seen.generation_changed,
-        in_progress: seen.in_progress,
-        name_count: seen.name_count,
-        user_strategy: seen.user_strategy,
+        generation_changed,
+        in_progress,
+        name_count,
+        user_strategy,
         progressive,
-        riders,
+        riders: &riders,
         spec_path: R::KIND.spec_path(),
     });
-    drop(views);
-    drop(duplicates_live);
-    // Purged children as the live list showed them; retired ones as cached.
-    let named = |list: &[R::Child], name: &str| {
-        list.iter()
-            .find(|c| c.meta().name.as_deref() == Some(name))
-            .cloned()
-    };
-    let retire = core
-        .retire
-        .into_iter()
-        .filter_map(|(n, reason)| {
-            let live = seen.duplicates_live.as_deref().unwrap_or_default();
-            named(live, &n)
-                .or_else(|| {
-                    seen.cached
-                        .iter()
-                        .find(|c| c.meta().name.as_deref() == Some(n.as_str()))
-                        .map(|c| (**c).clone())
-                })
-                .map(|c| (c, reason))
-        })
-        .collect();
-    let recycle = seen
-        .cached
-        .iter()
-        .filter(|c| {
-            core.recycle
-                .iter()
-                .any(|n| Some(n.as_str()) == c.meta().name.as_deref())
-        })
-        .cloned()
-        .collect();
-    let promoted = match (failed, core.promoted, seen.target, desired) {
-        (Some(e), ..) | (None, _, Some(Target::Failed(e)), _) => Step::Fail(e),
-        (None, Err(e), ..) => Step::Fail(Error::InvalidSpec(e.to_string())),
-        (None, Ok(PromotedStep::Wait(why)), ..) => Step::Wait(why),
-        (
-            None,
-            Ok(PromotedStep::Adopt(name)),
-            Some(Target::Ready {
-                promoted: PromotedSeen::Missing(live),
-                ..
-            }),
-            _,
-        ) => match named(&live, &name) {
-            Some(c) => Step::Adopt(c),
-            None => Step::Wait(format!("adopting {name}")),
-        },
+    let promoted = match (fail, core.promoted) {
+        (Some(e), _) => Step::Fail(e),
+        (None, Err(e)) => Step::Fail(Error::InvalidSpec(e.to_string())),
+        (None, Ok(PromotedStep::Wait(why))) => Step::Wait(why),
+        (None, Ok(PromotedStep::Adopt(child))) => Step::Adopt(child),
+        (None, Ok(PromotedStep::InSync(child))) => Step::InSync(child),
         (
             None,
             Ok(PromotedStep::Create {
+                resolved,
                 name,
                 name_count,
                 discontinue,
             }),
-            Some(Target::Ready {
-                resolved,
-                promoted: PromotedSeen::Missing(live),
-                ..
-            }),
-            _,
         ) => {
+            let template = obj.child_template();
             match desired_child(
                 obj,
                 &resolved,
                 &name,
                 upgrade_state::PROMOTED,
-                obj.child_template(),
+                template,
                 None,
             ) {
                 Ok(desired) => Step::Create {
                     desired,
                     name_count,
-                    discontinue: discontinue.iter().filter_map(|n| named(&live, n)).collect(),
+                    discontinue,
                 },
                 Err(e) => Step::Fail(e),
             }
         }
         (
             None,
-            Ok(PromotedStep::InSync),
-            Some(Target::Ready {
-                promoted: PromotedSeen::Cached(live),
-                ..
-            }),
-            _,
-        ) => Step::InSync(live),
-        (
-            None,
             Ok(PromotedStep::Update {
+                live,
+                desired,
+                resolved,
                 progressive,
                 riders_progressive,
                 changed_fields,
             }),
-            Some(Target::Ready {
-                resolved,
-                promoted: PromotedSeen::Cached(live),
-                ..
-            }),
-            Some(desired),
         ) => Step::Update(Update {
             live,
             desired,
@@ -296,16 +257,11 @@ pub(super) fn plan<R: Rollout>(
             riders_progressive,
             changed_fields,
         }),
-        (None, Ok(step), ..) => {
-            return Err(Error::InvalidSpec(format!(
-                "internal: planned {step:?} for a promoted child not observed so"
-            )));
-        }
     };
     Ok(PassPlan {
-        generation_changed: seen.generation_changed,
-        retire,
-        recycle,
+        generation_changed,
+        retire: core.retire,
+        recycle: core.recycle,
         promoted,
     })
 }

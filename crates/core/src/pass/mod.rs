@@ -6,7 +6,10 @@
 //!
 //! Pure: the controller observes (the caches, plus the live lists the safety rules require:
 //! [`newest_promoted`], [`recreating`] and [`duplicates`] say when), calls [`plan()`], and
-//! carries the plan out in its order. A strategy the plan hands the promoted child to decides
+//! carries the plan out in its order. The plan hands back what the controller gave it, typed:
+//! each child view carries a handle `H` (the controller's child object), the promoted child's
+//! desired side `D` and what it was resolved from `R` come back in the step that needs them, so
+//! no step can name a child the controller did not observe. A strategy the plan hands the promoted child to decides
 //! its own steps the same way ([`crate::progressive::step`], [`crate::ppnd::step`],
 //! [`crate::usde::decide`], [`crate::recycle`]).
 
@@ -25,9 +28,11 @@ use numaplane_api::keys::{labels, upgrade_state, upgrade_state_reason};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A child of the rollout as observed, in the cache or in a live list.
+/// A child of the rollout as observed, in the cache or in a live list; `handle` is what the
+/// plan hands back when it acts on this child.
 #[derive(Debug, Clone)]
-pub struct ChildView<'a> {
+pub struct ChildView<'a, H = ()> {
+    pub handle: H,
     pub name: &'a str,
     pub labels: &'a BTreeMap<String, String>,
     pub annotations: &'a BTreeMap<String, String>,
@@ -39,7 +44,21 @@ pub struct ChildView<'a> {
     pub controlled: bool,
 }
 
-impl ChildView<'_> {
+impl<'a, H> ChildView<'a, H> {
+    /// The same view handing back `handle`.
+    pub fn with<G>(self, handle: G) -> ChildView<'a, G> {
+        ChildView {
+            handle,
+            name: self.name,
+            labels: self.labels,
+            annotations: self.annotations,
+            spec: self.spec,
+            deleting: self.deleting,
+            created: self.created,
+            controlled: self.controlled,
+        }
+    }
+
     fn state(&self) -> Option<&str> {
         self.labels.get(labels::UPGRADE_STATE).map(String::as_str)
     }
@@ -61,11 +80,22 @@ pub struct DesiredView<'a> {
     pub spec: &'a Value,
 }
 
+/// A desired child the plan can look into ([`DesiredView`]) and hand back in an update.
+pub trait Desired {
+    fn view(&self) -> DesiredView<'_>;
+}
+
+impl Desired for DesiredView<'_> {
+    fn view(&self) -> DesiredView<'_> {
+        *self
+    }
+}
+
 /// Whether the live child differs from what the rollout wants: its spec (numbers compared by
 /// value), a wanted label or annotation missing or different, its Numaflow controller instance
 /// (absent and "" alike), or the rollout not its controller. Labels and annotations others add
 /// are left alone.
-pub fn differs(live: &ChildView<'_>, desired: &DesiredView<'_>) -> bool {
+pub fn differs<H>(live: &ChildView<'_, H>, desired: &DesiredView<'_>) -> bool {
     let subset = |want: &BTreeMap<String, String>, have: &BTreeMap<String, String>| {
         want.iter()
             .filter(|(k, _)| k.as_str() != numaplane_api::keys::annotations::NUMAFLOW_INSTANCE)
@@ -80,7 +110,9 @@ pub fn differs(live: &ChildView<'_>, desired: &DesiredView<'_>) -> bool {
 }
 
 /// The newest promoted child not being deleted: the one the rollout's spec is carried to.
-pub fn newest_promoted<'c, 'a>(children: &'c [ChildView<'a>]) -> Option<&'c ChildView<'a>> {
+pub fn newest_promoted<'c, 'a, H>(
+    children: &'c [ChildView<'a, H>],
+) -> Option<&'c ChildView<'a, H>> {
     children
         .iter()
         .filter(|c| c.is(upgrade_state::PROMOTED) && !c.deleting)
@@ -89,7 +121,7 @@ pub fn newest_promoted<'c, 'a>(children: &'c [ChildView<'a>]) -> Option<&'c Chil
 
 /// The child being deleted to be recreated (`recyclable`, reason `delete-recreate`): its
 /// replacement is created only once it is gone.
-pub fn recreating<'a>(children: &[ChildView<'a>]) -> Option<&'a str> {
+pub fn recreating<'a, H>(children: &[ChildView<'a, H>]) -> Option<&'a str> {
     children
         .iter()
         .find(|c| {
@@ -105,8 +137,8 @@ pub fn recreating<'a>(children: &[ChildView<'a>]) -> Option<&'a str> {
 /// Children in one upgrade state beside a newer one (two promoted, two trials: a crash between
 /// two writes, a hand edit), to be marked recyclable with reason `purge`. Only children the
 /// rollout controls count: someone else's object carrying our labels never makes ours go.
-pub fn duplicates<'a>(children: &[ChildView<'a>]) -> Vec<&'a str> {
-    let group = |c: &ChildView<'_>| {
+pub fn duplicates<'c, 'a, H>(children: &'c [ChildView<'a, H>]) -> Vec<&'c ChildView<'a, H>> {
+    let group = |c: &ChildView<'_, H>| {
         if c.is(upgrade_state::PROMOTED) {
             Some(upgrade_state::PROMOTED)
         } else if c.is_trial() {
@@ -115,7 +147,7 @@ pub fn duplicates<'a>(children: &[ChildView<'a>]) -> Vec<&'a str> {
             None
         }
     };
-    let mut groups: BTreeMap<&str, Vec<&ChildView<'a>>> = BTreeMap::new();
+    let mut groups: BTreeMap<&str, Vec<&ChildView<'a, H>>> = BTreeMap::new();
     for c in children.iter().filter(|c| c.controlled && !c.deleting) {
         if let Some(g) = group(c) {
             groups.entry(g).or_default().push(c);
@@ -126,7 +158,7 @@ pub fn duplicates<'a>(children: &[ChildView<'a>]) -> Vec<&'a str> {
         .flat_map(|mut g| {
             g.sort_by_key(|c| (c.created, c.name));
             g.pop();
-            g.into_iter().map(|c| c.name)
+            g
         })
         .collect()
 }
@@ -134,30 +166,36 @@ pub fn duplicates<'a>(children: &[ChildView<'a>]) -> Vec<&'a str> {
 /// A child to retire because of something outside it (a pipeline whose ISB service became
 /// recyclable follows it, with its reason).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retirement {
-    pub child: String,
+pub struct Retirement<H> {
+    pub child: H,
     pub reason: String,
     /// Why, for the rollout's status message.
     pub why: String,
 }
 
-/// How the promoted child was found.
+/// How the promoted child was found. `D`: the desired child the controller rendered for it;
+/// `R`: what the child was resolved from (ISB service, placement), handed back to create or
+/// update it.
 #[derive(Debug, Clone)]
-pub enum Promoted<'a> {
+pub enum Promoted<'a, H, D, R> {
     /// Not looked for: what the child needs from other objects is missing, and the rollout
     /// waits, saying for what.
     Waiting(&'a str),
     /// The newest promoted child in the cache ([`newest_promoted`]), and the child the rollout
     /// asks for under its name (adapted to it, e.g. autoscaled replicas kept).
     Cached {
-        child: ChildView<'a>,
-        desired: DesiredView<'a>,
+        child: ChildView<'a, H>,
+        desired: D,
+        resolved: R,
     },
     /// None in the cache, and one is being recreated ([`recreating`]).
     Recreating { old: &'a str },
     /// None in the cache: the live list taken before a create (a stale cache must never give a
     /// rollout two promoted children).
-    Missing { live: Vec<ChildView<'a>> },
+    Missing {
+        live: Vec<ChildView<'a, H>>,
+        resolved: R,
+    },
 }
 
 /// The rollout's view of the progressive strategy, for kinds that have it.
@@ -170,19 +208,19 @@ pub struct ProgressiveView<'a> {
 
 /// Everything one pass decides on.
 #[derive(Debug, Clone)]
-pub struct PassInput<'a> {
+pub struct PassInput<'a, H, D, R> {
     /// The rollout's name.
     pub rollout: &'a str,
     /// The child kind, for messages (`Pipeline`).
     pub child_kind: &'a str,
     /// The rollout's children in the cache, in any state.
-    pub cached: &'a [ChildView<'a>],
+    pub cached: &'a [ChildView<'a, H>],
     /// The live list taken because the cache showed [`duplicates`] (confirmed by it, so a
     /// label flip the cache has not caught up with is never taken for one).
-    pub duplicates_live: Option<&'a [ChildView<'a>]>,
+    pub duplicates_live: Option<&'a [ChildView<'a, H>]>,
     /// When there are any, the pass retires them and ends: `promoted` is not read.
-    pub retire: &'a [Retirement],
-    pub promoted: Promoted<'a>,
+    pub retire: &'a [Retirement<H>],
+    pub promoted: Promoted<'a, H, D, R>,
     /// `metadata.generation` differs from `status.observedGeneration`.
     pub generation_changed: bool,
     /// `status.upgradeInProgress`.
@@ -202,34 +240,38 @@ pub struct PassInput<'a> {
 
 /// What one pass does, in this order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct Plan<H, D, R> {
     /// Children to mark recyclable, with the reason.
-    pub retire: Vec<(String, String)>,
+    pub retire: Vec<(H, String)>,
     /// Recyclable children to take one recycling step for (drain, delete).
-    pub recycle: Vec<String>,
+    pub recycle: Vec<H>,
     /// An error here fails the pass once the children above are seen to.
-    pub promoted: Result<PromotedStep, PlanError>,
+    pub promoted: Result<PromotedStep<H, D, R>, PlanError>,
 }
 
 /// What happens to the promoted child.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PromotedStep {
+pub enum PromotedStep<H, D, R> {
     /// Nothing now: the rollout waits, saying for what.
     Wait(String),
     /// The live list shows a promoted child the cache did not know yet: it is the one.
-    Adopt(String),
+    Adopt(H),
     /// Create it as `name` (`name_count` is the next `status.nameCount`), after marking the
     /// trials left without a promoted child to judge them against (`discontinue`) recyclable.
     Create {
+        resolved: R,
         name: String,
         name_count: i32,
-        discontinue: Vec<String>,
+        discontinue: Vec<H>,
     },
     /// It is as the rollout asks and no strategy runs.
-    InSync,
-    /// Carry the rollout's spec to it: by a progressive step, or the kind's own way (applied
-    /// directly, or a step of pause-and-drain or recreate).
+    InSync(H),
+    /// Carry the rollout's spec (`desired`) to it (`live`): by a progressive step, or the
+    /// kind's own way (applied directly, or a step of pause-and-drain or recreate).
     Update {
+        live: H,
+        desired: D,
+        resolved: R,
         progressive: bool,
         /// A `progressive: true` rider was modified (a trial even if the spec is unchanged).
         riders_progressive: bool,
@@ -252,7 +294,7 @@ impl PlanError {
 }
 
 /// Plans one pass of a rollout.
-pub fn plan(input: &PassInput<'_>) -> Plan {
+pub fn plan<H: Clone, D: Desired, R>(input: PassInput<'_, H, D, R>) -> Plan<H, D, R> {
     // Pipelines follow their retired ISB service first; the pass then ends, so nothing is
     // applied to a child from a cache that has not seen the change yet.
     if !input.retire.is_empty() {
@@ -275,85 +317,133 @@ pub fn plan(input: &PassInput<'_>) -> Plan {
     } else {
         duplicates(input.duplicates_live.unwrap_or_default())
     };
-    let recycle = input
-        .cached
-        .iter()
-        .filter(|c| c.is(upgrade_state::RECYCLABLE) && !c.deleting)
-        .map(|c| c.name.to_string())
-        .collect();
     Plan {
         retire: purge
             .into_iter()
-            .map(|n| (n.to_string(), upgrade_state_reason::PURGE.to_string()))
+            .map(|c| (c.handle.clone(), upgrade_state_reason::PURGE.to_string()))
             .collect(),
-        recycle,
-        promoted: promoted_step(input),
+        recycle: input
+            .cached
+            .iter()
+            .filter(|c| c.is(upgrade_state::RECYCLABLE) && !c.deleting)
+            .map(|c| c.handle.clone())
+            .collect(),
+        promoted: promoted_step(&input.facts(), input.promoted),
     }
 }
 
-fn promoted_step(input: &PassInput<'_>) -> Result<PromotedStep, PlanError> {
-    match &input.promoted {
+/// What the promoted child's step decides on besides the child itself.
+struct Facts<'a> {
+    rollout: &'a str,
+    child_kind: &'a str,
+    generation_changed: bool,
+    in_progress: UpgradeStrategy,
+    name_count: Option<i32>,
+    user_strategy: UserStrategy,
+    progressive: Option<ProgressiveView<'a>>,
+    riders: &'a [RiderChange],
+    spec_path: &'a str,
+}
+
+impl<'a, H, D, R> PassInput<'a, H, D, R> {
+    fn facts(&self) -> Facts<'a> {
+        Facts {
+            rollout: self.rollout,
+            child_kind: self.child_kind,
+            generation_changed: self.generation_changed,
+            in_progress: self.in_progress,
+            name_count: self.name_count,
+            user_strategy: self.user_strategy,
+            progressive: self.progressive,
+            riders: self.riders,
+            spec_path: self.spec_path,
+        }
+    }
+}
+
+fn promoted_step<H: Clone, D: Desired, R>(
+    input: &Facts<'_>,
+    promoted: Promoted<'_, H, D, R>,
+) -> Result<PromotedStep<H, D, R>, PlanError> {
+    match promoted {
         Promoted::Waiting(why) => Ok(PromotedStep::Wait(why.to_string())),
         Promoted::Recreating { old } => Ok(PromotedStep::Wait(format!(
             "recreate: waiting for {} {old} to be deleted before creating its replacement",
             input.child_kind
         ))),
-        Promoted::Missing { live } => create_or_adopt(input, live),
-        Promoted::Cached { child, desired } => Ok(update(input, child, desired)),
+        Promoted::Missing { live, resolved } => create_or_adopt(input, live, resolved),
+        Promoted::Cached {
+            child,
+            desired,
+            resolved,
+        } => Ok(update(input, child, desired, resolved)),
     }
 }
 
-fn create_or_adopt(
-    input: &PassInput<'_>,
-    live: &[ChildView<'_>],
-) -> Result<PromotedStep, PlanError> {
+fn create_or_adopt<H: Clone, D, R>(
+    input: &Facts<'_>,
+    live: Vec<ChildView<'_, H>>,
+    resolved: R,
+) -> Result<PromotedStep<H, D, R>, PlanError> {
     // (A child being deleted is gone for our purposes: its replacement starts now.)
     if let Some(existing) = live
         .iter()
         .find(|c| c.is(upgrade_state::PROMOTED) && !c.deleting)
     {
-        return Ok(PromotedStep::Adopt(existing.name.to_string()));
+        return Ok(PromotedStep::Adopt(existing.handle.clone()));
     }
     let taken: BTreeSet<&str> = live.iter().map(|c| c.name).collect();
     let (name, name_count) =
         crate::naming::allocate_free(input.rollout, input.name_count, |n| taken.contains(n))
             .ok_or_else(|| PlanError::NoFreeName(input.rollout.to_string()))?;
     Ok(PromotedStep::Create {
+        resolved,
         name,
         name_count,
         discontinue: live
             .iter()
             .filter(|c| c.is_trial() && !c.deleting)
-            .map(|c| c.name.to_string())
+            .map(|c| c.handle.clone())
             .collect(),
     })
 }
 
-fn update(input: &PassInput<'_>, live: &ChildView<'_>, desired: &DesiredView<'_>) -> PromotedStep {
-    let differs = differs(live, desired);
+fn update<H, D: Desired, R>(
+    input: &Facts<'_>,
+    live: ChildView<'_, H>,
+    desired: D,
+    resolved: R,
+) -> PromotedStep<H, D, R> {
+    let want = desired.view();
+    let differs = differs(&live, &want);
     // A strategy in progress takes its next step even when nothing differs.
     if !(input.generation_changed || input.in_progress != UpgradeStrategy::NoOp || differs) {
-        return PromotedStep::InSync;
+        return PromotedStep::InSync(live.handle);
     }
     let progressive = input
         .progressive
-        .is_some_and(|p| by_progressive(input, &p, live, desired, differs));
+        .is_some_and(|p| by_progressive(input, &p, &live, &want, differs));
+    let riders_progressive = input
+        .riders
+        .iter()
+        .any(|c| matches!(c.change, RiderChangeKind::Modified { progressive: true }));
+    let changed_fields = changed_fields(input, &live, &want, progressive);
     PromotedStep::Update {
+        live: live.handle,
+        desired,
+        resolved,
         progressive,
-        riders_progressive: input
-            .riders
-            .iter()
-            .any(|c| matches!(c.change, RiderChangeKind::Modified { progressive: true })),
-        changed_fields: changed_fields(input, live, desired, progressive),
+        riders_progressive,
+        changed_fields,
     }
 }
 
 /// Whether the progressive strategy carries this change: one is in progress, or the change
 /// (spec, metadata or riders) is classified progressive under the `progressive` user strategy.
-fn by_progressive(
-    input: &PassInput<'_>,
+fn by_progressive<H>(
+    input: &Facts<'_>,
     p: &ProgressiveView<'_>,
-    live: &ChildView<'_>,
+    live: &ChildView<'_, H>,
     desired: &DesiredView<'_>,
     differs: bool,
 ) -> bool {
@@ -379,9 +469,9 @@ fn by_progressive(
 
 /// Where the promoted child differs from the rollout, as paths into the rollout: under
 /// progressive without the scale the engine itself changes on the promoted child.
-fn changed_fields(
-    input: &PassInput<'_>,
-    live: &ChildView<'_>,
+fn changed_fields<H>(
+    input: &Facts<'_>,
+    live: &ChildView<'_, H>,
     desired: &DesiredView<'_>,
     progressive: bool,
 ) -> Vec<String> {

@@ -34,8 +34,9 @@ impl Child {
         }
     }
 
-    pub fn view(&self) -> ChildView<'_> {
+    pub fn view(&self) -> ChildView<'_, String> {
         ChildView {
+            handle: self.name.clone(),
             name: &self.name,
             labels: &self.labels,
             annotations: &self.annotations,
@@ -47,9 +48,42 @@ impl Child {
     }
 }
 
-pub(super) fn views(children: &[Child]) -> Vec<ChildView<'_>> {
+pub(super) fn views(children: &[Child]) -> Vec<ChildView<'_, String>> {
     children.iter().map(Child::view).collect()
 }
+
+/// The desired child, owned, handed back in an update.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Want {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub spec: Value,
+}
+
+impl Want {
+    pub fn new(spec: &Value) -> Want {
+        Want {
+            labels: desired_labels(),
+            annotations: BTreeMap::new(),
+            spec: spec.clone(),
+        }
+    }
+}
+
+impl Desired for Want {
+    fn view(&self) -> DesiredView<'_> {
+        DesiredView {
+            labels: &self.labels,
+            annotations: &self.annotations,
+            spec: &self.spec,
+        }
+    }
+}
+
+/// The plan's types in these tests: children named by their names, no resolution.
+pub(super) type In<'a> = PassInput<'a, String, Want, ()>;
+pub(super) type TestPlan = Plan<String, Want, ()>;
+pub(super) type TestStep = PromotedStep<String, Want, ()>;
 
 pub(super) fn desired_labels() -> BTreeMap<String, String> {
     [
@@ -63,11 +97,14 @@ pub(super) fn desired_labels() -> BTreeMap<String, String> {
 }
 
 /// The plan's step for the promoted child (the examples all plan one).
-pub(super) fn step(p: &Plan) -> &PromotedStep {
+pub(super) fn step(p: &TestPlan) -> &TestStep {
     p.promoted.as_ref().expect("a step for the promoted child")
 }
 
-pub(super) fn input<'a>(cached: &'a [ChildView<'a>], promoted: Promoted<'a>) -> PassInput<'a> {
+pub(super) fn input<'a>(
+    cached: &'a [ChildView<'a, String>],
+    promoted: Promoted<'a, String, Want, ()>,
+) -> In<'a> {
     PassInput {
         rollout: "r",
         child_kind: "Pipeline",
@@ -85,19 +122,11 @@ pub(super) fn input<'a>(cached: &'a [ChildView<'a>], promoted: Promoted<'a>) -> 
     }
 }
 
-fn cached_promoted<'a>(
-    child: &'a Child,
-    labels: &'a BTreeMap<String, String>,
-    empty: &'a BTreeMap<String, String>,
-    spec: &'a Value,
-) -> Promoted<'a> {
+fn cached_promoted<'a>(child: &'a Child, spec: &Value) -> Promoted<'a, String, Want, ()> {
     Promoted::Cached {
         child: child.view(),
-        desired: DesiredView {
-            labels,
-            annotations: empty,
-            spec,
-        },
+        desired: Want::new(spec),
+        resolved: (),
     }
 }
 
@@ -112,7 +141,7 @@ fn a_retirement_ends_the_pass_before_anything_is_recycled() {
     }];
     let mut i = input(&cached, Promoted::Recreating { old: "r-0" });
     i.retire = &retire;
-    let p = plan(&i);
+    let p = plan(i);
     assert_eq!(p.retire, vec![("r-1".into(), "delete-recreate".into())]);
     assert!(p.recycle.is_empty());
     assert_eq!(
@@ -131,8 +160,8 @@ fn duplicates_are_purged_only_when_the_live_list_confirms_them() {
         Child::new("r-1", upgrade_state::PROMOTED, 2, spec.clone()),
     ];
     let cached = views(&children);
-    assert_eq!(duplicates(&cached), vec!["r-0"]);
-    let (labels, empty) = (desired_labels(), BTreeMap::new());
+    let names: Vec<&str> = duplicates(&cached).iter().map(|c| c.name).collect();
+    assert_eq!(names, vec!["r-0"]);
     // The live list shows r-0 already relabelled: nothing to purge.
     let mut relabelled = children.clone();
     relabelled[0].labels.insert(
@@ -140,17 +169,14 @@ fn duplicates_are_purged_only_when_the_live_list_confirms_them() {
         upgrade_state::RECYCLABLE.into(),
     );
     let live = views(&relabelled);
-    let mut i = input(
-        &cached,
-        cached_promoted(&children[1], &labels, &empty, &spec),
-    );
+    let mut i = input(&cached, cached_promoted(&children[1], &spec));
     i.duplicates_live = Some(&live);
-    assert!(plan(&i).retire.is_empty());
+    assert!(plan(i.clone()).retire.is_empty());
     let live = views(&children);
     i.duplicates_live = Some(&live);
-    let p = plan(&i);
+    let p = plan(i);
     assert_eq!(p.retire, vec![("r-0".into(), "purge".into())]);
-    assert_eq!(*step(&p), PromotedStep::InSync);
+    assert_eq!(*step(&p), PromotedStep::InSync("r-1".into()));
 }
 
 #[test]
@@ -177,7 +203,7 @@ fn recyclable_children_not_yet_deleting_get_a_step() {
         &cached,
         Promoted::Waiting("waiting for ISBServiceRollout default"),
     );
-    let p = plan(&i);
+    let p = plan(i);
     assert_eq!(p.recycle, vec!["r-0".to_string()]);
     assert_eq!(
         *step(&p),
@@ -196,7 +222,7 @@ fn a_recreate_waits_for_the_old_child() {
     let cached = views(&children);
     assert_eq!(recreating(&cached), Some("r-0"));
     assert_eq!(newest_promoted(&cached).map(|c| c.name), None);
-    let p = plan(&input(&cached, Promoted::Recreating { old: "r-0" }));
+    let p = plan(input(&cached, Promoted::Recreating { old: "r-0" }));
     assert_eq!(
         *step(&p),
         PromotedStep::Wait(
@@ -215,7 +241,7 @@ fn a_promoted_child_only_the_live_list_shows_is_adopted() {
         Child::new("r-1", upgrade_state::PROMOTED, 2, json!({})),
     ];
     let live = views(&children);
-    let p = plan(&input(&[], Promoted::Missing { live }));
+    let p = plan(input(&[], Promoted::Missing { live, resolved: () }));
     assert_eq!(*step(&p), PromotedStep::Adopt("r-1".into()));
 }
 
@@ -227,12 +253,13 @@ fn a_create_takes_the_next_free_name_and_discontinues_orphaned_trials() {
         Child::new("r-5", upgrade_state::RECYCLABLE, 3, json!({})),
     ];
     let live = views(&children);
-    let mut i = input(&[], Promoted::Missing { live });
+    let mut i = input(&[], Promoted::Missing { live, resolved: () });
     i.name_count = Some(3);
-    let p = plan(&i);
+    let p = plan(i);
     assert_eq!(
         *step(&p),
         PromotedStep::Create {
+            resolved: (),
             name: "r-6".into(),
             name_count: 7,
             discontinue: vec!["r-3".into(), "r-4".into()],
@@ -246,7 +273,7 @@ fn no_free_name_is_an_error() {
         .map(|n| Child::new(&format!("r-{n}"), upgrade_state::RECYCLABLE, n, json!({})))
         .collect();
     let live = views(&children);
-    let err = plan(&input(&[], Promoted::Missing { live }))
+    let err = plan(input(&[], Promoted::Missing { live, resolved: () }))
         .promoted
         .expect_err("all names taken");
     assert_eq!(err, PlanError::NoFreeName("r".into()));
@@ -261,13 +288,15 @@ fn an_unchanged_child_is_in_sync_unless_the_rollout_changed_or_a_strategy_runs()
         1,
         json!({"vertices": [{"name": "in", "scale": {"min": 1.0}}]}),
     );
-    let (labels, empty) = (desired_labels(), BTreeMap::new());
-    let mut i = input(&[], cached_promoted(&child, &labels, &empty, &spec));
-    assert_eq!(*step(&plan(&i)), PromotedStep::InSync);
+    let mut i = input(&[], cached_promoted(&child, &spec));
+    assert_eq!(*step(&plan(i.clone())), PromotedStep::InSync("r-0".into()));
     i.generation_changed = true;
     assert_eq!(
-        *step(&plan(&i)),
+        *step(&plan(i.clone())),
         PromotedStep::Update {
+            live: "r-0".into(),
+            desired: Want::new(&spec),
+            resolved: (),
             progressive: false,
             riders_progressive: false,
             changed_fields: vec![],
@@ -276,7 +305,7 @@ fn an_unchanged_child_is_in_sync_unless_the_rollout_changed_or_a_strategy_runs()
     i.generation_changed = false;
     i.in_progress = UpgradeStrategy::PipelinePauseAndDrain;
     assert!(matches!(
-        *step(&plan(&i)),
+        *step(&plan(i)),
         PromotedStep::Update {
             progressive: false,
             ..
@@ -333,7 +362,6 @@ fn a_change_goes_progressive_only_when_classified_so_under_the_progressive_strat
         1,
         json!({"vertices": [{"name": "in", "image": "a"}]}),
     );
-    let (labels, empty) = (desired_labels(), BTreeMap::new());
     let usde = UsdeKindConfig {
         progressive: vec![SpecField {
             path: "spec.vertices".into(),
@@ -341,12 +369,12 @@ fn a_change_goes_progressive_only_when_classified_so_under_the_progressive_strat
         }],
         ..Default::default()
     };
-    let mut i = input(&[], cached_promoted(&child, &labels, &empty, &spec));
+    let mut i = input(&[], cached_promoted(&child, &spec));
     i.progressive = Some(ProgressiveView {
         kind: Kind::Pipeline,
         usde: Some(&usde),
     });
-    let progressive = |i: &PassInput<'_>| match step(&plan(i)).clone() {
+    let progressive = |i: &In<'_>| match step(&plan(i.clone())).clone() {
         PromotedStep::Update { progressive, .. } => progressive,
         other => panic!("expected an update, got {other:?}"),
     };
@@ -364,7 +392,7 @@ fn a_change_goes_progressive_only_when_classified_so_under_the_progressive_strat
     );
     i.in_progress = UpgradeStrategy::Progressive;
     assert!(progressive(&i), "an upgrade in progress keeps going");
-    match step(&plan(&i)).clone() {
+    match step(&plan(i)).clone() {
         PromotedStep::Update { changed_fields, .. } => {
             assert_eq!(changed_fields, vec!["spec.pipeline.spec.vertices[0].image"])
         }
@@ -376,16 +404,15 @@ fn a_change_goes_progressive_only_when_classified_so_under_the_progressive_strat
 fn a_modified_progressive_rider_is_reported() {
     let spec = json!({});
     let child = Child::new("r-0", upgrade_state::PROMOTED, 1, json!({}));
-    let (labels, empty) = (desired_labels(), BTreeMap::new());
     let riders = [RiderChange {
         kind: "ConfigMap".into(),
         name: "cm".into(),
         change: RiderChangeKind::Modified { progressive: true },
     }];
-    let mut i = input(&[], cached_promoted(&child, &labels, &empty, &spec));
+    let mut i = input(&[], cached_promoted(&child, &spec));
     i.generation_changed = true;
     i.riders = &riders;
-    match step(&plan(&i)).clone() {
+    match step(&plan(i)).clone() {
         PromotedStep::Update {
             riders_progressive,
             changed_fields,

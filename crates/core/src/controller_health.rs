@@ -1,12 +1,12 @@
 //! Health of a NumaflowController (from the Numaflow controller Deployment) and how a
 //! NumaflowControllerRollout reports its NumaflowController (docs/compatibility.md). Pure.
 
+use crate::conditions::get_condition;
+use crate::health::{Health, HealthStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use numaplane_api::NumaflowController;
 use numaplane_api::common::Phase;
 use numaplane_api::keys::{condition, message, reason};
-use numaplane_core::conditions::get_condition;
-use numaplane_core::health::{Health, HealthStatus};
 
 const WAITING: &str = "Waiting for Deployment to finish";
 
