@@ -15,6 +15,7 @@ pub mod kind;
 pub mod label_index;
 pub mod manifests;
 pub mod monovertex_rollout;
+pub mod namespaced;
 pub mod narrow;
 pub mod numaflow;
 pub mod numaflow_controller;
@@ -28,6 +29,7 @@ pub use common::{ChildMetadata, Phase, RiderStatus, Status, UpgradeStrategy};
 pub use isbservice_rollout::{ISBServiceRollout, ISBServiceRolloutSpec, ISBServiceRolloutStatus};
 pub use kind::{Kind, Reconciled, Subject};
 pub use monovertex_rollout::{MonoVertexRollout, MonoVertexRolloutSpec, MonoVertexRolloutStatus};
+pub use namespaced::Namespaced;
 pub use numaflow_controller::{
     NumaflowController, NumaflowControllerSpec, NumaflowControllerStatus,
 };

@@ -10,6 +10,7 @@ use kube::api::{
 };
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::labels;
 use numaplane_api::numaflow::{InterStepBufferService, MonoVertex, Pipeline};
 use numaplane_core::usde::json_eq;
@@ -341,7 +342,7 @@ pub async fn delete_recording<K: ChildObject>(
     reason: Option<String>,
 ) -> Result<bool, Error> {
     use numaplane_api::keys::annotations::DELETION_REASON;
-    let ns = child.namespace().unwrap_or_default();
+    let ns = child.ns();
     let name = child.name_any();
     let mut rv = child.resource_version();
     if reason.as_ref() != child.annotations().get(DELETION_REASON) {
@@ -362,7 +363,7 @@ pub async fn delete_recording<K: ChildObject>(
         });
         let ops: json_patch::Patch = serde_json::from_value(Value::Array(ops))
             .map_err(|e| Error::InvalidSpec(format!("deletion-reason patch: {e}")))?;
-        match patch::<K, ()>(ctx, &ns, &name, &patch_params(), &Patch::Json(ops)).await {
+        match patch::<K, ()>(ctx, ns, &name, &patch_params(), &Patch::Json(ops)).await {
             Ok(written) => rv = written.resource_version(),
             Err(e) if is_not_found(&e) || is_conflict(&e) => return Ok(false),
             Err(e) => {
@@ -370,7 +371,7 @@ pub async fn delete_recording<K: ChildObject>(
             }
         }
     }
-    delete_unchanged::<K>(ctx, &ns, &name, child.uid(), rv).await
+    delete_unchanged::<K>(ctx, ns, &name, child.uid(), rv).await
 }
 
 /// Metadata of an owner reference to `child` (used by riders: not a controller reference).
@@ -394,7 +395,7 @@ pub async fn mark_recyclable<K: ChildObject>(
     reason: &str,
 ) -> Result<K, Error> {
     ctx.ensure_leader()?;
-    let ns = child.namespace().unwrap_or_default();
+    let ns = child.ns();
     let name = child.name_any();
     let mut patch = serde_json::json!({
         "metadata": {
@@ -412,7 +413,7 @@ pub async fn mark_recyclable<K: ChildObject>(
         });
     }
     tracing::info!(child = %name, reason, "marking child recyclable");
-    self::patch(ctx, &ns, &name, &patch_params(), &Patch::Merge(&patch))
+    self::patch(ctx, ns, &name, &patch_params(), &Patch::Merge(&patch))
         .await
         .ctx(|| format!("marking {} {name} recyclable", K::kind(&())))
 }

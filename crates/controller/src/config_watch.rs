@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::{config_kind, labels};
 use numaplane_core::config::{
     parse_controller_config, parse_namespace_config, parse_usde_configmap,
@@ -148,7 +149,7 @@ pub async fn watch_configmaps(
 }
 
 async fn apply(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator_namespace: &str) {
-    let ns = cm.namespace().unwrap_or_default();
+    let ns = cm.ns();
     let name = cm.name_any();
     let kind = cm
         .labels()
@@ -166,7 +167,7 @@ async fn apply(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator
         config_kind::NAMESPACE_LEVEL_CONFIG if ns != operator_namespace => {
             parse_namespace_config(&data).map(|s| {
                 info!(%ns, %name, strategy = ?s, "namespace upgrade strategy set");
-                settings.set_namespace_strategy(&ns, Some(s));
+                settings.set_namespace_strategy(ns, Some(s));
             })
         }
         // Definitions are read by the NumaflowController controller from its own watch.
@@ -178,12 +179,12 @@ async fn apply(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator
     };
     if let Err(e) = result {
         error!(%ns, %name, error = %e, "invalid configuration, keeping the previous one");
-        events.config_warning(&ns, &name, &e.to_string()).await;
+        events.config_warning(ns, &name, &e.to_string()).await;
     }
 }
 
 async fn delete(cm: &ConfigMap, settings: &Settings, events: &EventSink, operator_namespace: &str) {
-    let ns = cm.namespace().unwrap_or_default();
+    let ns = cm.ns();
     match cm.labels().get(labels::CONFIG).map(String::as_str) {
         // Fail closed: a deleted (or unlabelled) USDE ConfigMap does not switch the cluster to
         // direct applies; the last good one stays in force until a new one arrives.
@@ -192,7 +193,7 @@ async fn delete(cm: &ConfigMap, settings: &Settings, events: &EventSink, operato
             warn!(%ns, %name, "USDE config deleted: keeping the last one loaded until it returns");
             events
                 .config_event(
-                    &ns,
+                    ns,
                     &name,
                     "ConfigDeleted",
                     "upgrade-strategy (USDE) ConfigMap deleted or unlabelled: the last one loaded \
@@ -202,7 +203,7 @@ async fn delete(cm: &ConfigMap, settings: &Settings, events: &EventSink, operato
         }
         Some(config_kind::NAMESPACE_LEVEL_CONFIG) if ns != operator_namespace => {
             info!(%ns, "namespace upgrade strategy removed");
-            settings.set_namespace_strategy(&ns, None);
+            settings.set_namespace_strategy(ns, None);
         }
         _ => {}
     }

@@ -6,6 +6,7 @@ use crate::error::{Error, KubeContext, is_not_found};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::Reconciled;
 use numaplane_api::keys::FINALIZER;
 use serde::de::DeserializeOwned;
@@ -19,7 +20,7 @@ fn api<K>(ctx: &Ctx, obj: &K) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
 {
-    Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default())
+    Api::namespaced(ctx.client.clone(), obj.ns())
 }
 
 fn json_patch(v: serde_json::Value) -> Result<json_patch::Patch, Error> {

@@ -20,6 +20,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::compact::{Compact, RawObject, Unreadable};
 use numaplane_api::keys::labels;
 use numaplane_api::label_index::LabelIndex;
@@ -403,7 +404,7 @@ impl Watches<'_> {
             if let Some(parent) = obj.labels().get(labels::PARENT_ROLLOUT_NAME) {
                 let _ = deletions.send(Announced {
                     kind: K::kind(&()).into_owned(),
-                    namespace: obj.namespace().unwrap_or_default(),
+                    namespace: obj.ns().to_string(),
                     parent: parent.clone(),
                     isb_rollout: obj.labels().get(labels::ISBSVC_NAME).cloned(),
                 });
@@ -530,20 +531,16 @@ fn spawn_controllers(
     let prs = prs
         .owns_shared_stream(subs.pipelines)
         .watches_shared_stream(subs.isbsvcs_for_pr, move |isb| {
-            let ns = isb.namespace().unwrap_or_default();
+            let ns = isb.ns();
             let rollout = isb
                 .labels()
                 .get(labels::PARENT_ROLLOUT_NAME)
                 .cloned()
                 .unwrap_or_default();
-            prs_using(&by_isbsvc, &ns, &rollout)
+            prs_using(&by_isbsvc, ns, &rollout)
         })
         .watches_shared_stream(subs.isb_rollouts_for_pr, move |isbr| {
-            prs_using(
-                &by_isbr,
-                &isbr.namespace().unwrap_or_default(),
-                &isbr.name_any(),
-            )
+            prs_using(&by_isbr, isbr.ns(), &isbr.name_any())
         })
         // A NumaflowControllerRollout's pause request and controller trial concern every
         // pipeline of its namespace.
@@ -592,24 +589,24 @@ fn spawn_controllers(
         .watches_shared_stream(subs.pipelines_for_isbr, |p| {
             p.labels()
                 .get(labels::ISBSVC_NAME)
-                .map(|r| ObjectRef::new(r).within(&p.namespace().unwrap_or_default()))
+                .map(|r| ObjectRef::new(r).within(p.ns()))
         })
         .watches_shared_stream(subs.statefulsets, move |sts| {
-            let ns = sts.namespace().unwrap_or_default();
+            let ns = sts.ns();
             let isb = sts
                 .labels()
                 .get(labels::NUMAFLOW_ISBSVC_NAME)
                 .cloned()
                 .unwrap_or_default();
             isbsvc_store
-                .named(&ns, &isb)
+                .named(ns, &isb)
                 .and_then(|i| i.labels().get(labels::PARENT_ROLLOUT_NAME).cloned())
-                .map(|r| ObjectRef::new(&r).within(&ns))
+                .map(|r| ObjectRef::new(&r).within(ns))
         })
         .watches_shared_stream(subs.pdbs, |pdb| {
             pdb.labels()
                 .get(labels::PARENT_ROLLOUT_NAME)
-                .map(|r| ObjectRef::new(r).within(&pdb.namespace().unwrap_or_default()))
+                .map(|r| ObjectRef::new(r).within(pdb.ns()))
         })
         .reconcile_on(config_triggers(
             &ctx.settings,
@@ -667,11 +664,11 @@ fn in_namespace_of<K>(store: &Store<K>, ncr: &NumaflowControllerRollout) -> Vec<
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    let ns = ncr.namespace().unwrap_or_default();
+    let ns = ncr.ns();
     store
         .state()
         .iter()
-        .filter(|o| o.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|o| o.namespace().as_deref() == Some(ns))
         .map(|o| ObjectRef::from_obj(&**o))
         .collect()
 }

@@ -8,6 +8,7 @@ use crate::error::{Error, KubeContext};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::common::{Phase, RiderStatus, Status};
 use numaplane_api::keys::{condition, event_reason, message, reason};
 use numaplane_api::{Kind, Reconciled, Subject};
@@ -285,7 +286,7 @@ where
     R: StatusOf,
 {
     ctx.ensure_leader()?;
-    let api: Api<R> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let api: Api<R> = Api::namespaced(ctx.client.clone(), obj.ns());
     let body = serde_json::json!({
         "apiVersion": R::api_version(&()),
         "kind": R::kind(&()),

@@ -8,6 +8,7 @@ use crate::metrics::Metrics;
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::narrow::VertexReplicas;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -67,7 +68,7 @@ impl VertexCache {
 
     /// Applies one watch event; `relist` collects a (re)list until it is done.
     fn apply(&self, event: watcher::Event<VertexReplicas>, relist: &mut Option<Map>) {
-        let k = |v: &VertexReplicas| key(&v.namespace().unwrap_or_default(), &v.name_any());
+        let k = |v: &VertexReplicas| key(v.ns(), &v.name_any());
         match event {
             watcher::Event::Apply(v) => {
                 self.write().insert(k(&v), Counts::of(&v));

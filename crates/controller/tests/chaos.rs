@@ -419,6 +419,23 @@ where
     good(&child).then(|| (up.name.clone(), up.failure_reasons.join("; ")))
 }
 
+/// The failed good trials one wait has asked again for.
+#[derive(Default)]
+struct AskedAgain(Mutex<BTreeSet<String>>);
+
+impl AskedAgain {
+    /// Records `trial` of `rollout` as failed by the stack the first time it is seen; then
+    /// returns how many this wait has asked again for.
+    fn first_time(&self, w: &World, rollout: &str, trial: &str, why: &str) -> Option<usize> {
+        let mut seen = self.0.lock().ok()?;
+        if !seen.insert(trial.to_string()) {
+            return None;
+        }
+        w.stack_failed(format!("{rollout} {trial}: {why}"));
+        Some(seen.len())
+    }
+}
+
 /// Marks a manifest as asked again for the `n`th time (an annotation on the child template),
 /// so the rollout starts a new trial of the same spec.
 fn asked_again(mut manifest: Value, template: &str, n: usize) -> Value {
@@ -578,7 +595,7 @@ impl Lane {
     async fn pipeline_settled(&self, w: &World, ns: &str) -> Step {
         let want = if self.alt { 3 } else { 2 };
         let is_good = |p: &Pipeline| vertices(p) == want && (want == 2 || cat_image(p) == CAT);
-        let handled = std::sync::Mutex::new(BTreeSet::new());
+        let asked = AskedAgain::default();
         let (_, took) = until(
             &format!("{} settled with {want} vertices", self.name),
             || async {
@@ -592,13 +609,8 @@ impl Lane {
                     .and_then(|r| upgrading_pipeline(r))
                     .map(|u| &u.child);
                 if let Some((trial, why)) = good_trial_failed(w, ns, up, is_good).await
-                    && handled
-                        .lock()
-                        .map(|mut h| h.insert(trial.clone()))
-                        .unwrap_or(false)
+                    && let Some(n) = asked.first_time(w, &self.name, &trial, &why)
                 {
-                    w.stack_failed(format!("{} {trial}: {why}", self.name));
-                    let n = handled.lock().map(|h| h.len()).unwrap_or(1);
                     let again = self.pipeline_manifest(good_pipeline(self.alt));
                     apply::<PipelineRollout>(w, ns, &asked_again(again, "pipeline", n)).await;
                     return Err(format!("{trial} failed ({why}): asked again"));
@@ -779,7 +791,7 @@ impl Lane {
     async fn monovertex_settled(&self, w: &World, ns: &str) -> Step {
         let image = if self.alt { MV_JAVA } else { MV_IMAGE };
         let is_good = |m: &MonoVertex| support::scenario::mv_image(m) == image;
-        let handled = std::sync::Mutex::new(BTreeSet::new());
+        let asked = AskedAgain::default();
         let (_, took) = until(&format!("{} settled on {image}", self.name), || async {
             let r = api::<MonoVertexRollout>(w, ns)
                 .get_opt(&self.name)
@@ -792,13 +804,8 @@ impl Lane {
                 .and_then(|p| p.upgrading_mono_vertex_status.as_ref())
                 .map(|u| &u.child);
             if let Some((trial, why)) = good_trial_failed(w, ns, up, is_good).await
-                && handled
-                    .lock()
-                    .map(|mut h| h.insert(trial.clone()))
-                    .unwrap_or(false)
+                && let Some(n) = asked.first_time(w, &self.name, &trial, &why)
             {
-                w.stack_failed(format!("{} {trial}: {why}", self.name));
-                let n = handled.lock().map(|h| h.len()).unwrap_or(1);
                 let again = monovertex_rollout(&self.name, image, self.rider);
                 apply::<MonoVertexRollout>(w, ns, &asked_again(again, "monoVertex", n)).await;
                 return Err(format!("{trial} failed ({why}): asked again"));

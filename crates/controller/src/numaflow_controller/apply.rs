@@ -24,6 +24,7 @@ use kube::api::{
 };
 use kube::discovery::{ApiResource, Scope, verbs};
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::NumaflowController;
 use numaplane_api::common::GroupVersionKind;
 use numaplane_api::keys::labels;
@@ -57,18 +58,18 @@ pub async fn sync(
     full: bool,
     health_deployment: &str,
 ) -> Result<Synced, Error> {
-    let ns = nc.namespace().unwrap_or_default();
+    let ns = nc.ns();
     let mut out = Synced::default();
     for obj in rendered {
         let mut last = previous.and_then(|p| p.seen.get(&obj.key)).copied();
-        let cached = nctx.owned.cached(&obj.key, &ns);
+        let cached = nctx.owned.cached(&obj.key, ns);
         let needed = if full {
             // Nothing remembered (a restart) or a resync: the cached copy is enough when it
             // holds all this rendering sets, its stamp included (see `render::stamped`); it is
             // then what later passes compare with.
             let differs = nctx
                 .owned
-                .cached_value(&obj.key, &ns)
+                .cached_value(&obj.key, ns)
                 .map(|live| numaplane_core::json::first_difference(&as_stored(obj), &live));
             let held = matches!(differs, Some(None));
             if let Some(Some(path)) = &differs {
@@ -95,7 +96,7 @@ pub async fn sync(
             }
             continue;
         }
-        let (written, recreated) = apply_one(nctx, nc, &ns, obj).await?;
+        let (written, recreated) = apply_one(nctx, nc, ns, obj).await?;
         if recreated {
             out.recreated += 1;
         } else {
@@ -297,7 +298,7 @@ async fn prune(
     rendered: &[RenderedObject],
 ) -> Result<usize, Error> {
     let ctx = &nctx.ctx;
-    let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
+    let (ns, name) = (nc.ns(), nc.name_any());
     let Some(uid) = nc.uid() else {
         return Ok(0);
     };
@@ -305,7 +306,7 @@ async fn prune(
     let lp = ListParams::default().labels(&format!("{}={name}", labels::TRACKING_ID));
     let mut pruned = 0;
     for ar in included_kinds(nctx).await? {
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
         let live = api
             .list_metadata(&lp)
             .await

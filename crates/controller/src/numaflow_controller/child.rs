@@ -6,6 +6,7 @@ use crate::error::{Error, KubeContext, is_conflict, is_not_found};
 use crate::status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::{NumaflowController, NumaflowControllerRollout, NumaflowControllerSpec};
 use std::collections::BTreeMap;
 
@@ -21,7 +22,7 @@ pub(super) async fn apply(
 ) -> Result<NumaflowController, Error> {
     let ctx = &nctx.ctx;
     ctx.ensure_leader()?;
-    let ns = r.namespace().unwrap_or_default();
+    let ns = r.ns();
     let owner = r
         .controller_owner_ref(&())
         .ok_or_else(|| Error::InvalidSpec("NumaflowControllerRollout has no uid yet".into()))?;
@@ -36,7 +37,7 @@ pub(super) async fn apply(
         },
         "spec": spec,
     });
-    let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), ns);
     let written = api
         .patch(
             name,

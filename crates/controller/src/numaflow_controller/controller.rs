@@ -12,6 +12,7 @@ use crate::{finalizer, metrics::Labels};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::{condition, event_reason, reason};
 use numaplane_api::{NumaflowController, Subject};
 use numaplane_core::conditions::get_condition;
@@ -58,8 +59,8 @@ async fn finalize(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error
     if let Some(uid) = nc.uid() {
         nctx.forget(&uid);
     }
-    let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
-    ctx.metrics.forget(SUBJECT, &ns, &name);
+    let (ns, name) = (nc.ns(), nc.name_any());
+    ctx.metrics.forget(SUBJECT, ns, &name);
     ctx.metrics.child_change(
         SUBJECT.controller(),
         "delete",
@@ -92,7 +93,7 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
     let first = nctx
         .owned
         .deployment(
-            &nc.namespace().unwrap_or_default(),
+            nc.ns(),
             &render::deployment_name(nc.spec.instance_id.as_deref()),
         )
         .is_none();
@@ -156,7 +157,7 @@ async fn run(nc: &NumaflowController, nctx: &NcCtx) -> Result<Action, Error> {
 /// Observe (definition, caches), decide (full or incremental pass), act (apply, prune).
 async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> {
     let ctx = &nctx.ctx;
-    let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
+    let (ns, name) = (nc.ns(), nc.name_any());
     let uid = nc
         .uid()
         .ok_or_else(|| Error::InvalidSpec("NumaflowController has no uid yet".into()))?;
@@ -170,7 +171,7 @@ async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> 
     }
     let cfg = ctx.settings.controller();
     let search =
-        definitions::search_order(&ns, &ctx.operator_namespace, &cfg.definitions_namespaces);
+        definitions::search_order(ns, &ctx.operator_namespace, &cfg.definitions_namespaces);
     let manifest =
         nctx.definitions
             .lookup(version, &search)
@@ -197,7 +198,7 @@ async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> 
                 .ok_or_else(|| Error::InvalidSpec("NumaflowController has no uid yet".into()))?;
             let target = Target {
                 name: &name,
-                namespace: &ns,
+                namespace: ns,
                 instance_id,
                 owner,
                 allowed: &cfg.included_resources,
@@ -236,10 +237,10 @@ async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> 
         Some(d) => Some(deployment_health(Some(&d))),
         None => {
             let written = synced.seen.get(&health_key).map(|s| s.resource_version);
-            match nctx.owned.cached(&health_key, &ns) {
+            match nctx.owned.cached(&health_key, ns) {
                 Cached::Present(live) if written.is_some_and(|w| live.resource_version < w) => None,
                 _ => Some(deployment_health(
-                    nctx.owned.deployment(&ns, &health_name).as_deref(),
+                    nctx.owned.deployment(ns, &health_name).as_deref(),
                 )),
             }
         }
@@ -260,16 +261,16 @@ async fn drive(nc: &NumaflowController, nctx: &NcCtx) -> Result<Outcome, Error> 
 }
 
 fn record_health(nctx: &NcCtx, nc: &NumaflowController, st: &numaplane_api::common::Status) {
-    let (ns, name) = (nc.namespace().unwrap_or_default(), nc.name_any());
+    let (ns, name) = (nc.ns(), nc.name_any());
     let healthy = get_condition(&st.conditions, condition::CHILD_RESOURCES_HEALTHY)
         .is_some_and(|c| c.status == HealthStatus::True.as_str());
     let labels: Labels = vec![
-        ("namespace", ns.clone()),
+        ("namespace", ns.to_string()),
         ("numaflowcontroller", name.clone()),
         ("phase", st.phase.as_str().to_string()),
         ("childHealthy", healthy.to_string()),
     ];
-    nctx.ctx.metrics.set_health(SUBJECT, &ns, &name, labels);
+    nctx.ctx.metrics.set_health(SUBJECT, ns, &name, labels);
 }
 
 async fn publish(nctx: &NcCtx, nc: &NumaflowController, t: EventType, reason: &str, note: String) {

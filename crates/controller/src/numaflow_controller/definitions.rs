@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::{config_kind, labels};
 use numaplane_core::config::parse_controller_definitions;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -138,7 +139,7 @@ impl Definitions {
     /// Records a ConfigMap's definitions (replacing what it defined before). Returns the data
     /// keys that could not be parsed, with why; the others are used.
     pub fn upsert(&self, cm: &ConfigMap) -> Vec<String> {
-        let key = (cm.namespace().unwrap_or_default(), cm.name_any());
+        let key = (cm.ns().to_string(), cm.name_any());
         let mut versions = Versions::new();
         let mut errors = Vec::new();
         for (k, v) in cm.data.iter().flatten() {
@@ -247,18 +248,16 @@ pub async fn watch(
             Ok(watcher::Event::Init) => defs.begin_listing(&scope),
             Ok(watcher::Event::InitDone) => defs.end_listing(&scope),
             Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
-                let (ns, name) = (cm.namespace().unwrap_or_default(), cm.name_any());
-                if !trust(&ns) {
+                let (ns, name) = (cm.ns(), cm.name_any());
+                if !trust(ns) {
                     warn!(%ns, %name, "Numaflow controller definitions ignored: only those in the operator's namespace or a namespace listed in numaflowControllerDefinitionsNamespaces are used");
                 }
                 for e in defs.upsert(&cm) {
                     warn!(%ns, %name, error = %e, "invalid Numaflow controller definitions skipped");
-                    events.config_warning(&ns, &name, &e).await;
+                    events.config_warning(ns, &name, &e).await;
                 }
             }
-            Ok(watcher::Event::Delete(cm)) => {
-                defs.remove(&cm.namespace().unwrap_or_default(), &cm.name_any())
-            }
+            Ok(watcher::Event::Delete(cm)) => defs.remove(cm.ns(), &cm.name_any()),
             Err(e) => warn!(error = %e, "definitions ConfigMap watch error (retrying)"),
         }
     }

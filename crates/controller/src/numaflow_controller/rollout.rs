@@ -14,6 +14,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{condition, event_reason, upgrade_state};
 use numaplane_api::progressive::AssessmentResult;
@@ -50,13 +51,13 @@ pub async fn reconcile(
 
 async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Error> {
     let ctx = &nctx.ctx;
-    let ns = r.namespace().unwrap_or_default();
+    let ns = r.ns();
     let deleting = r.meta().deletion_timestamp.is_some();
     let remaining = if deleting {
         if !finalizer::has(r) {
             return Ok(Action::await_change());
         }
-        let remaining = remaining_rollouts(nctx, &ns).await?;
+        let remaining = remaining_rollouts(nctx, ns).await?;
         if remaining.is_none() {
             return delete_controller(r, nctx).await;
         }
@@ -81,7 +82,7 @@ async fn run(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Erro
         &mut st.status,
         Kind::NumaflowController,
         ctx.settings.usde().is_some(),
-        ctx.settings.user_strategy(&ns),
+        ctx.settings.user_strategy(ns),
         generation,
         &now,
     );
@@ -192,7 +193,7 @@ fn record_history(
     numaplane_core::history::record(&mut st.status.upgrade_history, &obs, now, limit);
     nctx.ctx.metrics.upgrades_finished(
         Kind::NumaflowController,
-        &r.namespace().unwrap_or_default(),
+        r.ns(),
         &r.name_any(),
         &before,
         &st.status.upgrade_history,
@@ -211,7 +212,7 @@ async fn ensure_controller(
     now: &Time,
 ) -> Result<(Option<&'static str>, Vec<String>), Error> {
     let ctx = &nctx.ctx;
-    let ns = r.namespace().unwrap_or_default();
+    let ns = r.ns();
     // The CRD refuses such an ID; one stored before it did is refused here, naming the field.
     if let Some(problem) = numaplane_core::naming::instance_id_problem(
         r.spec.controller.instance_id.as_deref(),
@@ -225,7 +226,7 @@ async fn ensure_controller(
     };
     // Opt-in: a rollout without `spec.strategy.progressive` upgrades in place under
     // `progressive`, as the reference does (and its scenarios expect).
-    let progressive = ctx.settings.user_strategy(&ns) == UserStrategy::Progressive
+    let progressive = ctx.settings.user_strategy(ns) == UserStrategy::Progressive
         && r.spec
             .strategy
             .as_ref()
@@ -259,31 +260,31 @@ async fn observe(
     pausing: bool,
 ) -> Result<Observed, Error> {
     let ctx = &nctx.ctx;
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let (ns, name) = (r.ns(), r.name_any());
     let uid = r.uid().unwrap_or_default();
     let cached = nctx
         .controllers
-        .get(&ObjectRef::new(&name).within(&ns))
+        .get(&ObjectRef::new(&name).within(ns))
         .map(|nc| status::fresher(ctx, nc));
     let (live, check) = match &cached {
         Some(nc) if nc.meta().deletion_timestamp.is_some() => (None, None),
         Some(nc) => {
-            check_owned(nc, &uid, &ns)?;
+            check_owned(nc, &uid, ns)?;
             let check = if pausing && nc.spec != *desired {
-                Some(check_pipelines(ctx, &ns, None, Need::Paused).await?)
+                Some(check_pipelines(ctx, ns, None, Need::Paused).await?)
             } else {
                 None
             };
             (None, check)
         }
         None => {
-            let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), &ns);
+            let api: Api<NumaflowController> = Api::namespaced(ctx.client.clone(), ns);
             let live = api
                 .get_opt(&name)
                 .await
                 .ctx(|| format!("reading NumaflowController {name}"))?;
             if let Some(existing) = &live {
-                check_owned(existing, &uid, &ns)?;
+                check_owned(existing, &uid, ns)?;
             }
             (live, None)
         }
@@ -306,7 +307,7 @@ async fn carry(
     now: &Time,
 ) -> Result<(Option<&'static str>, Vec<String>), Error> {
     let ctx = &nctx.ctx;
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let (ns, name) = (r.ns(), r.name_any());
     let pausing = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
     let Observed {
         cached,
@@ -335,12 +336,12 @@ async fn carry(
     };
     let step = controller_rollout::plan(controller_rollout::Input {
         name: &name,
-        namespace: &ns,
+        namespace: ns,
         desired,
         found,
         pausing,
         not_paused: check.as_ref().map(|c| c.waiting.as_slice()),
-        user_strategy: ctx.settings.user_strategy(&ns),
+        user_strategy: ctx.settings.user_strategy(ns),
         usde: usde.as_ref().map(|u| u.for_kind(Kind::NumaflowController)),
     });
     // Act: each step leaves the NumaflowController's health to mirror.
@@ -610,7 +611,7 @@ async fn remaining_rollouts(nctx: &NcCtx, ns: &str) -> Result<Option<String>, Er
 async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Result<Action, Error> {
     let ctx = &nctx.ctx;
     let started = Instant::now();
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let (ns, name) = (r.ns(), r.name_any());
     publish(
         nctx,
         r,
@@ -627,17 +628,17 @@ async fn delete_controller(r: &NumaflowControllerRollout, nctx: &NcCtx) -> Resul
         .controllers
         .state()
         .into_iter()
-        .filter(|nc| nc.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|nc| nc.metadata.namespace.as_deref() == Some(ns))
         .filter(|nc| nc.owner_references().iter().any(|o| o.uid == uid))
         .filter(|nc| nc.meta().deletion_timestamp.is_none())
         .collect();
     for nc in owned {
-        super::child::delete(r, nctx, &ns, &nc.name_any()).await?;
+        super::child::delete(r, nctx, ns, &nc.name_any()).await?;
     }
     finalizer::remove(ctx, r).await?;
     ctx.forget(&uid);
-    ctx.metrics.forget(SUBJECT, &ns, &name);
-    forget_running(nctx, &ns, &name);
+    ctx.metrics.forget(SUBJECT, ns, &name);
+    forget_running(nctx, ns, &name);
     ctx.metrics.child_change(
         SUBJECT.controller(),
         "delete",
@@ -654,17 +655,17 @@ fn record_metrics(
     st: &NumaflowControllerRolloutStatus,
 ) {
     let m = &nctx.ctx.metrics;
-    let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+    let (ns, name) = (r.ns(), r.name_any());
     let labels: Labels = vec![
-        ("namespace", ns.clone()),
+        ("namespace", ns.to_string()),
         ("numaflowcontroller", name.clone()),
         ("phase", st.status.phase.as_str().to_string()),
     ];
-    m.set_health(SUBJECT, &ns, &name, labels);
+    m.set_health(SUBJECT, ns, &name, labels);
     let requesting = st.status.upgrade_in_progress == UpgradeStrategy::PipelinePauseAndDrain;
     m.pause_seconds(
         crate::metrics::PauseGauge::ControllerRollout,
-        &ns,
+        ns,
         &name,
         crate::pause_requests::request_seconds(
             st.pause_request_status.as_ref(),
@@ -676,7 +677,7 @@ fn record_metrics(
     let running = |v: String| -> Labels {
         vec![
             ("name", name.clone()),
-            ("namespace", ns.clone()),
+            ("namespace", ns.to_string()),
             ("version", v),
         ]
     };
@@ -684,7 +685,7 @@ fn record_metrics(
         .running
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert((ns.clone(), name.clone()), version.clone());
+        .insert((ns.to_string(), name.clone()), version.clone());
     if let Some(old) = old.filter(|o| *o != version) {
         m.numaflow_controller_rollouts_running.remove(&running(old));
     }

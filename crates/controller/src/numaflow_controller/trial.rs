@@ -12,6 +12,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Resource, ResourceExt};
 use numaplane_api::Kind;
+use numaplane_api::Namespaced;
 use numaplane_api::keys::{labels, upgrade_state};
 use numaplane_api::numaflow_controller_rollout::{ControllerInstance, ControllerProgressiveStatus};
 use numaplane_api::progressive::AssessmentResult;
@@ -41,10 +42,7 @@ struct Listed {
 
 /// The rollout's NumaflowControllers (any name; owned by its UID).
 fn controllers(nctx: &NcCtx, r: &NumaflowControllerRollout) -> Vec<Arc<NumaflowController>> {
-    let (ns, uid) = (
-        r.namespace().unwrap_or_default(),
-        r.uid().unwrap_or_default(),
-    );
+    let (ns, uid) = (r.ns().to_string(), r.uid().unwrap_or_default());
     nctx.controllers
         .state()
         .into_iter()
@@ -200,7 +198,7 @@ pub(super) async fn pass(
     trials: bool,
     now: &Time,
 ) -> Result<Option<Outcome>, Error> {
-    let ns = r.namespace().unwrap_or_default();
+    let ns = r.ns();
     let rollout = r.name_any();
     let ncs = controllers(nctx, r);
     let children: Vec<ControllerChild<'_>> = ncs
@@ -234,7 +232,7 @@ pub(super) async fn pass(
         .and_then(|p| p.max_parallel)
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(DEFAULT_MAX_PARALLEL);
-    let in_use = instances_in_use(nctx, &ns);
+    let in_use = instances_in_use(nctx, ns);
     let desired_version = r.spec.controller.version.as_str();
     let base = r.spec.controller.instance_id.as_deref().unwrap_or_default();
     // The workloads are listed only while a trial runs or is about to start.
@@ -250,10 +248,10 @@ pub(super) async fn pass(
         });
     let listed = match upgrading {
         Some(u) if u.assessment_result != Some(AssessmentResult::Failure) => {
-            workloads(nctx, &ns, Some(&u.controller.instance_id)).await?
+            workloads(nctx, ns, Some(&u.controller.instance_id)).await?
         }
         None if trials && promoted_version.is_some_and(|v| v != desired_version) => {
-            workloads(nctx, &ns, None).await?
+            workloads(nctx, ns, None).await?
         }
         _ => Vec::new(),
     };
@@ -302,7 +300,7 @@ pub(super) async fn act(
     actions: &[Action],
     promoted: Option<&NumaflowController>,
 ) -> Result<(), Error> {
-    let ns = r.namespace().unwrap_or_default();
+    let ns = r.ns();
     if let Some(nc) = promoted.filter(|nc| !super::child::labelled(nc, r, upgrade_state::PROMOTED))
     {
         info!(name = %nc.name_any(), "labelling the promoted NumaflowController");
@@ -321,7 +319,7 @@ pub(super) async fn act(
             }
             Action::Delete(name) => {
                 info!(%name, "deleting retired NumaflowController");
-                super::child::delete(r, nctx, &ns, name).await?;
+                super::child::delete(r, nctx, ns, name).await?;
             }
         }
     }

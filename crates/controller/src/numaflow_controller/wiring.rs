@@ -19,6 +19,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::labels;
 use numaplane_api::{NumaflowController, NumaflowControllerRollout};
 use serde::de::DeserializeOwned;
@@ -306,11 +307,11 @@ pub async fn start(
     let nfcrs = nfcrs
         .owns_shared_stream(ncs_for_rollouts)
         .watches_shared_stream(w.pipelines, move |p| {
-            let ns = p.namespace().unwrap_or_default();
+            let ns = p.ns();
             by_pipeline
                 .state()
                 .iter()
-                .filter(|r| r.namespace().as_deref() == Some(ns.as_str()))
+                .filter(|r| r.namespace().as_deref() == Some(ns))
                 .map(|r| ObjectRef::from_obj(&**r))
                 .collect::<Vec<_>>()
         })

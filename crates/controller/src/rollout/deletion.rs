@@ -14,6 +14,7 @@ use kube::api::{Api, ListParams, Patch};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::{annotations, condition};
 use numaplane_api::numaflow::Pipeline;
 use numaplane_core::conditions::set_condition;
@@ -141,7 +142,7 @@ async fn drain_step<R: Rollout>(
             let patch = serde_json::json!({"spec": {"lifecycle": {"desiredPhase": "Paused"}}});
             children::patch::<R::Child, _>(
                 ctx,
-                &c.namespace().unwrap_or_default(),
+                c.ns(),
                 &child,
                 &children::patch_params(),
                 &Patch::Merge(&patch),
@@ -162,10 +163,10 @@ async fn hold_while_used<R: Rollout>(
     if live.is_empty() {
         return Ok(None);
     }
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.ns();
     // Every Pipeline of the namespace, Numaplane's or not, read live: a deletion is rare, and a
     // pipeline on the service must not lose its buffers whoever made it.
-    let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), ns);
     let pipelines: Vec<serde_json::Value> = api
         .list(&ListParams::default())
         .await

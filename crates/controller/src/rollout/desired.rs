@@ -6,6 +6,7 @@ use crate::children::{ChildObject, DesiredChild};
 use crate::context::Ctx;
 use crate::error::Error;
 use kube::ResourceExt;
+use numaplane_api::Namespaced;
 use numaplane_api::common::ChildMetadata;
 use numaplane_core::desired::{Inputs, LiveChild, desired};
 use numaplane_core::template::TemplateVars;
@@ -17,16 +18,16 @@ pub(crate) fn desired_riders<R: Rollout>(
     ctx: &Ctx,
     child: &R::Child,
 ) -> Result<Vec<numaplane_core::riders::DesiredRider>, Error> {
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.ns();
     let name = child.name_any();
     let vertices = numaplane_core::child::vertex_names(child.spec());
     Ok(numaplane_core::riders::desired_riders(
         &obj.rider_specs(),
         &name,
-        &ns,
+        ns,
         |vertex| match vertex {
-            Some(v) => TemplateVars::pipeline_vertex(&name, &ns, v),
-            None => TemplateVars::for_child(R::KIND, &name, &ns),
+            Some(v) => TemplateVars::pipeline_vertex(&name, ns, v),
+            None => TemplateVars::for_child(R::KIND, &name, ns),
         },
         &vertices,
         &ctx.settings.controller().permitted_riders,
@@ -43,11 +44,11 @@ pub(crate) fn desired_child<R: Rollout>(
     template: (Option<&ChildMetadata>, &Value),
     live: Option<&R::Child>,
 ) -> Result<DesiredChild, Error> {
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.ns();
     let (metadata, template) = template;
     let rendered = desired(&Inputs {
         rollout: &obj.name_any(),
-        namespace: &ns,
+        namespace: ns,
         child: child_name,
         upgrade_state,
         metadata,
@@ -69,7 +70,7 @@ pub(crate) fn desired_child<R: Rollout>(
         .ok_or_else(|| Error::InvalidSpec("rollout has no uid yet".into()))?;
     Ok(DesiredChild {
         name: child_name.to_string(),
-        namespace: ns,
+        namespace: ns.to_string(),
         labels: rendered.labels,
         annotations: rendered.annotations,
         owner,

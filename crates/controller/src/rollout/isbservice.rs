@@ -12,6 +12,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::common::UpgradeStrategy;
 use numaplane_api::keys::{event_reason, labels, upgrade_state_reason};
@@ -67,11 +68,11 @@ fn pdb_current(pdb: &PodDisruptionBudget, isbsvc: &str) -> bool {
 
 /// The JetStream StatefulSet Numaflow runs an InterStepBufferService in, as JSON.
 fn statefulset_of(ctx: &Ctx, child: &InterStepBufferService) -> Option<Value> {
-    let ns = child.namespace().unwrap_or_default();
+    let ns = child.ns();
     let sts_name = format!("isbsvc-{}-js", child.name_any());
     ctx.stores
         .statefulsets
-        .get(&ObjectRef::new(&sts_name).within(&ns))
+        .get(&ObjectRef::new(&sts_name).within(ns))
         .and_then(|s| serde_json::to_value(&*s).ok())
 }
 
@@ -322,9 +323,9 @@ impl Rollout for ISBServiceRollout {
         ctx: &Ctx,
         child: &InterStepBufferService,
     ) -> Result<(), Error> {
-        let ns = child.namespace().unwrap_or_default();
+        let ns = child.ns();
         let name = child.name_any();
-        let cached = ctx.stores.pdbs.get(&ObjectRef::new(&name).within(&ns));
+        let cached = ctx.stores.pdbs.get(&ObjectRef::new(&name).within(ns));
         if cached.is_some_and(|p| pdb_current(&p, &name)) {
             return Ok(());
         }
@@ -333,7 +334,7 @@ impl Rollout for ISBServiceRollout {
         };
         ctx.ensure_leader()?;
         info!(pdb = %name, "applying PodDisruptionBudget");
-        let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &ns);
+        let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
         api.patch(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
@@ -360,14 +361,14 @@ impl Rollout for ISBServiceRollout {
     ) -> Result<Option<String>, Error> {
         // Live, not cached: a pipeline the cache hasn't seen yet must not lose its ISB service.
         // Numaplane's pipelines on it, and those no rollout manages (its buffers go with it).
-        let ns = child.namespace().unwrap_or_default();
+        let ns = child.ns();
         let name = child.name_any();
         let selector = format!(
             "{}={name},{}",
             labels::ISBSVC_CHILD_NAME,
             labels::PARENT_ROLLOUT_NAME
         );
-        let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), &ns);
+        let api: Api<Pipeline> = Api::namespaced(ctx.client.clone(), ns);
         let mut using: Vec<String> = api
             .list(&ListParams::default().labels(&selector))
             .await
@@ -377,7 +378,7 @@ impl Rollout for ISBServiceRollout {
             .map(|p| p.name_any())
             .collect();
         using.extend(
-            crate::pause_requests::unmanaged_on(ctx, &ns, &name)
+            crate::pause_requests::unmanaged_on(ctx, ns, &name)
                 .await?
                 .iter()
                 .map(|p| p.name_any()),
@@ -407,7 +408,7 @@ impl Rollout for ISBServiceRollout {
         );
         ctx.metrics.pause_seconds(
             crate::metrics::PauseGauge::IsbService,
-            &self.namespace().unwrap_or_default(),
+            self.ns(),
             &self.name_any(),
             secs,
         );

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::NamespaceResourceScope;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::labels;
 use numaplane_api::strategy::{Analysis, ProgressiveStrategy};
@@ -146,8 +147,8 @@ pub trait Rollout:
                 return Ok(None);
             }
             info!(child = %child.name_any(), ?reason, "deleting recyclable child");
-            let ns = child.namespace().unwrap_or_default();
-            children::delete::<Self::Child>(ctx, &ns, &child.name_any(), child.uid()).await?;
+            let ns = child.ns();
+            children::delete::<Self::Child>(ctx, ns, &child.name_any(), child.uid()).await?;
             Ok(None)
         }
     }

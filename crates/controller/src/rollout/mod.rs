@@ -36,6 +36,7 @@ mod report;
 
 use kind::publish;
 pub use kind::{Carry, Parts, Rollout};
+use numaplane_api::Namespaced;
 pub(crate) use report::IN_PROGRESS_RECHECK;
 
 use crate::children::{self, ChildObject};
@@ -154,9 +155,9 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
     if !finalizer::has(obj) {
         return Ok(Action::await_change());
     }
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.ns();
     let name = obj.name_any();
-    let live = children::list_live::<R::Child>(ctx, &ns, &name).await?;
+    let live = children::list_live::<R::Child>(ctx, ns, &name).await?;
     if let Some(wait) = deletion::guard(obj, ctx, &live).await? {
         return Ok(wait);
     }
@@ -167,7 +168,7 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
             match &c.meta().deletion_timestamp {
                 None => {
                     info!(child = %c.name_any(), "deleting child of deleted rollout");
-                    children::delete::<R::Child>(ctx, &ns, &c.name_any(), c.uid()).await?;
+                    children::delete::<R::Child>(ctx, ns, &c.name_any(), c.uid()).await?;
                 }
                 Some(since) if now.duration_since(since.0) > DELETION_SLOW => {
                     blocked.push(deletion_blocked(c))
@@ -197,7 +198,7 @@ async fn finalize<R: Rollout>(obj: &R, ctx: &Ctx) -> Result<Action, Error> {
         ctx.forget(&uid);
     }
     ctx.metrics
-        .forget(numaplane_api::Subject::Rollout(R::KIND), &ns, &name);
+        .forget(numaplane_api::Subject::Rollout(R::KIND), ns, &name);
     info!("children deleted, finalizer removed");
     Ok(Action::await_change())
 }

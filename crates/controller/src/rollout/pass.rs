@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::status::{self, RolloutStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
+use numaplane_api::Namespaced;
 use numaplane_api::common::UpgradeStrategy;
 
 pub(super) struct Pass<'o, R: Rollout> {
@@ -41,7 +42,7 @@ impl<'o, R: Rollout> Pass<'o, R> {
             .unwrap_or_else(|| before.clone());
         Pass {
             obj,
-            ns: obj.namespace().unwrap_or_default(),
+            ns: obj.ns().to_string(),
             name: obj.name_any(),
             strategy_before: st.common().upgrade_in_progress,
             uid,

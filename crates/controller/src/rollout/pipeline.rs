@@ -11,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::common::ChildMetadata;
 use numaplane_api::keys::{annotations, condition, event_reason, labels, upgrade_state};
 use numaplane_api::numaflow::{Pipeline, Vertex};
@@ -50,9 +51,9 @@ fn drain_again(
     target: &mut DesiredChild,
 ) -> Option<String> {
     use numaplane_core::ppnd::drain_retry::{DRAIN_ATTEMPTS, DrainRetry, Paused, decide};
-    let ns = live.namespace().unwrap_or_default();
+    let ns = live.ns();
     let isb = numaplane_core::child::isb_rollout_name(&rollout.spec.pipeline.spec);
-    let since = crate::pause_requests::drain_requested_since(&ctx.stores, &ns, &isb)?;
+    let since = crate::pause_requests::drain_requested_since(&ctx.stores, ns, &isb)?;
     // Counted per request: a count of an earlier request does not carry over.
     let attempts = live
         .annotations()
@@ -471,20 +472,20 @@ impl Rollout for PipelineRollout {
     }
 
     async fn resolve(&self, ctx: &Ctx) -> Result<Resolution<IsbTarget>, Error> {
-        let ns = self.namespace().unwrap_or_default();
+        let ns = self.ns();
         let rollout = numaplane_core::child::isb_rollout_name(&self.spec.pipeline.spec);
         let exists = ctx
             .stores
             .isb_rollouts
-            .get(&ObjectRef::new(&rollout).within(&ns))
+            .get(&ObjectRef::new(&rollout).within(ns))
             .is_some();
         if !exists {
             return Err(Error::MissingIsbServiceRollout(rollout));
         }
         let pause_requests =
-            crate::pause_requests::requests_for_pipeline(&ctx.stores, &ns, &rollout);
+            crate::pause_requests::requests_for_pipeline(&ctx.stores, ns, &rollout);
         Ok(
-            match super::lookup::current_isbsvc(&ctx.stores.isbsvcs, &ns, &rollout) {
+            match super::lookup::current_isbsvc(&ctx.stores.isbsvcs, ns, &rollout) {
                 Some(child) => Resolution::Ready(IsbTarget {
                     rollout,
                     child,
@@ -504,7 +505,7 @@ impl Rollout for PipelineRollout {
         ctx: &Ctx,
         children: &[std::sync::Arc<Pipeline>],
     ) -> Vec<numaplane_core::pass::Retirement<std::sync::Arc<Pipeline>>> {
-        let ns = self.namespace().unwrap_or_default();
+        let ns = self.ns();
         let mut retiring = Vec::new();
         for p in children {
             if p.labels().get(labels::UPGRADE_STATE).map(String::as_str)
@@ -514,7 +515,7 @@ impl Rollout for PipelineRollout {
                 continue;
             }
             let on = isbsvc_of(p).unwrap_or_default();
-            let retired = ctx.stores.isbsvcs.named(&ns, on).filter(|i| {
+            let retired = ctx.stores.isbsvcs.named(ns, on).filter(|i| {
                 i.labels().get(labels::UPGRADE_STATE).map(String::as_str)
                     == Some(upgrade_state::RECYCLABLE)
             });
@@ -536,11 +537,11 @@ impl Rollout for PipelineRollout {
     }
 
     fn placement_waits(&self, ctx: &Ctx, isb: &IsbTarget, instance: &str) -> Option<String> {
-        let ns = self.namespace().unwrap_or_default();
+        let ns = self.ns();
         let on = ctx
             .stores
             .isbsvcs
-            .named(&ns, &isb.child)
+            .named(ns, &isb.child)
             .map(|i| super::placement::instance_of(&*i).to_string());
         (on.as_deref() != Some(instance)).then(|| {
             format!(
@@ -616,11 +617,11 @@ impl Rollout for PipelineRollout {
             return false;
         }
         let isb = isbsvc_of(child).unwrap_or("default");
-        let ns = child.namespace().unwrap_or_default();
+        let ns = child.ns();
         // Coming up (or just up, the pipeline not yet told), not broken: a pipeline on an ISB
         // service Numaflow itself marked Failed is reported at once. The status hold bounds
         // the wait either way.
-        ctx.stores.isbsvcs.named(&ns, isb).is_some_and(|svc| {
+        ctx.stores.isbsvcs.named(ns, isb).is_some_and(|svc| {
             svc.status
                 .as_ref()
                 .and_then(|s| s.get("phase"))
@@ -635,11 +636,11 @@ impl Rollout for PipelineRollout {
             == numaplane_api::common::UpgradeStrategy::PipelinePauseAndDrain;
         let (pausing, paused) =
             crate::pause_requests::pipeline_pause_seconds(st.pause_status.as_ref(), system, now);
-        let (ns, name) = (self.namespace().unwrap_or_default(), self.name_any());
+        let (ns, name) = (self.ns(), self.name_any());
         ctx.metrics
-            .pause_seconds(PauseGauge::PipelineSystemPausing, &ns, &name, pausing);
+            .pause_seconds(PauseGauge::PipelineSystemPausing, ns, &name, pausing);
         ctx.metrics
-            .pause_seconds(PauseGauge::PipelineSystemPaused, &ns, &name, paused);
+            .pause_seconds(PauseGauge::PipelineSystemPaused, ns, &name, paused);
     }
 
     fn observe_child(

@@ -5,6 +5,7 @@
 use super::kind::Rollout;
 use crate::context::Ctx;
 use kube::{Resource, ResourceExt};
+use numaplane_api::Namespaced;
 use numaplane_api::keys::annotations::NUMAFLOW_INSTANCE;
 use numaplane_core::controller_trial::{Target, target};
 
@@ -17,10 +18,9 @@ pub(crate) struct Resolved<T> {
 
 /// The placement of `obj`'s child now.
 pub(super) fn placement<R: Rollout>(ctx: &Ctx, obj: &R) -> Target {
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.ns();
     let ncr = ctx.stores.nc_rollouts.state().into_iter().find(|r| {
-        r.metadata.namespace.as_deref() == Some(ns.as_str())
-            && r.meta().deletion_timestamp.is_none()
+        r.metadata.namespace.as_deref() == Some(ns) && r.meta().deletion_timestamp.is_none()
     });
     let status = ncr
         .as_ref()

@@ -10,6 +10,7 @@ use super::placement::Resolved;
 use crate::children::{self, DesiredChild};
 use crate::error::Error;
 use kube::ResourceExt;
+use numaplane_api::Namespaced;
 use numaplane_api::keys::upgrade_state;
 use numaplane_core::pass::{self, ProgressiveView, Promoted, PromotedStep};
 use std::sync::Arc;
@@ -92,7 +93,7 @@ fn check_owned<R: Rollout>(obj: &R, child: &R::Child) -> Result<(), Error> {
         Err(Error::NotOwned {
             kind: children::kind_str::<R::Child>(),
             name: child.name_any(),
-            namespace: child.namespace().unwrap_or_default(),
+            namespace: child.ns().to_string(),
             owner_kind: children::kind_str::<R>(),
         })
     }

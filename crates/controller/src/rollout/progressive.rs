@@ -22,6 +22,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use numaplane_api::Kind;
+use numaplane_api::Namespaced;
 use numaplane_api::common::{RiderStatus, UpgradeStrategy};
 use numaplane_api::keys::{condition, labels, upgrade_state, upgrade_state_reason};
 use numaplane_api::narrow::AnalysisRunPhase;
@@ -141,8 +142,8 @@ async fn isbsvc_health_sample<K: ChildObject>(
     trial: &K,
     held: bool,
 ) -> Result<TrialHealth, Error> {
-    let ns = trial.namespace().unwrap_or_default();
-    let api: Api<numaplane_api::PipelineRollout> = Api::namespaced(ctx.client.clone(), &ns);
+    let ns = trial.ns();
+    let api: Api<numaplane_api::PipelineRollout> = Api::namespaced(ctx.client.clone(), ns);
     let prs = api
         .list(&ListParams::default())
         .await
@@ -179,14 +180,14 @@ async fn health_sample<K: ChildObject>(
         let health = progressive::health::pipeline_type_health(&json, true, &[]);
         return Ok((health, true));
     }
-    let ns = trial.namespace().unwrap_or_default();
-    let (cached, complete) = cached_vertices(ctx, &ns, &trial.name_any(), trial.spec());
+    let ns = trial.ns();
+    let (cached, complete) = cached_vertices(ctx, ns, &trial.name_any(), trial.spec());
     let vertices_decide = progressive::health::needs_every_vertex(&json);
     if complete || !vertices_decide {
         let health = progressive::health::pipeline_type_health(&json, false, &cached);
         return Ok((health, !vertices_decide));
     }
-    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), ns);
     let lp = ListParams::default().labels(&format!(
         "{}={}",
         labels::NUMAFLOW_PIPELINE_NAME,
@@ -280,9 +281,9 @@ async fn promoted_pods<K: ChildObject>(
     kind: Kind,
     promoted: &K,
 ) -> Result<PromotedPods, Error> {
-    let ns = promoted.namespace().unwrap_or_default();
+    let ns = promoted.ns();
     let name = promoted.name_any();
-    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let mut out = PromotedPods::default();
     // Data pods only: a MonoVertex's daemon pods carry its name label too.
     let selector = match kind {
@@ -330,8 +331,8 @@ async fn owned_hpas<K: ChildObject>(
     ctx: &Ctx,
     child: &K,
 ) -> Result<Vec<HorizontalPodAutoscaler>, Error> {
-    let ns = child.namespace().unwrap_or_default();
-    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
+    let ns = child.ns();
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), ns);
     let uid = child.uid();
     Ok(api
         .list(&ListParams::default())
@@ -411,7 +412,7 @@ async fn analysis_run<K: ChildObject>(
     trial: &K,
     promoted: &str,
 ) -> Result<Value, Error> {
-    let ns = trial.namespace().unwrap_or_default();
+    let ns = trial.ns();
     let refs: Vec<TemplateRef> = analysis
         .templates
         .iter()
@@ -421,7 +422,7 @@ async fn analysis_run<K: ChildObject>(
             cluster_scope: t.cluster_scope.unwrap_or(false),
         })
         .collect();
-    let templates = resolve_templates(ctx, &ns, refs).await?;
+    let templates = resolve_templates(ctx, ns, refs).await?;
     let lower = kind.child_kind().to_ascii_lowercase();
     let mut args: Vec<Value> = analysis
         .args

@@ -11,6 +11,7 @@ use kube::api::{Api, Patch};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use numaplane_api::Kind;
+use numaplane_api::Namespaced;
 use numaplane_api::PipelineRollout;
 use numaplane_api::keys::{annotations, labels, upgrade_state};
 use numaplane_api::numaflow::Pipeline;
@@ -32,10 +33,10 @@ fn rollout_spec_for(
     name: &str,
     isbsvc: Option<&str>,
 ) -> Result<Value, Error> {
-    let ns = rollout.namespace().unwrap_or_default();
+    let ns = rollout.ns();
     let mut spec = template::render_json(
         &rollout.spec.pipeline.spec,
-        &TemplateVars::pipeline(name, &ns),
+        &TemplateVars::pipeline(name, ns),
     )?;
     if let (Some(isb), Some(m)) = (isbsvc, spec.as_object_mut()) {
         m.insert("interStepBufferServiceName".into(), isb.into());
@@ -56,8 +57,8 @@ async fn patch_pipeline<P: serde::Serialize + std::fmt::Debug>(
     p: &Pipeline,
     patch: &Patch<P>,
 ) -> kube::Result<Pipeline> {
-    let ns = p.namespace().unwrap_or_default();
-    children::patch(ctx, &ns, &p.name_any(), &children::patch_params(), patch).await
+    let ns = p.ns();
+    children::patch(ctx, ns, &p.name_any(), &children::patch_params(), patch).await
 }
 
 /// JSON-patch ops setting `min=max=n` (not disabled) on the named vertices, each guarded by its
@@ -116,7 +117,7 @@ async fn keep_expired(ctx: &Ctx, p: &Pipeline) -> Result<bool, Error> {
 async fn pipeline_vertices(ctx: &Ctx, p: &Pipeline) -> Result<Vec<Value>, Error> {
     use kube::api::ListParams;
     use numaplane_api::numaflow::Vertex;
-    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), &p.namespace().unwrap_or_default());
+    let api: Api<Vertex> = Api::namespaced(ctx.client.clone(), p.ns());
     let lp = ListParams::default().labels(&format!(
         "{}={}",
         labels::NUMAFLOW_PIPELINE_NAME,
@@ -133,9 +134,9 @@ async fn pipeline_vertices(ctx: &Ctx, p: &Pipeline) -> Result<Vec<Value>, Error>
 }
 
 async fn report(ctx: &Ctx, rollout: &PipelineRollout, p: &Pipeline, result: DrainResult) {
-    let ns = p.namespace().unwrap_or_default();
+    let ns = p.ns();
     ctx.metrics
-        .pipeline_drain(&ns, &rollout.name_any(), &p.name_any(), result);
+        .pipeline_drain(ns, &rollout.name_any(), &p.name_any(), result);
     let note = match result {
         DrainResult::StandardDrain => "drained with its own spec; deleting".to_string(),
         DrainResult::ForceDrain => "drained with the promoted spec; deleting".to_string(),
@@ -222,16 +223,16 @@ pub async fn recycle(
     if p.metadata.deletion_timestamp.is_some() {
         return Ok(None);
     }
-    let ns = rollout.namespace().unwrap_or_default();
+    let ns = rollout.ns();
     let name = rollout.name_any();
     let cfg = ctx.settings.controller();
     let isbsvc = super::lookup::current_isbsvc(
         &ctx.stores.isbsvcs,
-        &ns,
+        ns,
         &numaplane_core::child::isb_rollout_name(&rollout.spec.pipeline.spec),
     );
     let rollout_spec = rollout_spec_for(rollout, &p.name_any(), None)?;
-    let promoted = super::lookup::find_promoted::<PipelineRollout>(ctx, &ns, &name);
+    let promoted = super::lookup::find_promoted::<PipelineRollout>(ctx, ns, &name);
     let promoted_target = match &promoted {
         Some(pr) => Some(rollout_spec_for(
             rollout,

@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use numaplane_api::Namespaced;
 use numaplane_api::Subject;
 use numaplane_api::keys;
 use std::time::Duration;
@@ -185,7 +186,7 @@ fn holdable<R: Rollout>(before: &R::Status, after: &R::Status) -> bool {
 
 /// The one-hot health series of a rollout, and its count in its namespace.
 fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Status) {
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.ns();
     let name = obj.name_any();
     let is_false = |t: &str| {
         numaplane_core::conditions::get_condition(&st.conditions, t)
@@ -193,7 +194,7 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
             .to_string()
     };
     let labels = vec![
-        ("namespace", ns.clone()),
+        ("namespace", ns.to_string()),
         (R::KIND.metric_label(), name.clone()),
         ("phase", st.phase.as_str().to_string()),
         (
@@ -206,8 +207,8 @@ fn record_health<R: Rollout>(ctx: &Ctx, obj: &R, st: &numaplane_api::common::Sta
         ),
     ];
     ctx.metrics
-        .set_health(Subject::Rollout(R::KIND), &ns, &name, labels);
-    ctx.metrics.count(R::KIND, &ns, &name, true);
+        .set_health(Subject::Rollout(R::KIND), ns, &name, labels);
+    ctx.metrics.count(R::KIND, ns, &name, true);
 }
 
 #[cfg(test)]
